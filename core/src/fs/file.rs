@@ -1,0 +1,265 @@
+//! Open file handles.
+
+use super::locks::{FlockOp, RangeLock, RangeLockKind};
+use super::types::{FallocateMode, OpenOptions, Stat};
+use super::Ctx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::schema::FileType;
+use parking_lot::Mutex;
+use std::io::SeekFrom;
+
+/// An open file. Opened on a [`super::Store`], each write commits by itself (durable at
+/// [`File::sync`]); opened on a [`super::Transaction`], its reads and writes belong to that
+/// transaction and fail with EBADF once it has ended. Locks held through a handle are
+/// released when it closes; a file unlinked while open stays usable until its last handle
+/// closes. Dropping a `File` closes it; [`File::close`] also reports errors.
+pub struct File {
+    ctx: Ctx,
+    ino: u64,
+    kind: FileType,
+    id: u64,
+    readable: bool,
+    writable: bool,
+    append: bool,
+    pos: Mutex<u64>,
+    closed: bool,
+}
+
+impl File {
+    pub(crate) fn open(ctx: Ctx, path: &[u8], options: &OpenOptions) -> Result<File> {
+        let inner = &ctx.store().inner;
+        // Count the handle as open from inside the operation, so that an unlink racing with
+        // this open sees it and keeps the inode as an orphan.
+        let mut counted: Option<u64> = None;
+        let r = ctx.run(|ops| {
+            if let Some(ino) = counted.take() {
+                inner.closed(ino);
+            }
+            let (ino, kind) = ops.open(path, options)?;
+            inner.opened(ino);
+            counted = Some(ino);
+            Ok((ino, kind))
+        });
+        let (ino, kind) = match r {
+            Ok(v) => v,
+            Err(e) => {
+                if let Some(ino) = counted {
+                    inner.closed(ino);
+                }
+                return Err(e);
+            }
+        };
+        Ok(File {
+            id: inner.new_handle_id(),
+            ctx,
+            ino,
+            kind,
+            readable: options.read,
+            writable: options.write,
+            append: options.append,
+            pos: Mutex::new(0),
+            closed: false,
+        })
+    }
+
+    fn check(&self, want_read: bool, want_write: bool) -> Result<()> {
+        if self.ctx.is_finished() {
+            return Err(Error::new(ErrorKind::BadHandle, "file handle belongs to a finished transaction"));
+        }
+        if want_read && !self.readable {
+            return Err(Error::new(ErrorKind::BadHandle, "file handle is not open for reading"));
+        }
+        if want_write && !self.writable {
+            return Err(Error::new(ErrorKind::BadHandle, "file handle is not open for writing"));
+        }
+        if (want_read || want_write) && self.kind == FileType::Dir {
+            return Err(Error::new(ErrorKind::IsDir, "file handle refers to a directory"));
+        }
+        Ok(())
+    }
+
+    /// The inode number.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// A process-unique identifier of this handle (the owner of its locks).
+    pub fn handle_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Reads at the current position and advances it; returns 0 at end of file.
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize> {
+        let mut pos = self.pos.lock();
+        let n = self.read_at(buf, *pos)?;
+        *pos += n as u64;
+        Ok(n)
+    }
+
+    /// Reads at `offset` without moving the position (`pread`).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.check(true, false)?;
+        let data = self.ctx.run(|ops| ops.read_ino(self.ino, offset, buf.len()))?;
+        buf[..data.len()].copy_from_slice(&data);
+        Ok(data.len())
+    }
+
+    /// Writes all of `data` at the current position (at the end with append) and advances.
+    pub fn write(&self, data: &[u8]) -> Result<usize> {
+        self.check(false, true)?;
+        let mut pos = self.pos.lock();
+        let at = self.ctx.run(|ops| ops.write_ino(self.ino, *pos, data, self.append))?;
+        *pos = at + data.len() as u64;
+        Ok(data.len())
+    }
+
+    /// Writes all of `data` at `offset` without moving the position (`pwrite`). With append,
+    /// the data goes to the end, as on Linux.
+    pub fn write_at(&self, data: &[u8], offset: u64) -> Result<usize> {
+        self.check(false, true)?;
+        self.ctx.run(|ops| ops.write_ino(self.ino, offset, data, self.append))?;
+        Ok(data.len())
+    }
+
+    /// Moves the position; returns the new one. Seeking past the end is allowed.
+    pub fn seek(&self, to: SeekFrom) -> Result<u64> {
+        self.check(false, false)?;
+        let mut pos = self.pos.lock();
+        let new = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => pos.checked_add_signed(d),
+            SeekFrom::End(d) => self.stat()?.size.checked_add_signed(d),
+        }
+        .ok_or_else(|| Error::new(ErrorKind::Invalid, "seek to a negative or overflowing offset"))?;
+        *pos = new;
+        Ok(new)
+    }
+
+    /// The current position.
+    pub fn position(&self) -> u64 {
+        *self.pos.lock()
+    }
+
+    /// Sets the file's size (`ftruncate`).
+    pub fn set_len(&self, size: u64) -> Result<()> {
+        self.check(false, true)?;
+        self.ctx.run(|ops| ops.truncate_ino(self.ino, size))
+    }
+
+    /// `fallocate`; see [`FallocateMode`].
+    pub fn allocate(&self, mode: FallocateMode, offset: u64, len: u64) -> Result<()> {
+        self.check(false, true)?;
+        self.ctx.run(|ops| ops.fallocate_ino(self.ino, mode, offset, len))
+    }
+
+    /// Attributes (`fstat`).
+    pub fn stat(&self) -> Result<Stat> {
+        self.check(false, false)?;
+        self.ctx.run(|ops| ops.stat_ino(self.ino))
+    }
+
+    /// `fsync`: on a store handle, makes every committed write durable; inside a transaction
+    /// it does nothing (the commit is what makes the writes durable).
+    pub fn sync(&self) -> Result<()> {
+        self.check(false, false)?;
+        match &self.ctx {
+            Ctx::Auto(store) => store.sync(),
+            Ctx::Tx(_) => Ok(()),
+        }
+    }
+
+    /// Takes or releases a whole-file lock (`flock`). With `wait` false a held lock gives
+    /// [`ErrorKind::WouldBlock`]; with `wait` true the call blocks until it is free.
+    pub fn flock(&self, op: FlockOp, wait: bool) -> Result<()> {
+        self.check(false, false)?;
+        self.ctx.store().inner.locks.flock(self.ino, self.id, op, wait)
+    }
+
+    /// Takes or releases a byte-range lock (`fcntl(F_SETLK/F_SETLKW)` with open-file-description
+    /// semantics). `len` 0 means to the end of the file and beyond.
+    pub fn lock_range(&self, kind: RangeLockKind, start: u64, len: u64, wait: bool) -> Result<()> {
+        self.check(false, false)?;
+        if kind == RangeLockKind::Read && !self.readable || kind == RangeLockKind::Write && !self.writable {
+            return Err(Error::new(ErrorKind::BadHandle, "lock type needs the matching access mode"));
+        }
+        self.ctx.store().inner.locks.lock_range(self.ino, self.id, kind, start, len, wait)
+    }
+
+    /// Reports a lock held by another handle that would block this one (`F_GETLK`).
+    pub fn test_lock(&self, write: bool, start: u64, len: u64) -> Result<Option<RangeLock>> {
+        self.check(false, false)?;
+        self.ctx.store().inner.locks.test_range(self.ino, self.id, write, start, len)
+    }
+
+    /// Closes the handle, releasing its locks; the last close of an unlinked file frees it.
+    pub fn close(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Ok(());
+        }
+        let store = self.ctx.store();
+        store.inner.locks.release_all(self.ino, self.id);
+        if store.inner.closed(self.ino) && !store.inner.read_only {
+            let ino = self.ino;
+            return store.inner.run(None, |ops| ops.reap_orphan(ino));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "File(ino {}, handle {})", self.ino, self.id)
+    }
+}
+
+impl std::io::Read for &File {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        Ok(File::read(self, buf)?)
+    }
+}
+
+impl std::io::Write for &File {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(File::write(self, buf)?)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for &File {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        Ok(File::seek(self, pos)?)
+    }
+}
+
+impl std::io::Read for File {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::io::Read::read(&mut &*self, buf)
+    }
+}
+
+impl std::io::Write for File {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::Write::write(&mut &*self, buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for File {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        std::io::Seek::seek(&mut &*self, pos)
+    }
+}

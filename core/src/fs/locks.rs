@@ -1,0 +1,216 @@
+//! In-process file locks: `flock`-style whole-file locks and POSIX byte-range locks, both owned
+//! by a file handle (like Linux open-file-description locks) and released when it closes.
+
+use crate::error::{Error, ErrorKind, Result};
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+
+/// A whole-file lock request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlockOp {
+    /// Shared lock (many holders).
+    Shared,
+    /// Exclusive lock (one holder).
+    Exclusive,
+    /// Release the handle's lock.
+    Unlock,
+}
+
+/// A byte-range lock type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeLockKind {
+    /// Read (shared) lock.
+    Read,
+    /// Write (exclusive) lock.
+    Write,
+    /// Release the range.
+    Unlock,
+}
+
+/// A byte-range lock held by some handle, as reported by a lock test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeLock {
+    /// Identifier of the handle that holds it.
+    pub owner: u64,
+    /// `Read` or `Write`.
+    pub kind: RangeLockKind,
+    /// First byte.
+    pub start: u64,
+    /// Length; 0 means to the end of the file and beyond.
+    pub len: u64,
+}
+
+#[derive(Default)]
+struct FileLocks {
+    shared: Vec<u64>,
+    exclusive: Option<u64>,
+    /// (owner, start, end exclusive, write)
+    ranges: Vec<(u64, u64, u64, bool)>,
+}
+
+impl FileLocks {
+    fn is_empty(&self) -> bool {
+        self.shared.is_empty() && self.exclusive.is_none() && self.ranges.is_empty()
+    }
+    fn range_conflict(&self, owner: u64, start: u64, end: u64, write: bool) -> Option<RangeLock> {
+        self.ranges.iter().find(|r| r.0 != owner && r.1 < end && start < r.2 && (write || r.3)).map(|r| RangeLock {
+            owner: r.0,
+            kind: if r.3 { RangeLockKind::Write } else { RangeLockKind::Read },
+            start: r.1,
+            len: if r.2 == u64::MAX { 0 } else { r.2 - r.1 },
+        })
+    }
+    /// Removes `owner`'s locks from `[start, end)`, splitting ranges that stick out.
+    fn carve(&mut self, owner: u64, start: u64, end: u64) {
+        let mut kept = Vec::with_capacity(self.ranges.len() + 1);
+        for r in self.ranges.drain(..) {
+            if r.0 != owner || r.2 <= start || end <= r.1 {
+                kept.push(r);
+                continue;
+            }
+            if r.1 < start {
+                kept.push((r.0, r.1, start, r.3));
+            }
+            if end < r.2 {
+                kept.push((r.0, end, r.2, r.3));
+            }
+        }
+        self.ranges = kept;
+    }
+}
+
+/// The lock table of one store.
+#[derive(Default)]
+pub(crate) struct LockTable {
+    files: Mutex<HashMap<u64, FileLocks>>,
+    changed: Condvar,
+}
+
+fn would_block() -> Error {
+    Error::new(ErrorKind::WouldBlock, "file is locked by another handle")
+}
+
+fn range_end(start: u64, len: u64) -> Result<u64> {
+    if len == 0 {
+        return Ok(u64::MAX);
+    }
+    start.checked_add(len).ok_or_else(|| Error::new(ErrorKind::Invalid, "lock range overflows"))
+}
+
+impl LockTable {
+    pub(crate) fn flock(&self, ino: u64, owner: u64, op: FlockOp, wait: bool) -> Result<()> {
+        let mut files = self.files.lock();
+        loop {
+            let f = files.entry(ino).or_default();
+            f.shared.retain(|&o| o != owner);
+            if f.exclusive == Some(owner) {
+                f.exclusive = None;
+            }
+            let free = match op {
+                FlockOp::Unlock => true,
+                FlockOp::Shared => f.exclusive.is_none(),
+                FlockOp::Exclusive => f.exclusive.is_none() && f.shared.is_empty(),
+            };
+            if free {
+                match op {
+                    FlockOp::Shared => f.shared.push(owner),
+                    FlockOp::Exclusive => f.exclusive = Some(owner),
+                    FlockOp::Unlock => {}
+                }
+                if f.is_empty() {
+                    files.remove(&ino);
+                }
+                self.changed.notify_all();
+                return Ok(());
+            }
+            // Converting drops the old lock first, as flock(2) does; others may now proceed.
+            self.changed.notify_all();
+            if !wait {
+                return Err(would_block());
+            }
+            self.changed.wait(&mut files);
+        }
+    }
+
+    pub(crate) fn lock_range(
+        &self,
+        ino: u64,
+        owner: u64,
+        kind: RangeLockKind,
+        start: u64,
+        len: u64,
+        wait: bool,
+    ) -> Result<()> {
+        let end = range_end(start, len)?;
+        let mut files = self.files.lock();
+        loop {
+            let f = files.entry(ino).or_default();
+            if kind == RangeLockKind::Unlock {
+                f.carve(owner, start, end);
+            } else if f.range_conflict(owner, start, end, kind == RangeLockKind::Write).is_none() {
+                f.carve(owner, start, end);
+                f.ranges.push((owner, start, end, kind == RangeLockKind::Write));
+            } else if !wait {
+                return Err(would_block());
+            } else {
+                self.changed.wait(&mut files);
+                continue;
+            }
+            if f.is_empty() {
+                files.remove(&ino);
+            }
+            self.changed.notify_all();
+            return Ok(());
+        }
+    }
+
+    pub(crate) fn test_range(&self, ino: u64, owner: u64, write: bool, start: u64, len: u64) -> Result<Option<RangeLock>> {
+        let end = range_end(start, len)?;
+        Ok(self.files.lock().get(&ino).and_then(|f| f.range_conflict(owner, start, end, write)))
+    }
+
+    pub(crate) fn release_all(&self, ino: u64, owner: u64) {
+        let mut files = self.files.lock();
+        if let Some(f) = files.get_mut(&ino) {
+            f.shared.retain(|&o| o != owner);
+            if f.exclusive == Some(owner) {
+                f.exclusive = None;
+            }
+            f.ranges.retain(|r| r.0 != owner);
+            if f.is_empty() {
+                files.remove(&ino);
+            }
+            self.changed.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flock_shared_and_exclusive() {
+        let t = LockTable::default();
+        t.flock(1, 10, FlockOp::Shared, false).unwrap();
+        t.flock(1, 11, FlockOp::Shared, false).unwrap();
+        assert_eq!(t.flock(1, 12, FlockOp::Exclusive, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+        t.release_all(1, 10);
+        t.flock(1, 11, FlockOp::Unlock, false).unwrap();
+        t.flock(1, 12, FlockOp::Exclusive, false).unwrap();
+        assert!(t.flock(1, 10, FlockOp::Shared, false).is_err());
+    }
+
+    #[test]
+    fn ranges_split_and_conflict() {
+        let t = LockTable::default();
+        t.lock_range(1, 1, RangeLockKind::Write, 0, 100, false).unwrap();
+        t.lock_range(1, 1, RangeLockKind::Unlock, 40, 20, false).unwrap();
+        assert!(t.test_range(1, 2, true, 45, 10).unwrap().is_none());
+        let held = t.test_range(1, 2, false, 30, 20).unwrap().unwrap();
+        assert_eq!((held.owner, held.start, held.len), (1, 0, 40));
+        t.lock_range(1, 2, RangeLockKind::Read, 40, 20, false).unwrap();
+        t.lock_range(1, 3, RangeLockKind::Read, 40, 20, false).unwrap();
+        assert!(t.lock_range(1, 3, RangeLockKind::Write, 50, 0, false).is_err());
+    }
+}

@@ -1,0 +1,607 @@
+//! The file system: a store of files, directories and symlinks over a kv backend, where every
+//! call is a transaction and an explicit [`Transaction`] groups any number of calls on any
+//! number of files into one atomic, isolated, durable change.
+
+mod file;
+mod locks;
+mod ops;
+pub(crate) mod path;
+mod types;
+
+pub use file::File;
+pub use locks::{FlockOp, RangeLock, RangeLockKind};
+#[doc(hidden)]
+pub use ops::Ops;
+pub use ops::{MAX_FILE_SIZE, XATTR_NAME_MAX, XATTR_SIZE_MAX};
+pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};
+pub use types::*;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{self, Backend, Txn};
+use crate::schema::{self, Inode, Meta, Superblock, FORMAT_VERSION, ROOT_INO};
+use locks::LockTable;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+/// Options for opening a store.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Make each explicit commit durable before it returns (one fsync, shared by concurrent
+    /// commits). Auto-commit calls are durable at the next `fsync`/`sync`. Default true.
+    pub sync: bool,
+    /// Block size for a new store (fixed at creation). Default 64 KiB.
+    pub block_size: u32,
+    /// Files up to this size keep their data in the inode (fixed at creation). Default 4 KiB.
+    pub inline_limit: u32,
+    /// Refuse every change with EROFS.
+    pub read_only: bool,
+    /// Check permissions as this user; `None` acts as the store's owner.
+    pub credential: Option<Credential>,
+    /// How often `transact` and auto-commit calls retry a conflict before giving up.
+    pub max_retries: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync: true,
+            block_size: 64 << 10,
+            inline_limit: 4 << 10,
+            read_only: false,
+            credential: None,
+            max_retries: 100,
+        }
+    }
+}
+
+/// Inode numbers reserved per allocator round trip.
+const INO_BATCH: u64 = 1024;
+
+/// State shared by every handle of one store in this process.
+pub(crate) struct Inner {
+    backend: Arc<dyn Backend>,
+    pub(crate) block_size: u32,
+    pub(crate) inline_limit: u32,
+    pub(crate) read_only: bool,
+    sync: bool,
+    max_retries: u32,
+    /// Owner of new files when no credential is given: the process's uid and gid.
+    pub(crate) owner: (u32, u32),
+    /// (total, free) bytes of the backend's disk, when it has one.
+    pub(crate) space: Option<(u64, u64)>,
+    ino_range: Mutex<(u64, u64)>,
+    open_files: Mutex<HashMap<u64, usize>>,
+    pub(crate) locks: LockTable,
+    next_handle: AtomicU64,
+}
+
+impl Inner {
+    pub(crate) fn alloc_ino(&self) -> Result<u64> {
+        let mut r = self.ino_range.lock();
+        if r.0 >= r.1 {
+            // Reserve a range in a transaction of its own: the counter is touched once per
+            // INO_BATCH creates, and never by the caller's transaction.
+            let key = schema::meta_key(Meta::NextIno);
+            *r = self.retry(|tx| {
+                let next = kv::decode_counter(tx.get(&key)?.as_deref()).max(ROOT_INO + 1);
+                tx.set(&key, &(next + INO_BATCH).to_le_bytes())?;
+                Ok((next, next + INO_BATCH))
+            }, false)?;
+        }
+        r.0 += 1;
+        Ok(r.0 - 1)
+    }
+
+    pub(crate) fn is_open(&self, ino: u64) -> bool {
+        self.open_files.lock().contains_key(&ino)
+    }
+
+    pub(crate) fn opened(&self, ino: u64) {
+        *self.open_files.lock().entry(ino).or_insert(0) += 1;
+    }
+
+    /// Returns true when this was the last handle of `ino`.
+    pub(crate) fn closed(&self, ino: u64) -> bool {
+        let mut files = self.open_files.lock();
+        match files.get_mut(&ino) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                files.remove(&ino);
+                true
+            }
+        }
+    }
+
+    pub(crate) fn new_handle_id(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Runs `f` in a fresh kv transaction and commits it, retrying conflicts with backoff.
+    fn retry<R>(&self, mut f: impl FnMut(&mut dyn Txn) -> Result<R>, durable: bool) -> Result<R> {
+        let mut attempt = 0;
+        loop {
+            let mut tx = self.backend.begin()?;
+            let r = f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v));
+            match r {
+                Err(e) if e.is_retryable() && attempt < self.max_retries => backoff(attempt),
+                r => return r,
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Deletes inodes left unlinked-but-open by a previous run (none can be open now).
+    fn reap_orphans(self: &Arc<Self>) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        loop {
+            let (s, e) = schema::orphan_range();
+            let batch = self.retry(|tx| tx.get_range(&s, &e, 100, false), false)?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for (k, _) in batch {
+                let ino = schema::orphan_ino(&k)?;
+                self.run(None, |ops| ops.reap_orphan(ino))?;
+            }
+        }
+    }
+
+    /// Runs one auto-commit operation.
+    pub(crate) fn run<R>(&self, cred: Option<&Credential>, mut f: impl FnMut(&mut Ops<'_>) -> Result<R>) -> Result<R> {
+        self.retry(|tx| f(&mut Ops { tx, inner: self, cred, wrote: false }), false)
+    }
+}
+
+/// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
+fn backoff(attempt: u32) {
+    let cap = Duration::from_millis(1 << attempt.min(7)).min(Duration::from_millis(100));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64;
+    let jitter = nanos % (cap.as_nanos() as u64 + 1);
+    std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
+}
+
+fn shared_stores() -> &'static Mutex<HashMap<usize, Weak<Inner>>> {
+    static STORES: OnceLock<Mutex<HashMap<usize, Weak<Inner>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// An open store. Cloning is cheap and shares everything; all methods are thread-safe.
+/// File-system calls come from the [`FileSystem`] trait: on a `Store` each call is its own
+/// transaction (auto-commit).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+    cred: Option<Arc<Credential>>,
+}
+
+impl Store {
+    /// Opens the store at `uri` with default options: `rocksdb:/path` or a bare path
+    /// (RocksDB, created if missing), `memory:` or `memory:?limits=foundationdb`.
+    pub fn open(uri: &str) -> Result<Store> {
+        Store::open_with(uri, Options::default())
+    }
+
+    /// Opens the store at `uri` with `options`.
+    pub fn open_with(uri: &str, options: Options) -> Result<Store> {
+        let backend = kv::open(uri)?;
+        let space = uri_disk_space(uri);
+        Store::with_backend(backend, options, space)
+    }
+
+    /// Opens a store on an existing backend (for custom or wrapped backends). Opening the same
+    /// backend again in this process shares handles, locks and open-file state; the options of
+    /// the first open stay in force, except the credential.
+    pub fn with_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>) -> Result<Store> {
+        let cred = options.credential.clone().map(Arc::new);
+        let key = Arc::as_ptr(&backend) as *const () as usize;
+        let mut stores = shared_stores().lock();
+        if let Some(inner) = stores.get(&key).and_then(Weak::upgrade) {
+            return Ok(Store { inner, cred });
+        }
+        if options.block_size < 512 || options.block_size > 65536 || !options.block_size.is_power_of_two() {
+            return Err(Error::new(ErrorKind::Invalid, "block size must be a power of two from 512 to 65536"));
+        }
+        if options.inline_limit > 65536 {
+            return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
+        }
+        let sb = format_or_read(&*backend, &options)?;
+        // SAFETY: getuid/getgid cannot fail.
+        let owner = unsafe { (libc::getuid(), libc::getgid()) };
+        let inner = Arc::new(Inner {
+            backend,
+            block_size: sb.block_size,
+            inline_limit: sb.inline_limit,
+            read_only: options.read_only,
+            sync: options.sync,
+            max_retries: options.max_retries,
+            owner,
+            space,
+            ino_range: Mutex::new((0, 0)),
+            open_files: Mutex::new(HashMap::new()),
+            locks: LockTable::default(),
+            next_handle: AtomicU64::new(1),
+        });
+        inner.reap_orphans()?;
+        stores.retain(|_, w| w.strong_count() > 0);
+        stores.insert(key, Arc::downgrade(&inner));
+        Ok(Store { inner, cred })
+    }
+
+    /// The same store, checking permissions as `cred` (or as the owner with `None`).
+    pub fn with_credential(&self, cred: Option<Credential>) -> Store {
+        Store { inner: self.inner.clone(), cred: cred.map(Arc::new) }
+    }
+
+    /// Starts an explicit transaction. Nothing it does is visible to others until
+    /// [`Transaction::commit`]; dropping it rolls back.
+    pub fn begin(&self) -> Result<Transaction> {
+        let kv = self.inner.backend.begin()?;
+        Ok(Transaction {
+            shared: Arc::new(TxShared { store: self.clone(), state: Mutex::new(TxState::Active(kv)) }),
+        })
+    }
+
+    /// Runs `f` in a transaction and commits it; retries with backoff when the transaction
+    /// conflicts with another one (so `f` may run several times and must not have side
+    /// effects outside the transaction). Every other error is returned at once.
+    pub fn transact<R>(&self, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
+        let mut attempt = 0;
+        loop {
+            let tx = self.begin()?;
+            match f(&tx).and_then(|v| tx.commit().map(|()| v)) {
+                Err(e) if e.is_retryable() && attempt < self.inner.max_retries => backoff(attempt),
+                r => return r,
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Makes every change committed so far durable (what `fsync` does for auto-commit writes).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.backend.sync()
+    }
+
+    /// The store's block size.
+    pub fn block_size(&self) -> u32 {
+        self.inner.block_size
+    }
+
+    /// The store's inline limit.
+    pub fn inline_limit(&self) -> u32 {
+        self.inner.inline_limit
+    }
+
+    /// The backend's description, such as `rocksdb:/path`.
+    pub fn describe(&self) -> String {
+        self.inner.backend.describe()
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.describe())
+    }
+}
+
+fn uri_disk_space(uri: &str) -> Option<(u64, u64)> {
+    if uri.starts_with("memory:") {
+        return None;
+    }
+    let path = std::ffi::CString::new(uri.strip_prefix("rocksdb:").unwrap_or(uri)).ok()?;
+    // SAFETY: `path` is a valid C string and `st` a properly sized out-parameter.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        let frsize = st.f_frsize as u64;
+        Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+    }
+}
+
+/// Creates the superblock and root directory of a new store, or reads an existing one.
+fn format_or_read(backend: &dyn Backend, o: &Options) -> Result<Superblock> {
+    loop {
+        let mut tx = backend.begin()?;
+        if let Some(v) = tx.get(&schema::super_key())? {
+            return Superblock::decode(&v);
+        }
+        if o.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "cannot create a new store read-only"));
+        }
+        let now = ops::now_ns();
+        let sb = Superblock { version: FORMAT_VERSION, block_size: o.block_size, inline_limit: o.inline_limit, created_ns: now };
+        tx.set(&schema::super_key(), &sb.encode())?;
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let root = Inode {
+            kind: schema::FileType::Dir, perm: 0o755, uid, gid, nlink: 2, size: 0,
+            atime: now, mtime: now, ctime: now, is_inline: true, inline: Vec::new(),
+        };
+        tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;
+        tx.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;
+        match tx.commit(true) {
+            Ok(()) => return Ok(sb),
+            Err(e) if e.is_retryable() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+enum TxState {
+    Active(Box<dyn Txn>),
+    /// An operation failed after writing part of its changes; only rollback is possible.
+    Failed(Error),
+    Done,
+}
+
+#[doc(hidden)]
+pub struct TxShared {
+    store: Store,
+    state: Mutex<TxState>,
+}
+
+/// An explicit transaction: every call on it (and on files opened through it) belongs to it.
+/// Its reads see its own writes; nobody else sees anything until [`Transaction::commit`],
+/// then everything at once. Dropping it rolls back.
+pub struct Transaction {
+    shared: Arc<TxShared>,
+}
+
+impl Transaction {
+    /// Commits: all changes become visible at once (and durable, with the `sync` option), or
+    /// none do. A [`ErrorKind::Conflict`] error means another transaction changed something
+    /// this one read; run it again (see [`Store::transact`]).
+    pub fn commit(self) -> Result<()> {
+        let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
+        match state {
+            TxState::Active(kv) => kv.commit(self.shared.store.inner.sync),
+            TxState::Failed(e) => Err(Error::new(
+                e.kind(),
+                format!("transaction cannot commit: an earlier operation failed part-way: {}", e.message()),
+            )),
+            TxState::Done => Err(finished()),
+        }
+    }
+
+    /// Discards every change of the transaction.
+    pub fn rollback(self) {
+        *self.shared.state.lock() = TxState::Done;
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        *self.shared.state.lock() = TxState::Done;
+    }
+}
+
+fn finished() -> Error {
+    Error::new(ErrorKind::Invalid, "transaction already committed or rolled back")
+}
+
+/// Where a file-system call runs: auto-commit on a store, or inside a transaction.
+#[doc(hidden)]
+#[derive(Clone)]
+pub enum Ctx {
+    Auto(Store),
+    Tx(Arc<TxShared>),
+}
+
+impl Ctx {
+    pub(crate) fn store(&self) -> &Store {
+        match self {
+            Ctx::Auto(s) => s,
+            Ctx::Tx(t) => &t.store,
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        match self {
+            Ctx::Auto(_) => false,
+            Ctx::Tx(t) => !matches!(*t.state.lock(), TxState::Active(_)),
+        }
+    }
+
+    pub(crate) fn run<R>(&self, mut f: impl FnMut(&mut Ops<'_>) -> Result<R>) -> Result<R> {
+        match self {
+            Ctx::Auto(s) => s.inner.run(s.cred.as_deref(), f),
+            Ctx::Tx(t) => {
+                let mut state = t.state.lock();
+                let kv = match &mut *state {
+                    TxState::Active(kv) => kv,
+                    TxState::Failed(e) => {
+                        return Err(Error::new(e.kind(), format!("transaction failed earlier: {}", e.message())))
+                    }
+                    TxState::Done => return Err(finished()),
+                };
+                let store = &t.store;
+                let mut ops = Ops { tx: &mut **kv, inner: &store.inner, cred: store.cred.as_deref(), wrote: false };
+                let r = f(&mut ops);
+                if let Err(e) = &r {
+                    if ops.wrote {
+                        *state = TxState::Failed(e.clone());
+                    }
+                }
+                r
+            }
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Store {}
+    impl Sealed for super::Transaction {}
+}
+
+fn b(p: &(impl AsRef<[u8]> + ?Sized)) -> &[u8] {
+    p.as_ref()
+}
+
+/// The file-system calls, on a [`Store`] (each call auto-commits) and on a [`Transaction`]
+/// (calls belong to it). Paths are absolute byte strings (`&str`, `&[u8]`, `String`, ...),
+/// `/`-separated, without NUL, names up to 255 bytes, paths up to 4096; `..` never leaves the
+/// root. Errors carry a POSIX errno (see [`Error::code`]).
+pub trait FileSystem: sealed::Sealed {
+    #[doc(hidden)]
+    fn ctx(&self) -> Ctx;
+
+    /// Opens a file; see [`OpenOptions`].
+    fn open(&self, path: impl AsRef<[u8]>, options: &OpenOptions) -> Result<File> {
+        File::open(self.ctx(), b(&path), options)
+    }
+    /// Creates (or truncates) a file for writing, like `std::fs::File::create`.
+    fn create(&self, path: impl AsRef<[u8]>) -> Result<File> {
+        self.open(path, &OpenOptions::new().write(true).create(true).truncate(true))
+    }
+    /// Reads a whole file.
+    fn read_file(&self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let p = b(&path);
+        self.ctx().run(|ops| {
+            let (ino, _) = ops.open(p, &OpenOptions::new().read(true))?;
+            ops.read_ino(ino, 0, usize::MAX)
+        })
+    }
+    /// Creates or replaces a file's contents in one atomic step.
+    fn write_file(&self, path: impl AsRef<[u8]>, data: &[u8]) -> Result<()> {
+        let p = b(&path);
+        self.ctx().run(|ops| {
+            let (ino, _) = ops.open(p, &OpenOptions::new().write(true).create(true).truncate(true))?;
+            ops.write_ino(ino, 0, data, false).map(|_| ())
+        })
+    }
+    /// `stat`: attributes, following a final symlink.
+    fn stat(&self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        self.ctx().run(|ops| ops.stat(b(&path), true))
+    }
+    /// `lstat`: attributes of a symlink itself.
+    fn lstat(&self, path: impl AsRef<[u8]>) -> Result<Stat> {
+        self.ctx().run(|ops| ops.stat(b(&path), false))
+    }
+    /// True if `path` exists (following symlinks); errors other than ENOENT/ENOTDIR surface.
+    fn exists(&self, path: impl AsRef<[u8]>) -> Result<bool> {
+        match self.stat(path) {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotDir) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+    /// Creates a directory with permission bits `mode`.
+    fn mkdir(&self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        self.ctx().run(|ops| ops.mkdir(b(&path), mode))
+    }
+    /// Creates a directory and any missing parents; existing directories are fine.
+    fn mkdir_all(&self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        let p = b(&path);
+        self.ctx().run(|ops| {
+            let (comps, _) = path::split(p)?;
+            let mut cur = Vec::new();
+            for c in comps {
+                cur.push(b'/');
+                cur.extend_from_slice(c);
+                match ops.mkdir(&cur, mode) {
+                    Err(e) if e.kind() == ErrorKind::Exists && ops.stat(&cur, true)?.is_dir() => {}
+                    r => r?,
+                }
+            }
+            Ok(())
+        })
+    }
+    /// Removes an empty directory.
+    fn rmdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.ctx().run(|ops| ops.rmdir(b(&path)))
+    }
+    /// Removes a file or symlink (an open file stays usable until its last handle closes).
+    fn unlink(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.ctx().run(|ops| ops.unlink(b(&path)))
+    }
+    /// Renames atomically, replacing an existing target (a file by a file, an empty directory
+    /// by a directory).
+    fn rename(&self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>) -> Result<()> {
+        self.rename_with(from, to, RenameFlags::default())
+    }
+    /// Renames with flags (no-replace, exchange).
+    fn rename_with(&self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>, flags: RenameFlags) -> Result<()> {
+        self.ctx().run(|ops| ops.rename(b(&from), b(&to), flags))
+    }
+    /// Creates a hard link `to` for the existing non-directory `from`.
+    fn link(&self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>) -> Result<()> {
+        self.ctx().run(|ops| ops.link(b(&from), b(&to)))
+    }
+    /// Creates a symlink at `link` whose target is `target` (stored as given).
+    fn symlink(&self, target: impl AsRef<[u8]>, link: impl AsRef<[u8]>) -> Result<()> {
+        self.ctx().run(|ops| ops.symlink(b(&target), b(&link)))
+    }
+    /// Reads a symlink's target.
+    fn readlink(&self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        self.ctx().run(|ops| ops.readlink(b(&path)))
+    }
+    /// Lists a directory page: up to `limit` entries (0 for all) whose names sort after
+    /// `after` (the cursor: the last name of the previous page), in byte order of names.
+    fn readdir(&self, path: impl AsRef<[u8]>, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+        self.ctx().run(|ops| ops.readdir(b(&path), after, limit))
+    }
+    /// Sets permission bits.
+    fn chmod(&self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        self.ctx().run(|ops| ops.chmod(b(&path), mode))
+    }
+    /// Changes owner and/or group (`None` keeps it), following symlinks.
+    fn chown(&self, path: impl AsRef<[u8]>, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.ctx().run(|ops| ops.chown(b(&path), uid, gid, true))
+    }
+    /// Sets access and modification times, following symlinks.
+    fn utimens(&self, path: impl AsRef<[u8]>, atime: SetTime, mtime: SetTime) -> Result<()> {
+        self.ctx().run(|ops| ops.utimens(b(&path), atime, mtime, true))
+    }
+    /// Sets the size of a file.
+    fn truncate(&self, path: impl AsRef<[u8]>, size: u64) -> Result<()> {
+        self.ctx().run(|ops| {
+            let (ino, _) = ops.open(b(&path), &OpenOptions::new().write(true))?;
+            ops.truncate_ino(ino, size)
+        })
+    }
+    /// Reads an extended attribute (ENODATA if absent).
+    fn getxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        self.ctx().run(|ops| ops.getxattr(b(&path), b(&name)))
+    }
+    /// Sets an extended attribute; see [`XattrFlags`].
+    fn setxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>, value: &[u8], flags: XattrFlags) -> Result<()> {
+        self.ctx().run(|ops| ops.setxattr(b(&path), b(&name), value, flags))
+    }
+    /// Lists extended attribute names.
+    fn listxattr(&self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
+        self.ctx().run(|ops| ops.listxattr(b(&path)))
+    }
+    /// Removes an extended attribute (ENODATA if absent).
+    fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
+        self.ctx().run(|ops| ops.removexattr(b(&path), b(&name)))
+    }
+    /// Store-wide usage in O(1).
+    fn statfs(&self) -> Result<StatFs> {
+        self.ctx().run(|ops| ops.statfs())
+    }
+}
+
+impl FileSystem for Store {
+    fn ctx(&self) -> Ctx {
+        Ctx::Auto(self.clone())
+    }
+}
+
+impl FileSystem for Transaction {
+    fn ctx(&self) -> Ctx {
+        Ctx::Tx(self.shared.clone())
+    }
+}

@@ -1,0 +1,965 @@
+//! Every file-system operation, written once against one kv transaction. Auto-commit calls and
+//! explicit transactions both run these; the caller decides when the transaction commits.
+
+use super::path::{self, show, SYMLINK_MAX};
+use super::types::*;
+use super::Inner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{decode_counter, Txn};
+use crate::schema::{self, Block, Dentry, DirAttr, FileType, Inode, Meta, ROOT_INO};
+use std::collections::VecDeque;
+
+/// Largest file size (4 PiB): keeps block arithmetic far from overflow.
+pub const MAX_FILE_SIZE: u64 = 1 << 52;
+/// Largest extended attribute name and value (Linux's limits).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest extended attribute value.
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+const R_OK: u32 = 4;
+const W_OK: u32 = 2;
+const X_OK: u32 = 1;
+
+pub(crate) fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// A resolved path: the directory that holds the last name, and what the name refers to.
+pub(crate) struct Resolved {
+    /// Directory holding the last component.
+    pub parent: u64,
+    /// Last component, or `None` when the path ended in `/`, `.` or `..` (a directory
+    /// reached without a name in its parent, such as the root).
+    pub name: Option<Vec<u8>>,
+    /// The entry, if it exists.
+    pub entry: Option<Dentry>,
+    /// Directories from the root down to `parent`, inclusive.
+    pub ancestors: Vec<u64>,
+}
+
+/// Operations over one kv transaction.
+pub struct Ops<'a> {
+    pub(crate) tx: &'a mut dyn Txn,
+    pub(crate) inner: &'a Inner,
+    pub(crate) cred: Option<&'a Credential>,
+    /// Set once anything was written, so a failure after it can poison an explicit transaction.
+    pub(crate) wrote: bool,
+}
+
+impl<'a> Ops<'a> {
+    // ---- writes: one place that enforces read-only stores and tracks partial writes ----
+
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.set(k, v)
+    }
+    fn clear(&mut self, k: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.clear(k)
+    }
+    fn clear_range(&mut self, (s, e): (Vec<u8>, Vec<u8>)) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.clear_range(&s, &e)
+    }
+    fn add(&mut self, k: &[u8], d: i64) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.atomic_add(k, d)
+    }
+    fn max(&mut self, k: &[u8], v: i64) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.atomic_max(k, v.max(0) as u64)
+    }
+    fn writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "store is opened read-only"));
+        }
+        Ok(())
+    }
+
+    // ---- inodes ----
+
+    pub(crate) fn load_inode(&mut self, ino: u64) -> Result<Option<Inode>> {
+        match self.tx.get(&schema::inode_key(ino))? {
+            Some(v) => Ok(Some(Inode::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Loads an inode that a directory entry or handle refers to; missing means corruption
+    /// (for entries) or a file deleted under a handle.
+    pub(crate) fn inode(&mut self, ino: u64) -> Result<Inode> {
+        self.load_inode(ino)?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))
+    }
+
+    fn store_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
+        self.set(&schema::inode_key(ino), &inode.encode())
+    }
+
+    pub(crate) fn lookup(&mut self, dir: u64, name: &[u8]) -> Result<Option<Dentry>> {
+        match self.tx.get(&schema::dentry_key(dir, name))? {
+            Some(v) => Ok(Some(Dentry::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records a change in directory `dir`: bumps its mtime and ctime without a read conflict.
+    fn touch_dir(&mut self, dir: u64, now: i64) -> Result<()> {
+        self.max(&schema::dir_attr_key(dir, DirAttr::Mtime), now)?;
+        self.max(&schema::dir_attr_key(dir, DirAttr::Ctime), now)
+    }
+
+    fn stat_of(&mut self, ino: u64, inode: &Inode) -> Result<Stat> {
+        let mut st = Stat::from_inode(ino, inode, self.inner.block_size);
+        if inode.kind == FileType::Dir {
+            let (s, e) = schema::inode_range(ino);
+            for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
+                let n = decode_counter(Some(&v));
+                match k.get(9) {
+                    Some(&b) if b == DirAttr::Mtime as u8 => st.mtime_ns = n as i64,
+                    Some(&b) if b == DirAttr::Ctime as u8 => st.ctime_ns = st.ctime_ns.max(n as i64),
+                    Some(&b) if b == DirAttr::Nlink as u8 => st.nlink = st.nlink.wrapping_add(n),
+                    _ => {}
+                }
+            }
+        }
+        Ok(st)
+    }
+
+    // ---- permissions ----
+
+    fn access(&self, inode: &Inode, mask: u32) -> Result<()> {
+        let Some(c) = self.cred else { return Ok(()) };
+        if c.uid == 0 {
+            // Root may do anything except execute a file with no execute bit at all.
+            if mask & X_OK != 0 && inode.kind == FileType::File && inode.perm & 0o111 == 0 {
+                return Err(Error::new(ErrorKind::Access, "permission denied"));
+            }
+            return Ok(());
+        }
+        let bits = if c.uid == inode.uid {
+            inode.perm >> 6
+        } else if c.in_group(inode.gid) {
+            inode.perm >> 3
+        } else {
+            inode.perm
+        } & 7;
+        if bits & mask == mask {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::Access, "permission denied"))
+        }
+    }
+
+    fn access_ino(&mut self, ino: u64, mask: u32, what: &[u8]) -> Result<()> {
+        if self.cred.is_none_or(|c| c.uid == 0) {
+            return Ok(());
+        }
+        let inode = self.inode(ino)?;
+        self.access(&inode, mask).map_err(|_| Error::at(ErrorKind::Access, what))
+    }
+
+    /// May the caller remove or replace `child` in `dir`? (write+search, and the sticky bit)
+    fn may_delete(&mut self, dir: u64, child: u64, what: &[u8]) -> Result<()> {
+        let Some(c) = self.cred.filter(|c| c.uid != 0) else { return Ok(()) };
+        let d = self.inode(dir)?;
+        self.access(&d, W_OK | X_OK).map_err(|_| Error::at(ErrorKind::Access, what))?;
+        if d.perm & libc::S_ISVTX != 0 && c.uid != d.uid && c.uid != self.inode(child)?.uid {
+            return Err(Error::at(ErrorKind::NotPermitted, what));
+        }
+        Ok(())
+    }
+
+    fn owner_or_root(&self, inode: &Inode, what: &[u8]) -> Result<()> {
+        match self.cred {
+            Some(c) if c.uid != 0 && c.uid != inode.uid => Err(Error::at(ErrorKind::NotPermitted, what)),
+            _ => Ok(()),
+        }
+    }
+
+    fn new_owner(&self) -> (u32, u32) {
+        match self.cred {
+            Some(c) => (c.uid, c.gid),
+            None => (self.inner.owner.0, self.inner.owner.1),
+        }
+    }
+
+    // ---- path resolution ----
+
+    /// Resolves `p`. Symbolic links are followed in every component but the last, and in the
+    /// last one too when `follow` (or when the path ends in `/`).
+    pub(crate) fn resolve(&mut self, p: &[u8], follow: bool) -> Result<Resolved> {
+        let (comps, trailing_slash) = path::split(p)?;
+        let mut queue: VecDeque<Vec<u8>> = comps.into_iter().map(<[u8]>::to_vec).collect();
+        let mut stack = vec![ROOT_INO];
+        let mut links = 0;
+        loop {
+            let Some(name) = queue.pop_front() else {
+                // Ended on a directory reached without a name ("/", "x/.", "x/..").
+                let ino = *stack.last().unwrap();
+                let parent = if stack.len() > 1 { stack[stack.len() - 2] } else { ROOT_INO };
+                stack.pop();
+                if stack.is_empty() {
+                    stack.push(ROOT_INO);
+                }
+                return Ok(Resolved {
+                    parent,
+                    name: None,
+                    entry: Some(Dentry { ino, kind: FileType::Dir }),
+                    ancestors: stack,
+                });
+            };
+            let last = queue.is_empty();
+            if name == b"." {
+                continue;
+            }
+            if name == b".." {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                continue;
+            }
+            let dir = *stack.last().unwrap();
+            self.access_ino(dir, X_OK, p)?;
+            let entry = self.lookup(dir, &name)?;
+            match entry {
+                Some(e) if e.kind == FileType::Symlink && (!last || follow || trailing_slash) => {
+                    links += 1;
+                    if links > SYMLINK_MAX {
+                        return Err(Error::at(ErrorKind::Loop, p));
+                    }
+                    let target = self.inode(e.ino)?.inline;
+                    if target.is_empty() {
+                        return Err(Error::at(ErrorKind::NotFound, p));
+                    }
+                    if target[0] == b'/' {
+                        stack.truncate(1);
+                    }
+                    for c in target.split(|&b| b == b'/').filter(|c| !c.is_empty()).rev() {
+                        queue.push_front(c.to_vec());
+                    }
+                    if trailing_slash && last {
+                        // Keep the trailing slash's meaning for the target: it must be a dir.
+                        queue.push_back(b".".to_vec());
+                    }
+                }
+                Some(e) if !last => {
+                    if e.kind != FileType::Dir {
+                        return Err(Error::at(ErrorKind::NotDir, p));
+                    }
+                    stack.push(e.ino);
+                }
+                None if !last => return Err(Error::at(ErrorKind::NotFound, p)),
+                _ => {
+                    if trailing_slash && entry.is_some_and(|e| e.kind != FileType::Dir) {
+                        return Err(Error::at(ErrorKind::NotDir, p));
+                    }
+                    return Ok(Resolved { parent: dir, name: Some(name), entry, ancestors: stack });
+                }
+            }
+        }
+    }
+
+    fn existing(&mut self, p: &[u8], follow: bool) -> Result<(u64, Inode)> {
+        let r = self.resolve(p, follow)?;
+        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
+        Ok((e.ino, self.inode(e.ino)?))
+    }
+
+    /// Resolves the parent of a name to create; fails if the name exists.
+    fn for_create(&mut self, p: &[u8]) -> Result<(u64, Vec<u8>)> {
+        let r = self.resolve(p, false)?;
+        match (r.name, r.entry) {
+            (Some(name), None) => {
+                self.access_ino(r.parent, W_OK | X_OK, p)?;
+                Ok((r.parent, name))
+            }
+            _ => Err(Error::at(ErrorKind::Exists, p)),
+        }
+    }
+
+    // ---- creating and deleting ----
+
+    fn alloc_ino(&mut self) -> Result<u64> {
+        self.inner.alloc_ino()
+    }
+
+    fn create_node(&mut self, parent: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8]) -> Result<u64> {
+        let ino = self.alloc_ino()?;
+        let now = now_ns();
+        let (uid, gid) = self.new_owner();
+        let inode = Inode {
+            kind,
+            perm: perm & 0o7777,
+            uid,
+            gid,
+            nlink: if kind == FileType::Dir { 2 } else { 1 },
+            size: data.len() as u64,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            is_inline: true,
+            inline: data.to_vec(),
+        };
+        self.store_inode(ino, &inode)?;
+        self.set(&schema::dentry_key(parent, name), &Dentry { ino, kind }.encode())?;
+        if kind == FileType::Dir {
+            self.add(&schema::dir_attr_key(parent, DirAttr::Nlink), 1)?;
+        }
+        self.touch_dir(parent, now)?;
+        self.add(&schema::meta_key(Meta::Inodes), 1)?;
+        if kind == FileType::File {
+            self.add(&schema::meta_key(Meta::Bytes), data.len() as i64)?;
+        }
+        Ok(ino)
+    }
+
+    /// Deletes an inode and everything it owns.
+    pub(crate) fn delete_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
+        self.clear_range(schema::inode_range(ino))?;
+        self.clear_range(schema::block_range(ino, 0))?;
+        self.clear_range(schema::xattr_range(ino))?;
+        self.clear(&schema::orphan_key(ino))?;
+        self.add(&schema::meta_key(Meta::Inodes), -1)?;
+        if inode.kind == FileType::File {
+            self.add(&schema::meta_key(Meta::Bytes), -(inode.size as i64))?;
+        }
+        Ok(())
+    }
+
+    /// Drops one link to a non-directory; frees it, or keeps it as an orphan while open.
+    fn drop_link(&mut self, ino: u64) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        inode.nlink = inode.nlink.saturating_sub(1);
+        inode.ctime = now_ns();
+        if inode.nlink > 0 {
+            return self.store_inode(ino, &inode);
+        }
+        if self.inner.is_open(ino) {
+            self.store_inode(ino, &inode)?;
+            self.set(&schema::orphan_key(ino), &[])
+        } else {
+            self.delete_inode(ino, &inode)
+        }
+    }
+
+    fn dir_is_empty(&mut self, dir: u64) -> Result<bool> {
+        let (s, e) = schema::dentry_range(dir);
+        Ok(self.tx.get_range(&s, &e, 1, false)?.is_empty())
+    }
+
+    /// Removes an empty directory `ino` named `name` in `parent`.
+    fn remove_dir(&mut self, parent: u64, ino: u64, p: &[u8]) -> Result<()> {
+        if !self.dir_is_empty(ino)? {
+            return Err(Error::at(ErrorKind::NotEmpty, p));
+        }
+        let inode = self.inode(ino)?;
+        self.delete_inode(ino, &inode)?;
+        self.add(&schema::dir_attr_key(parent, DirAttr::Nlink), -1)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&mut self, p: &[u8], mode: u32) -> Result<()> {
+        let (parent, name) = self.for_create(p)?;
+        self.create_node(parent, &name, FileType::Dir, mode, &[])?;
+        Ok(())
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&mut self, p: &[u8]) -> Result<()> {
+        let r = self.resolve(p, false)?;
+        let Some(name) = r.name else {
+            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
+            return Err(Error::at(kind, p));
+        };
+        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
+        if e.kind != FileType::Dir {
+            return Err(Error::at(ErrorKind::NotDir, p));
+        }
+        self.may_delete(r.parent, e.ino, p)?;
+        self.remove_dir(r.parent, e.ino, p)?;
+        self.clear(&schema::dentry_key(r.parent, &name))?;
+        self.touch_dir(r.parent, now_ns())
+    }
+
+    /// Removes a name of a non-directory.
+    pub fn unlink(&mut self, p: &[u8]) -> Result<()> {
+        let r = self.resolve(p, false)?;
+        let (Some(name), Some(e)) = (r.name, r.entry) else {
+            let kind = if r.entry.is_some() { ErrorKind::IsDir } else { ErrorKind::NotFound };
+            return Err(Error::at(kind, p));
+        };
+        if e.kind == FileType::Dir {
+            return Err(Error::at(ErrorKind::IsDir, p));
+        }
+        self.may_delete(r.parent, e.ino, p)?;
+        self.clear(&schema::dentry_key(r.parent, &name))?;
+        self.touch_dir(r.parent, now_ns())?;
+        self.drop_link(e.ino)
+    }
+
+    /// Renames atomically; see [`RenameFlags`].
+    pub fn rename(&mut self, from: &[u8], to: &[u8], flags: RenameFlags) -> Result<()> {
+        if flags.no_replace && flags.exchange {
+            return Err(Error::new(ErrorKind::Invalid, "rename: no_replace and exchange exclude each other"));
+        }
+        let s = self.resolve(from, false)?;
+        let d = self.resolve(to, false)?;
+        let bad_end = |r: &Resolved, p: &[u8]| {
+            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
+            Error::at(kind, p)
+        };
+        let sname = s.name.clone().ok_or_else(|| bad_end(&s, from))?;
+        let dname = d.name.clone().ok_or_else(|| bad_end(&d, to))?;
+        let se = s.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, from))?;
+        self.may_delete(s.parent, se.ino, from)?;
+        self.access_ino(d.parent, W_OK | X_OK, to)?;
+        if se.kind == FileType::Dir && d.ancestors.contains(&se.ino) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("rename {} -> {}: cannot move a directory into itself", show(from), show(to)),
+            ));
+        }
+        let now = now_ns();
+        if flags.exchange {
+            let de = d.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, to))?;
+            if de.kind == FileType::Dir && s.ancestors.contains(&de.ino) {
+                return Err(Error::at(ErrorKind::Invalid, to));
+            }
+            self.set(&schema::dentry_key(s.parent, &sname), &de.encode())?;
+            self.set(&schema::dentry_key(d.parent, &dname), &se.encode())?;
+            let dirs = (se.kind == FileType::Dir) as i64 - (de.kind == FileType::Dir) as i64;
+            if dirs != 0 && s.parent != d.parent {
+                self.add(&schema::dir_attr_key(s.parent, DirAttr::Nlink), -dirs)?;
+                self.add(&schema::dir_attr_key(d.parent, DirAttr::Nlink), dirs)?;
+            }
+            for ino in [se.ino, de.ino] {
+                self.touch_ctime(ino, now)?;
+            }
+            self.touch_dir(s.parent, now)?;
+            return self.touch_dir(d.parent, now);
+        }
+        if let Some(de) = d.entry {
+            if de.ino == se.ino {
+                return Ok(()); // Two names of one file: POSIX says do nothing.
+            }
+            if flags.no_replace {
+                return Err(Error::at(ErrorKind::Exists, to));
+            }
+            self.may_delete(d.parent, de.ino, to)?;
+            match (se.kind == FileType::Dir, de.kind == FileType::Dir) {
+                (true, false) => return Err(Error::at(ErrorKind::NotDir, to)),
+                (false, true) => return Err(Error::at(ErrorKind::IsDir, to)),
+                (true, true) => self.remove_dir(d.parent, de.ino, to)?,
+                (false, false) => self.drop_link(de.ino)?,
+            }
+        }
+        self.clear(&schema::dentry_key(s.parent, &sname))?;
+        self.set(&schema::dentry_key(d.parent, &dname), &se.encode())?;
+        if se.kind == FileType::Dir && s.parent != d.parent {
+            self.add(&schema::dir_attr_key(s.parent, DirAttr::Nlink), -1)?;
+            self.add(&schema::dir_attr_key(d.parent, DirAttr::Nlink), 1)?;
+        }
+        self.touch_ctime(se.ino, now)?;
+        self.touch_dir(s.parent, now)?;
+        self.touch_dir(d.parent, now)
+    }
+
+    fn touch_ctime(&mut self, ino: u64, now: i64) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        if inode.kind == FileType::Dir {
+            return self.max(&schema::dir_attr_key(ino, DirAttr::Ctime), now);
+        }
+        inode.ctime = now;
+        self.store_inode(ino, &inode)
+    }
+
+    /// Creates a hard link `to` to the non-directory `from`.
+    pub fn link(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
+        let (ino, mut inode) = self.existing(from, false)?;
+        if inode.kind == FileType::Dir {
+            return Err(Error::new(ErrorKind::NotPermitted, format!("{}: cannot hard-link a directory", show(from))));
+        }
+        let (parent, name) = self.for_create(to)?;
+        inode.nlink += 1;
+        inode.ctime = now_ns();
+        self.store_inode(ino, &inode)?;
+        self.set(&schema::dentry_key(parent, &name), &Dentry { ino, kind: inode.kind }.encode())?;
+        self.touch_dir(parent, inode.ctime)
+    }
+
+    /// Creates a symbolic link at `link` pointing to `target`.
+    pub fn symlink(&mut self, target: &[u8], link: &[u8]) -> Result<()> {
+        if target.is_empty() || target.contains(&0) || target.len() > path::PATH_MAX {
+            return Err(Error::new(ErrorKind::Invalid, format!("{}: invalid symlink target", show(target))));
+        }
+        let (parent, name) = self.for_create(link)?;
+        self.create_node(parent, &name, FileType::Symlink, 0o777, target)?;
+        Ok(())
+    }
+
+    /// Reads a symbolic link's target.
+    pub fn readlink(&mut self, p: &[u8]) -> Result<Vec<u8>> {
+        let (_, inode) = self.existing(p, false)?;
+        if inode.kind != FileType::Symlink {
+            return Err(Error::new(ErrorKind::Invalid, format!("{}: not a symbolic link", show(p))));
+        }
+        Ok(inode.inline)
+    }
+
+    // ---- attributes ----
+
+    /// `stat` (follow) or `lstat`.
+    pub fn stat(&mut self, p: &[u8], follow: bool) -> Result<Stat> {
+        let (ino, inode) = self.existing(p, follow)?;
+        self.stat_of(ino, &inode)
+    }
+
+    /// `fstat` of an open inode.
+    pub fn stat_ino(&mut self, ino: u64) -> Result<Stat> {
+        let inode = self.inode(ino)?;
+        self.stat_of(ino, &inode)
+    }
+
+    /// Changes permission bits.
+    pub fn chmod(&mut self, p: &[u8], mode: u32) -> Result<()> {
+        let (ino, mut inode) = self.existing(p, true)?;
+        self.owner_or_root(&inode, p)?;
+        inode.perm = mode & 0o7777;
+        inode.ctime = now_ns();
+        self.store_inode(ino, &inode)
+    }
+
+    /// Changes owner and/or group (`None` leaves one unchanged).
+    pub fn chown(&mut self, p: &[u8], uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<()> {
+        let (ino, mut inode) = self.existing(p, follow)?;
+        if let Some(c) = self.cred.filter(|c| c.uid != 0) {
+            let uid_ok = uid.is_none_or(|u| u == inode.uid);
+            let gid_ok = gid.is_none_or(|g| g == inode.gid || c.in_group(g));
+            if c.uid != inode.uid || !uid_ok || !gid_ok {
+                return Err(Error::at(ErrorKind::NotPermitted, p));
+            }
+        }
+        inode.uid = uid.unwrap_or(inode.uid);
+        inode.gid = gid.unwrap_or(inode.gid);
+        inode.ctime = now_ns();
+        self.store_inode(ino, &inode)
+    }
+
+    /// Sets access and modification times.
+    pub fn utimens(&mut self, p: &[u8], atime: SetTime, mtime: SetTime, follow: bool) -> Result<()> {
+        let (ino, mut inode) = self.existing(p, follow)?;
+        let explicit = matches!(atime, SetTime::At(_)) || matches!(mtime, SetTime::At(_));
+        if explicit {
+            self.owner_or_root(&inode, p)?;
+        } else if self.cred.is_some_and(|c| c.uid != inode.uid) {
+            self.access(&inode, W_OK).map_err(|_| Error::at(ErrorKind::Access, p))?;
+        }
+        let now = now_ns();
+        let pick = |t: SetTime, old: i64| match t {
+            SetTime::Omit => old,
+            SetTime::Now => now,
+            SetTime::At(ns) => ns,
+        };
+        inode.atime = pick(atime, inode.atime);
+        inode.mtime = pick(mtime, inode.mtime);
+        inode.ctime = now;
+        if inode.kind == FileType::Dir && mtime != SetTime::Omit {
+            // A plain set overrides the atomic max that creates keep on the hot key.
+            self.set(&schema::dir_attr_key(ino, DirAttr::Mtime), &(inode.mtime.max(0) as u64).to_le_bytes())?;
+            self.max(&schema::dir_attr_key(ino, DirAttr::Ctime), now)?;
+        }
+        self.store_inode(ino, &inode)
+    }
+
+    /// Lists a directory: up to `limit` entries (0: all) with names after `after`.
+    pub fn readdir(&mut self, p: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+        let (ino, inode) = self.existing(p, true)?;
+        if inode.kind != FileType::Dir {
+            return Err(Error::at(ErrorKind::NotDir, p));
+        }
+        self.access(&inode, R_OK).map_err(|_| Error::at(ErrorKind::Access, p))?;
+        let (mut start, end) = schema::dentry_range(ino);
+        if let Some(a) = after {
+            start = schema::dentry_key(ino, a);
+            start.push(0);
+        }
+        let mut out = Vec::new();
+        for (k, v) in self.tx.get_range(&start, &end, limit, false)? {
+            let d = Dentry::decode(&v)?;
+            out.push(DirEntry { name: schema::dentry_name(&k).to_vec(), ino: d.ino, kind: d.kind });
+        }
+        Ok(out)
+    }
+
+    /// Store-wide usage, from counters (O(1)).
+    pub fn statfs(&mut self) -> Result<StatFs> {
+        let files = decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Inodes))?.as_deref());
+        let bytes = decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Bytes))?.as_deref());
+        let bs = self.inner.block_size as u64;
+        let used_blocks = bytes.div_ceil(bs);
+        let (total, free) = self.inner.space.unwrap_or((u64::MAX / 2, u64::MAX / 2 - bytes));
+        Ok(StatFs {
+            block_size: bs,
+            blocks: (total / bs).max(used_blocks),
+            blocks_free: free / bs,
+            files,
+            files_free: u64::MAX / 2 - files,
+            name_max: path::NAME_MAX as u64,
+        })
+    }
+
+    // ---- extended attributes ----
+
+    fn xattr_target(&mut self, p: &[u8], write: bool) -> Result<u64> {
+        let (ino, inode) = self.existing(p, true)?;
+        if write {
+            self.owner_or_root(&inode, p).or_else(|_| self.access(&inode, W_OK))
+                .map_err(|_| Error::at(ErrorKind::Access, p))?;
+        } else {
+            self.access(&inode, R_OK).map_err(|_| Error::at(ErrorKind::Access, p))?;
+        }
+        Ok(ino)
+    }
+
+    fn check_xattr_name(name: &[u8]) -> Result<()> {
+        if name.is_empty() || name.contains(&0) {
+            return Err(Error::new(ErrorKind::Invalid, "invalid extended attribute name"));
+        }
+        if name.len() > XATTR_NAME_MAX {
+            return Err(Error::new(ErrorKind::Range, "extended attribute name longer than 255 bytes"));
+        }
+        Ok(())
+    }
+
+    /// Reads an extended attribute.
+    pub fn getxattr(&mut self, p: &[u8], name: &[u8]) -> Result<Vec<u8>> {
+        Self::check_xattr_name(name)?;
+        let ino = self.xattr_target(p, false)?;
+        self.tx.get(&schema::xattr_key(ino, name))?.ok_or_else(|| {
+            Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name)))
+        })
+    }
+
+    /// Sets an extended attribute.
+    pub fn setxattr(&mut self, p: &[u8], name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+        Self::check_xattr_name(name)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return Err(Error::new(ErrorKind::TooBig, "extended attribute value larger than 64 KiB"));
+        }
+        let ino = self.xattr_target(p, true)?;
+        let key = schema::xattr_key(ino, name);
+        let exists = self.tx.get(&key)?.is_some();
+        match flags {
+            XattrFlags::Create if exists => {
+                return Err(Error::new(ErrorKind::Exists, format!("{}: attribute {} exists", show(p), show(name))))
+            }
+            XattrFlags::Replace if !exists => {
+                return Err(Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name))))
+            }
+            _ => {}
+        }
+        self.set(&key, value)?;
+        self.touch_ctime(ino, now_ns())
+    }
+
+    /// Lists extended attribute names.
+    pub fn listxattr(&mut self, p: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let ino = self.xattr_target(p, false)?;
+        let (s, e) = schema::xattr_range(ino);
+        Ok(self.tx.get_range(&s, &e, 0, false)?.into_iter().map(|(k, _)| schema::xattr_name(&k).to_vec()).collect())
+    }
+
+    /// Removes an extended attribute.
+    pub fn removexattr(&mut self, p: &[u8], name: &[u8]) -> Result<()> {
+        Self::check_xattr_name(name)?;
+        let ino = self.xattr_target(p, true)?;
+        let key = schema::xattr_key(ino, name);
+        if self.tx.get(&key)?.is_none() {
+            return Err(Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name))));
+        }
+        self.clear(&key)?;
+        self.touch_ctime(ino, now_ns())
+    }
+
+    // ---- open and file data ----
+
+    /// Opens (and maybe creates or truncates) a file; returns its inode number and type.
+    pub fn open(&mut self, p: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
+        if o.truncate && !o.write {
+            return Err(Error::new(ErrorKind::Invalid, format!("{}: truncate needs write access", show(p))));
+        }
+        if !o.read && !o.write {
+            return Err(Error::new(ErrorKind::Invalid, format!("{}: open for neither reading nor writing", show(p))));
+        }
+        let r = self.resolve(p, !(o.create_new || o.no_follow))?;
+        let e = match (r.entry, o.create || o.create_new) {
+            (Some(_), _) if o.create_new => return Err(Error::at(ErrorKind::Exists, p)),
+            (Some(e), _) => e,
+            (None, false) => return Err(Error::at(ErrorKind::NotFound, p)),
+            (None, true) => {
+                let name = r.name.expect("a missing entry has a name");
+                self.access_ino(r.parent, W_OK | X_OK, p)?;
+                let ino = self.create_node(r.parent, &name, FileType::File, o.mode, &[])?;
+                return Ok((ino, FileType::File));
+            }
+        };
+        let mut inode = self.inode(e.ino)?;
+        match inode.kind {
+            FileType::Symlink => return Err(Error::at(ErrorKind::Loop, p)),
+            FileType::Dir if o.write => return Err(Error::at(ErrorKind::IsDir, p)),
+            _ => {}
+        }
+        let mask = if o.read { R_OK } else { 0 } | if o.write { W_OK } else { 0 };
+        self.access(&inode, mask).map_err(|_| Error::at(ErrorKind::Access, p))?;
+        if o.truncate && inode.size > 0 {
+            self.truncate_inode(e.ino, &mut inode, 0)?;
+            self.store_inode(e.ino, &inode)?;
+        }
+        Ok((e.ino, inode.kind))
+    }
+
+    /// Reads up to `len` bytes at `off` of file `ino`.
+    pub fn read_ino(&mut self, ino: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        if inode.kind == FileType::Dir {
+            return Err(Error::new(ErrorKind::IsDir, "read of a directory"));
+        }
+        self.read_data(ino, &inode, off, len)
+    }
+
+    fn read_data(&mut self, ino: u64, inode: &Inode, off: u64, len: usize) -> Result<Vec<u8>> {
+        if off >= inode.size || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = inode.size.min(off.saturating_add(len as u64));
+        if inode.is_inline {
+            return Ok(inode.inline[off as usize..end as usize].to_vec());
+        }
+        let bs = self.inner.block_size as u64;
+        let (first, last) = (off / bs, (end - 1) / bs);
+        let mut buf = vec![0u8; (end - off) as usize];
+        let (s, _) = schema::block_range(ino, first);
+        let e = schema::block_key(ino, last + 1);
+        for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
+            let idx = schema::block_index(&k)?;
+            let data = self.block_bytes(&v)?;
+            let bstart = idx * bs;
+            let from = off.max(bstart);
+            let to = end.min(bstart + data.len() as u64);
+            if from < to {
+                buf[(from - off) as usize..(to - off) as usize]
+                    .copy_from_slice(&data[(from - bstart) as usize..(to - bstart) as usize]);
+            }
+        }
+        Ok(buf)
+    }
+
+    fn block_bytes(&mut self, v: &[u8]) -> Result<Vec<u8>> {
+        match Block::decode(v)? {
+            Block::Data(d) => Ok(d),
+            Block::Chunk { id, offset, len } => {
+                let chunk = self.tx.get(&schema::chunk_key(id))?.ok_or_else(|| {
+                    Error::new(ErrorKind::Corrupt, format!("corrupt store: block refers to missing chunk {id}"))
+                })?;
+                chunk
+                    .get(offset as usize..offset as usize + len as usize)
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"))
+            }
+        }
+    }
+
+    /// Writes `data` at `off` (at the end of the file when `append`); returns the offset
+    /// written at.
+    pub fn write_ino(&mut self, ino: u64, off: u64, data: &[u8], append: bool) -> Result<u64> {
+        let mut inode = self.inode(ino)?;
+        let off = if append { inode.size } else { off };
+        if data.is_empty() {
+            return Ok(off);
+        }
+        let end = off
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_FILE_SIZE)
+            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "write beyond the maximum file size"))?;
+        let old_size = inode.size;
+        if inode.is_inline && end > self.inner.inline_limit as u64 {
+            self.spill_inline(ino, &mut inode)?;
+        }
+        if inode.is_inline {
+            if inode.inline.len() < end as usize {
+                inode.inline.resize(end as usize, 0);
+            }
+            inode.inline[off as usize..end as usize].copy_from_slice(data);
+        } else {
+            self.write_blocks(ino, off, data)?;
+        }
+        inode.size = old_size.max(end);
+        inode.is_inline = inode.is_inline && inode.inline.len() as u64 == inode.size;
+        let now = now_ns();
+        inode.mtime = now;
+        inode.ctime = now;
+        self.store_inode(ino, &inode)?;
+        if inode.size != old_size {
+            self.add(&schema::meta_key(Meta::Bytes), (inode.size - old_size) as i64)?;
+        }
+        Ok(off)
+    }
+
+    /// Moves an inline file's data into blocks.
+    fn spill_inline(&mut self, ino: u64, inode: &mut Inode) -> Result<()> {
+        let data = std::mem::take(&mut inode.inline);
+        inode.is_inline = false;
+        self.write_blocks(ino, 0, &data)
+    }
+
+    fn write_blocks(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<()> {
+        let bs = self.inner.block_size as u64;
+        let end = off + data.len() as u64;
+        let mut pos = off;
+        while pos < end {
+            let idx = pos / bs;
+            let bstart = idx * bs;
+            let to = end.min(bstart + bs);
+            let src = &data[(pos - off) as usize..(to - off) as usize];
+            let key = schema::block_key(ino, idx);
+            if pos == bstart && to == bstart + bs {
+                self.set(&key, &Block::encode_data(src))?;
+            } else {
+                let mut block = match self.tx.get(&key)? {
+                    Some(v) => self.block_bytes(&v)?,
+                    None => Vec::new(),
+                };
+                let (a, b) = ((pos - bstart) as usize, (to - bstart) as usize);
+                if block.len() < b {
+                    block.resize(b, 0);
+                }
+                block[a..b].copy_from_slice(src);
+                self.set(&key, &Block::encode_data(&block))?;
+            }
+            pos = to;
+        }
+        Ok(())
+    }
+
+    /// Sets the size of file `ino`: shrinking drops data, growing reads as zeros.
+    pub fn truncate_ino(&mut self, ino: u64, size: u64) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        match inode.kind {
+            FileType::Dir => return Err(Error::new(ErrorKind::IsDir, "truncate of a directory")),
+            FileType::Symlink => return Err(Error::new(ErrorKind::Invalid, "truncate of a symlink")),
+            FileType::File => {}
+        }
+        if size > MAX_FILE_SIZE {
+            return Err(Error::new(ErrorKind::FileTooBig, "size beyond the maximum file size"));
+        }
+        self.truncate_inode(ino, &mut inode, size)?;
+        self.store_inode(ino, &inode)
+    }
+
+    fn truncate_inode(&mut self, ino: u64, inode: &mut Inode, size: u64) -> Result<()> {
+        let old = inode.size;
+        if inode.is_inline && size > self.inner.inline_limit as u64 {
+            self.spill_inline(ino, inode)?;
+        }
+        if inode.is_inline {
+            inode.inline.resize(size as usize, 0);
+        } else if size < old {
+            let bs = self.inner.block_size as u64;
+            self.clear_range(schema::block_range(ino, size.div_ceil(bs)))?;
+            if size % bs != 0 {
+                let key = schema::block_key(ino, size / bs);
+                if let Some(v) = self.tx.get(&key)? {
+                    let mut b = self.block_bytes(&v)?;
+                    if b.len() as u64 > size % bs {
+                        b.truncate((size % bs) as usize);
+                        self.set(&key, &Block::encode_data(&b))?;
+                    }
+                }
+            }
+            if size == 0 {
+                inode.is_inline = true;
+                inode.inline.clear();
+            }
+        }
+        inode.size = size;
+        let now = now_ns();
+        inode.mtime = now;
+        inode.ctime = now;
+        if size != old {
+            self.add(&schema::meta_key(Meta::Bytes), size as i64 - old as i64)?;
+        }
+        Ok(())
+    }
+
+    /// `fallocate`: mode 0 extends the size; `keep_size` does not; `punch_hole` (with
+    /// `keep_size`) zeroes the range.
+    pub fn fallocate_ino(&mut self, ino: u64, mode: FallocateMode, off: u64, len: u64) -> Result<()> {
+        let end = off.checked_add(len).filter(|_| len > 0).ok_or_else(|| {
+            Error::new(ErrorKind::Invalid, "fallocate: length must be positive and the range must not overflow")
+        })?;
+        if end > MAX_FILE_SIZE {
+            return Err(Error::new(ErrorKind::FileTooBig, "fallocate beyond the maximum file size"));
+        }
+        let mut inode = self.inode(ino)?;
+        if inode.kind != FileType::File {
+            let kind = if inode.kind == FileType::Dir { ErrorKind::IsDir } else { ErrorKind::Invalid };
+            return Err(Error::new(kind, "fallocate of a non-file"));
+        }
+        match mode {
+            FallocateMode::Allocate if end > inode.size => {
+                self.truncate_inode(ino, &mut inode, end)?;
+                self.store_inode(ino, &inode)
+            }
+            FallocateMode::Allocate | FallocateMode::KeepSize => Ok(()),
+            FallocateMode::PunchHole => {
+                let end = end.min(inode.size);
+                if off >= end {
+                    return Ok(());
+                }
+                if inode.is_inline {
+                    inode.inline[off as usize..end as usize].fill(0);
+                } else {
+                    let bs = self.inner.block_size as u64;
+                    let (full_from, full_to) = (off.div_ceil(bs), end / bs);
+                    if full_from < full_to {
+                        let (s, _) = schema::block_range(ino, full_from);
+                        self.clear_range((s, schema::block_key(ino, full_to)))?;
+                    }
+                    // Zero the partial blocks at either end.
+                    let head_end = end.min(full_from * bs);
+                    if off < head_end {
+                        self.write_blocks(ino, off, &vec![0; (head_end - off) as usize])?;
+                    }
+                    let tail_start = off.max(full_to * bs);
+                    if full_to >= full_from && tail_start < end {
+                        self.write_blocks(ino, tail_start, &vec![0; (end - tail_start) as usize])?;
+                    }
+                }
+                inode.mtime = now_ns();
+                inode.ctime = inode.mtime;
+                self.store_inode(ino, &inode)
+            }
+        }
+    }
+
+    /// Deletes an orphan (unlinked while open) if it is still one.
+    pub(crate) fn reap_orphan(&mut self, ino: u64) -> Result<()> {
+        if self.tx.get(&schema::orphan_key(ino))?.is_none() {
+            return Ok(());
+        }
+        match self.load_inode(ino)? {
+            Some(inode) if inode.nlink == 0 => self.delete_inode(ino, &inode),
+            Some(_) => self.clear(&schema::orphan_key(ino)),
+            None => self.clear(&schema::orphan_key(ino)),
+        }
+    }
+}

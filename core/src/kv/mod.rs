@@ -1,0 +1,145 @@
+//! The key-value backend: serializable transactions over ordered byte keys.
+//!
+//! `kv` knows nothing about files. Every backend gives the same [`Txn`] semantics, checked by
+//! one conformance suite (`core/tests/kv_conformance.rs`):
+//! reads see the transaction's own writes; a commit fails with a retryable
+//! [`ErrorKind::Conflict`] if anything it read (keys or ranges) was changed by a transaction
+//! that committed after its snapshot; snapshot reads add no conflict; atomic operations add no
+//! read conflict; a failed commit changes nothing.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod fault;
+mod memory;
+mod occ;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+
+pub use fault::{FaultPlan, FaultyBackend};
+pub use memory::MemoryBackend;
+#[cfg(feature = "rocksdb")]
+pub use rocks::RocksBackend;
+
+/// The size and time limits of a backend. `None` means unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest key, in bytes.
+    pub max_key: Option<usize>,
+    /// Largest value, in bytes.
+    pub max_value: Option<usize>,
+    /// Largest total of keys and values written by one transaction.
+    pub max_txn_bytes: Option<usize>,
+    /// Longest time from `begin` to `commit`.
+    pub max_txn_duration: Option<Duration>,
+}
+
+impl Limits {
+    /// No limits at all.
+    pub const UNLIMITED: Limits =
+        Limits { max_key: None, max_value: None, max_txn_bytes: None, max_txn_duration: None };
+
+    /// FoundationDB's documented limits: keys 10,000 B, values 100,000 B, 10,000,000 B of
+    /// affected data per transaction, 5 seconds.
+    pub const FOUNDATIONDB: Limits = Limits {
+        max_key: Some(10_000),
+        max_value: Some(100_000),
+        max_txn_bytes: Some(10_000_000),
+        max_txn_duration: Some(Duration::from_secs(5)),
+    };
+}
+
+/// A backend: a source of serializable transactions.
+pub trait Backend: Send + Sync + 'static {
+    /// Starts a transaction reading at a fresh snapshot.
+    fn begin(&self) -> Result<Box<dyn Txn>>;
+    /// The backend's limits.
+    fn limits(&self) -> Limits;
+    /// Makes every transaction committed so far durable (one fsync, shared by callers).
+    fn sync(&self) -> Result<()>;
+    /// A short description for messages, such as `rocksdb:/path`.
+    fn describe(&self) -> String;
+}
+
+/// A key-value pair returned by range reads.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// One transaction of a [`Backend`]. Dropping it without `commit` rolls it back.
+pub trait Txn: Send {
+    /// Reads a key (adds it to the read conflict set).
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads a key without adding a read conflict.
+    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
+    /// or descending from `end` when `reverse`. Adds the range actually covered to the read
+    /// conflict set, so a later insert into it conflicts (no phantoms).
+    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
+        -> Result<Vec<KeyValue>>;
+    /// [`Txn::get_range`] without adding a read conflict.
+    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
+        -> Result<Vec<KeyValue>>;
+    /// Writes a key.
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Deletes a key.
+    fn clear(&mut self, key: &[u8]) -> Result<()>;
+    /// Deletes every key with `start <= key < end`.
+    fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()>;
+    /// Adds `delta` to the 8-byte little-endian integer at `key` (absent reads as 0) at commit
+    /// time, without a read conflict.
+    fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()>;
+    /// Sets the 8-byte little-endian unsigned integer at `key` to the larger of it and `value`
+    /// at commit time, without a read conflict.
+    fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()>;
+    /// Commits. With `durable`, the commit survives power loss once this returns.
+    fn commit(self: Box<Self>, durable: bool) -> Result<()>;
+}
+
+/// Opens a backend by URI: `memory:`, `memory:?limits=foundationdb`, `rocksdb:/path`, or a
+/// bare path (RocksDB). Opening the same RocksDB directory twice in one process returns the
+/// same shared instance.
+pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
+    if let Some(rest) = uri.strip_prefix("memory:") {
+        return match rest {
+            "" => Ok(Arc::new(MemoryBackend::new(Limits::UNLIMITED))),
+            "?limits=foundationdb" => Ok(Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB))),
+            _ => Err(Error::new(ErrorKind::Invalid, format!("{uri}: unknown memory option"))),
+        };
+    }
+    if uri.starts_with("fdb:") {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            format!("{uri}: this build has no FoundationDB backend"),
+        ));
+    }
+    let path = uri.strip_prefix("rocksdb:").unwrap_or(uri);
+    if path.is_empty() {
+        return Err(Error::new(ErrorKind::Invalid, "empty store URI"));
+    }
+    #[cfg(feature = "rocksdb")]
+    {
+        Ok(RocksBackend::open(std::path::Path::new(path))?)
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
+}
+
+/// Decodes an 8-byte little-endian counter as written by the atomic operations.
+pub fn decode_counter(v: Option<&[u8]>) -> u64 {
+    match v {
+        Some(b) if b.len() == 8 => u64::from_le_bytes(b.try_into().unwrap()),
+        _ => 0,
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix` (for range ends).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xff; prefix.len() + 1]
+}

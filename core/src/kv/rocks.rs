@@ -1,0 +1,177 @@
+//! The RocksDB backend: a store is a directory on local disk, opened by one process.
+//!
+//! RocksDB gives snapshots and atomic write batches; serializable conflict detection (ranges
+//! included) comes from the optimistic layer in `occ.rs`, which is complete because only one
+//! process can open the directory (RocksDB's LOCK file) and one process shares one instance.
+
+use super::occ::{Engine, Mutation, OccStore};
+use super::{Backend, Limits, Txn};
+use crate::error::{Error, ErrorKind, Result};
+use parking_lot::Mutex;
+use rocksdb::{BlockBasedOptions, Cache, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, Weak};
+
+struct RocksEngine {
+    db: DB,
+    path: PathBuf,
+}
+
+fn backend_error(path: &Path, e: rocksdb::Error) -> Error {
+    let msg = e.into_string();
+    let kind = if msg.contains("No space left") {
+        ErrorKind::NoSpace
+    } else {
+        ErrorKind::Backend
+    };
+    Error::new(kind, format!("rocksdb:{}: {msg}", path.display()))
+}
+
+/// A snapshot that borrows the engine's DB. The transaction that holds it also holds an `Arc`
+/// of the engine and releases the snapshot first, so the borrow never outlives the DB.
+pub(crate) struct RocksSnapshot(SnapshotWithThreadMode<'static, DB>);
+
+impl Engine for RocksEngine {
+    type Snapshot = RocksSnapshot;
+
+    fn snapshot(&self, _version: u64) -> RocksSnapshot {
+        let snap = self.db.snapshot();
+        // SAFETY: see `RocksSnapshot`: the DB outlives every snapshot taken from it.
+        RocksSnapshot(unsafe {
+            std::mem::transmute::<SnapshotWithThreadMode<'_, DB>, SnapshotWithThreadMode<'static, DB>>(snap)
+        })
+    }
+
+    fn get(&self, snap: &RocksSnapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        snap.0.get(key).map_err(|e| backend_error(&self.path, e))
+    }
+
+    fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get(key).map_err(|e| backend_error(&self.path, e))
+    }
+
+    fn scan(
+        &self,
+        snap: &RocksSnapshot,
+        start: &[u8],
+        end: &[u8],
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(start);
+        ro.set_iterate_upper_bound(end);
+        let mut it = snap.0.raw_iterator_opt(ro);
+        if reverse {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
+        }
+        while let Some((k, v)) = it.item() {
+            if !visit(k, v) {
+                return Ok(());
+            }
+            if reverse {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status().map_err(|e| backend_error(&self.path, e))
+    }
+
+    fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+        let mut wb = WriteBatch::default();
+        for m in batch {
+            match m {
+                Mutation::Set(k, v) => wb.put(k, v),
+                Mutation::Clear(k) => wb.delete(k),
+                Mutation::ClearRange(s, e) => wb.delete_range(s, e),
+            }
+        }
+        // Written to the WAL (safe against a process crash); fsync happens in `sync`, shared.
+        let mut wo = WriteOptions::default();
+        wo.set_sync(false);
+        self.db.write_opt(wb, &wo).map_err(|e| backend_error(&self.path, e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))
+    }
+}
+
+/// A RocksDB-backed store.
+pub struct RocksBackend {
+    occ: Arc<OccStore<RocksEngine>>,
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<RocksBackend>>> {
+    static STORES: OnceLock<Mutex<HashMap<PathBuf, Weak<RocksBackend>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+impl RocksBackend {
+    /// Opens (creating if needed) the store in directory `path`. A second open of the same
+    /// directory in this process returns the same instance; another process holding it gives
+    /// an [`ErrorKind::Busy`] error that says so.
+    pub fn open(path: &Path) -> Result<Arc<RocksBackend>> {
+        std::fs::create_dir_all(path).map_err(|e| {
+            Error::new(ErrorKind::Backend, format!("rocksdb:{}: cannot create directory: {e}", path.display()))
+        })?;
+        let canon = path.canonicalize().map_err(|e| {
+            Error::new(ErrorKind::Backend, format!("rocksdb:{}: {e}", path.display()))
+        })?;
+        let mut stores = registry().lock();
+        if let Some(b) = stores.get(&canon).and_then(Weak::upgrade) {
+            return Ok(b);
+        }
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.increase_parallelism(2);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&Cache::new_lru_cache(128 << 20));
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+        opts.set_block_based_table_factory(&table);
+        let db = DB::open(&opts, &canon).map_err(|e| {
+            let msg = e.into_string();
+            if msg.contains("lock") {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!("rocksdb:{}: store is locked by another process ({msg})", canon.display()),
+                )
+            } else {
+                Error::new(ErrorKind::Backend, format!("rocksdb:{}: {msg}", canon.display()))
+            }
+        })?;
+        let engine = RocksEngine { db, path: canon.clone() };
+        let limits = Limits {
+            // RocksDB has no hard limits; these keep a runaway caller from exhausting memory.
+            max_key: Some(64 << 10),
+            max_value: Some(64 << 20),
+            max_txn_bytes: None,
+            max_txn_duration: None,
+        };
+        let backend = Arc::new(RocksBackend { occ: OccStore::new(engine, limits) });
+        stores.retain(|_, w| w.strong_count() > 0);
+        stores.insert(canon, Arc::downgrade(&backend));
+        Ok(backend)
+    }
+}
+
+impl Backend for RocksBackend {
+    fn begin(&self) -> Result<Box<dyn Txn>> {
+        Ok(self.occ.begin())
+    }
+    fn limits(&self) -> Limits {
+        self.occ.limits()
+    }
+    fn sync(&self) -> Result<()> {
+        self.occ.sync_all()
+    }
+    fn describe(&self) -> String {
+        format!("rocksdb:{}", self.occ.engine.path.display())
+    }
+}

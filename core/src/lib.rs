@@ -1,0 +1,32 @@
+//! txvfs: an embeddable, transactional virtual file system.
+//!
+//! A POSIX-like file tree (inodes, directories, data blocks, open file handles) lives in a
+//! key-value store, and every change is a transaction. Several files can change in one
+//! [`Transaction`]: all or nothing, isolated from other writers, durable once committed.
+//!
+//! ```
+//! use txvfs::{FileSystem, Store};
+//! let store = Store::open("memory:").unwrap();
+//! store.transact(|tx| {
+//!     tx.mkdir("/docs", 0o755)?;
+//!     tx.write_file("/docs/a.txt", b"part one")?;
+//!     tx.write_file("/docs/b.txt", b"part two")
+//! }).unwrap();
+//! assert_eq!(store.read_file("/docs/b.txt").unwrap(), b"part two");
+//! ```
+//!
+//! Layers, in one direction only: [`fs`] (paths, inodes, handles, transactions, locks) over
+//! [`schema`] (key and value encoding) over [`kv`] (the backend trait and its backends).
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod fs;
+pub mod kv;
+pub mod schema;
+
+pub use error::{Error, ErrorKind, Result};
+pub use fs::{
+    Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, OpenOptions, Options, RangeLock,
+    RangeLockKind, RenameFlags, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
+};
+pub use schema::FileType;

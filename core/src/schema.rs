@@ -1,0 +1,436 @@
+//! Key and value encoding: the on-disk format of a store.
+//!
+//! Every key starts with a one-byte scope; numbers in keys are big-endian so that related keys
+//! sort together and can be range-scanned. Values start with a format version byte.
+//!
+//! | scope | key | value |
+//! | --- | --- | --- |
+//! | `S` | `S` | superblock: format version, block size, inline limit, creation time |
+//! | `I` | `I` ino | inode attributes, and the data of a small file or a symlink target inline |
+//! | `I` | `I` ino `m`/`c`/`n` | a directory's hot attributes: mtime, ctime (atomic max), link-count delta (atomic add) |
+//! | `D` | `D` parent-ino name | child ino and type: lookup is one get, readdir one range scan |
+//! | `B` | `B` ino block-index | block bytes, or a reference to an immutable chunk; missing reads as zeros |
+//! | `X` | `X` ino name | extended attribute value |
+//! | `O` | `O` ino | inode unlinked while open; deleted at last close or at the next open |
+//! | `C` | `C` chunk-id | immutable data written ahead of the commit that references it |
+//! | `M` | `M` name | store-wide counters (atomic add) and allocator high-water marks |
+//!
+//! A directory's mtime, ctime and link count change with every create and delete inside it.
+//! They live in separate keys updated by atomic operations, which add no read conflict, so
+//! concurrent creators in one directory do not conflict on the parent.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The format this code writes. Readers accept every version up to it.
+pub const FORMAT_VERSION: u8 = 1;
+/// The root directory's inode number.
+pub const ROOT_INO: u64 = 1;
+
+const SUPER: u8 = b'S';
+const INODE: u8 = b'I';
+const DENTRY: u8 = b'D';
+const BLOCK: u8 = b'B';
+const XATTR: u8 = b'X';
+const ORPHAN: u8 = b'O';
+const CHUNK: u8 = b'C';
+const META: u8 = b'M';
+
+fn key(scope: u8, ino: u64, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + rest.len());
+    k.push(scope);
+    k.extend_from_slice(&ino.to_be_bytes());
+    k.extend_from_slice(rest);
+    k
+}
+
+/// The superblock key.
+pub fn super_key() -> Vec<u8> {
+    vec![SUPER]
+}
+/// An inode's attribute key.
+pub fn inode_key(ino: u64) -> Vec<u8> {
+    key(INODE, ino, &[])
+}
+/// A directory's hot attribute key (`m` mtime, `c` ctime, `n` link-count delta).
+pub fn dir_attr_key(ino: u64, attr: DirAttr) -> Vec<u8> {
+    key(INODE, ino, &[attr as u8])
+}
+/// All keys of one inode (attributes and hot attributes).
+pub fn inode_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(INODE, ino, &[]), key(INODE, ino + 1, &[]))
+}
+/// A directory entry's key.
+pub fn dentry_key(parent: u64, name: &[u8]) -> Vec<u8> {
+    key(DENTRY, parent, name)
+}
+/// All entries of a directory.
+pub fn dentry_range(parent: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(DENTRY, parent, &[]), key(DENTRY, parent + 1, &[]))
+}
+/// The name part of a dentry key.
+pub fn dentry_name(key: &[u8]) -> &[u8] {
+    &key[9..]
+}
+/// A data block's key.
+pub fn block_key(ino: u64, index: u64) -> Vec<u8> {
+    key(BLOCK, ino, &index.to_be_bytes())
+}
+/// All blocks of an inode from `first` on.
+pub fn block_range(ino: u64, first: u64) -> (Vec<u8>, Vec<u8>) {
+    (block_key(ino, first), key(BLOCK, ino + 1, &[]))
+}
+/// The block index of a block key.
+pub fn block_index(key: &[u8]) -> Result<u64> {
+    key.get(9..17)
+        .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
+        .ok_or_else(|| corrupt("block key too short"))
+}
+/// An extended attribute's key.
+pub fn xattr_key(ino: u64, name: &[u8]) -> Vec<u8> {
+    key(XATTR, ino, name)
+}
+/// All extended attributes of an inode.
+pub fn xattr_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(XATTR, ino, &[]), key(XATTR, ino + 1, &[]))
+}
+/// The name part of an xattr key.
+pub fn xattr_name(key: &[u8]) -> &[u8] {
+    &key[9..]
+}
+/// An orphan record's key.
+pub fn orphan_key(ino: u64) -> Vec<u8> {
+    key(ORPHAN, ino, &[])
+}
+/// All orphan records.
+pub fn orphan_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![ORPHAN], vec![ORPHAN + 1])
+}
+/// The inode number of an orphan key.
+pub fn orphan_ino(key: &[u8]) -> Result<u64> {
+    key.get(1..9)
+        .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
+        .ok_or_else(|| corrupt("orphan key too short"))
+}
+/// An immutable chunk's key.
+pub fn chunk_key(id: u64) -> Vec<u8> {
+    key(CHUNK, id, &[])
+}
+/// A store-wide counter or allocator key.
+pub fn meta_key(name: Meta) -> Vec<u8> {
+    vec![META, name as u8]
+}
+
+/// Store-wide counters and allocators.
+#[derive(Clone, Copy, Debug)]
+#[repr(u8)]
+pub enum Meta {
+    /// Next unreserved inode number (reserved a range at a time).
+    NextIno = b'i',
+    /// Number of live inodes (atomic add).
+    Inodes = b'n',
+    /// Bytes of file data (sum of file sizes; atomic add).
+    Bytes = b'b',
+}
+
+/// A directory's hot attributes, kept out of the inode value.
+#[derive(Clone, Copy, Debug)]
+#[repr(u8)]
+pub enum DirAttr {
+    /// Modification time in ns (atomic max; `utimens` sets it).
+    Mtime = b'm',
+    /// Change time in ns (atomic max).
+    Ctime = b'c',
+    /// Link count minus the stored base (atomic add).
+    Nlink = b'n',
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::new(ErrorKind::Corrupt, format!("corrupt store: {what}"))
+}
+
+fn check_version(v: &[u8], what: &str) -> Result<()> {
+    match v.first() {
+        Some(&ver) if ver >= 1 && ver <= FORMAT_VERSION => Ok(()),
+        Some(&ver) => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("{what} has format version {ver}; this txvfs reads up to {FORMAT_VERSION}"),
+        )),
+        None => Err(corrupt(&format!("empty {what} value"))),
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.buf.len() < n {
+            return Err(corrupt(&format!("{} value too short", self.what)));
+        }
+        let (a, b) = self.buf.split_at(n);
+        self.buf = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    fn i64(&mut self) -> Result<i64> {
+        Ok(self.u64()? as i64)
+    }
+}
+
+/// The superblock: fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// Format version the store was created with.
+    pub version: u8,
+    /// Bytes per data block.
+    pub block_size: u32,
+    /// Files up to this size keep their data in the inode.
+    pub inline_limit: u32,
+    /// Creation time, ns since the epoch.
+    pub created_ns: i64,
+}
+
+impl Superblock {
+    /// Encodes the superblock.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![self.version];
+        v.extend_from_slice(&self.block_size.to_le_bytes());
+        v.extend_from_slice(&self.inline_limit.to_le_bytes());
+        v.extend_from_slice(&self.created_ns.to_le_bytes());
+        v
+    }
+    /// Decodes a superblock, refusing formats newer than this code.
+    pub fn decode(v: &[u8]) -> Result<Superblock> {
+        check_version(v, "superblock")?;
+        let mut r = Reader { buf: v, what: "superblock" };
+        let sb = Superblock { version: r.u8()?, block_size: r.u32()?, inline_limit: r.u32()?, created_ns: r.i64()? };
+        if sb.block_size == 0 {
+            return Err(corrupt("block size 0"));
+        }
+        Ok(sb)
+    }
+}
+
+/// The type of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+}
+
+impl FileType {
+    /// The `S_IFMT` bits of this type.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::File => libc::S_IFREG,
+            FileType::Dir => libc::S_IFDIR,
+            FileType::Symlink => libc::S_IFLNK,
+        }
+    }
+    fn from_u8(b: u8) -> Result<FileType> {
+        match b {
+            1 => Ok(FileType::File),
+            2 => Ok(FileType::Dir),
+            3 => Ok(FileType::Symlink),
+            _ => Err(corrupt("unknown file type")),
+        }
+    }
+    fn to_u8(self) -> u8 {
+        match self {
+            FileType::File => 1,
+            FileType::Dir => 2,
+            FileType::Symlink => 3,
+        }
+    }
+}
+
+/// A directory entry's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dentry {
+    /// The child's inode number.
+    pub ino: u64,
+    /// The child's type (so readdir needs no inode reads).
+    pub kind: FileType,
+}
+
+impl Dentry {
+    /// Encodes the entry.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![FORMAT_VERSION];
+        v.extend_from_slice(&self.ino.to_le_bytes());
+        v.push(self.kind.to_u8());
+        v
+    }
+    /// Decodes an entry.
+    pub fn decode(v: &[u8]) -> Result<Dentry> {
+        check_version(v, "directory entry")?;
+        let mut r = Reader { buf: &v[1..], what: "directory entry" };
+        Ok(Dentry { ino: r.u64()?, kind: FileType::from_u8(r.u8()?)? })
+    }
+}
+
+/// An inode's stored attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    /// File type.
+    pub kind: FileType,
+    /// Permission bits (`0o7777`).
+    pub perm: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count (for directories, the base that the `n` hot attribute adjusts).
+    pub nlink: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Access time, ns since the epoch.
+    pub atime: i64,
+    /// Modification time, ns.
+    pub mtime: i64,
+    /// Status change time, ns.
+    pub ctime: i64,
+    /// True while the data lives in `inline` rather than in blocks.
+    pub is_inline: bool,
+    /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
+    pub inline: Vec<u8>,
+}
+
+impl Inode {
+    /// Encodes the inode.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(48 + self.inline.len());
+        v.push(FORMAT_VERSION);
+        v.push(self.kind.to_u8());
+        for x in [self.perm, self.uid, self.gid, self.nlink] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(&self.size.to_le_bytes());
+        for t in [self.atime, self.mtime, self.ctime] {
+            v.extend_from_slice(&t.to_le_bytes());
+        }
+        v.push(self.is_inline as u8);
+        v.extend_from_slice(&self.inline);
+        v
+    }
+    /// Decodes an inode.
+    pub fn decode(v: &[u8]) -> Result<Inode> {
+        check_version(v, "inode")?;
+        let mut r = Reader { buf: &v[1..], what: "inode" };
+        let kind = FileType::from_u8(r.u8()?)?;
+        let (perm, uid, gid, nlink) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+        let size = r.u64()?;
+        let (atime, mtime, ctime) = (r.i64()?, r.i64()?, r.i64()?);
+        let is_inline = r.u8()? != 0;
+        let inline = r.buf.to_vec();
+        if is_inline && inline.len() as u64 != size {
+            return Err(corrupt("inline data length differs from size"));
+        }
+        Ok(Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, inline })
+    }
+}
+
+/// A data block's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// The bytes themselves (a short block reads as zeros past its end).
+    Data(Vec<u8>),
+    /// A slice of an immutable chunk written ahead of the commit.
+    Chunk {
+        /// The chunk id.
+        id: u64,
+        /// Offset of the block's bytes in the chunk.
+        offset: u32,
+        /// Number of bytes.
+        len: u32,
+    },
+}
+
+impl Block {
+    /// Encodes the block: a tag byte (0 data, 1 chunk reference), then the payload.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Block::Data(d) => {
+                let mut v = Vec::with_capacity(1 + d.len());
+                v.push(0);
+                v.extend_from_slice(d);
+                v
+            }
+            Block::Chunk { id, offset, len } => {
+                let mut v = vec![1];
+                v.extend_from_slice(&id.to_le_bytes());
+                v.extend_from_slice(&offset.to_le_bytes());
+                v.extend_from_slice(&len.to_le_bytes());
+                v
+            }
+        }
+    }
+    /// Encodes raw data without building a `Block`.
+    pub fn encode_data(d: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(1 + d.len());
+        v.push(0);
+        v.extend_from_slice(d);
+        v
+    }
+    /// Decodes a block.
+    pub fn decode(v: &[u8]) -> Result<Block> {
+        match v.first() {
+            Some(0) => Ok(Block::Data(v[1..].to_vec())),
+            Some(1) => {
+                let mut r = Reader { buf: &v[1..], what: "block" };
+                Ok(Block::Chunk { id: r.u64()?, offset: r.u32()?, len: r.u32()? })
+            }
+            _ => Err(corrupt("unknown block tag")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip() {
+        let ino = Inode {
+            kind: FileType::File, perm: 0o644, uid: 1, gid: 2, nlink: 1, size: 3, atime: -5,
+            mtime: 6, ctime: 7, is_inline: true, inline: b"abc".to_vec(),
+        };
+        assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
+        let d = Dentry { ino: 42, kind: FileType::Dir };
+        assert_eq!(Dentry::decode(&d.encode()).unwrap(), d);
+        for b in [Block::Data(vec![1, 2]), Block::Chunk { id: 9, offset: 3, len: 4 }] {
+            assert_eq!(Block::decode(&b.encode()).unwrap(), b);
+        }
+        let sb = Superblock { version: 1, block_size: 65536, inline_limit: 4096, created_ns: 1 };
+        assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);
+    }
+
+    #[test]
+    fn newer_format_is_refused() {
+        let mut v = Dentry { ino: 1, kind: FileType::File }.encode();
+        v[0] = FORMAT_VERSION + 1;
+        assert_eq!(Dentry::decode(&v).unwrap_err().kind(), ErrorKind::Corrupt);
+    }
+
+    #[test]
+    fn keys_sort_by_number() {
+        assert!(block_key(1, 255) < block_key(1, 256));
+        assert!(block_key(1, u64::MAX) < block_range(1, 0).1);
+        assert!(dentry_key(1, b"zzz") < dentry_range(1).1);
+        assert!(dir_attr_key(7, DirAttr::Mtime) < inode_range(7).1);
+    }
+}
