@@ -1,1 +1,313 @@
-fn main(){}
+//! Side-by-side benchmark: txvfs on RocksDB versus `std::fs` on the same disk and raw RocksDB
+//! with the same options, measured in one run and reported as ratios.
+//!
+//! Run: `cargo run --release -p txvfs-bench -- [--quick] [--dir DIR]`
+//! `--quick` shrinks every workload (a smoke run); DIR defaults to a fresh temp directory.
+
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use txvfs::{FileSystem, OpenOptions, Store};
+
+struct Sizes {
+    small_files: usize,
+    big_dir: usize,
+    big_file: u64,
+    preads: usize,
+}
+
+struct Row {
+    name: String,
+    unit: &'static str,
+    txvfs: Duration,
+    fs: Option<Duration>,
+    rocks: Option<Duration>,
+    ops: usize,
+}
+
+fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
+    let t = Instant::now();
+    let r = f();
+    (t.elapsed(), r)
+}
+
+/// Raw RocksDB with the options txvfs's backend uses.
+fn raw_rocks(path: &Path) -> DB {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.increase_parallelism(2);
+    opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&Cache::new_lru_cache(128 << 20));
+    table.set_bloom_filter(10.0, false);
+    table.set_cache_index_and_filter_blocks(true);
+    opts.set_block_based_table_factory(&table);
+    DB::open(&opts, path).expect("open raw rocksdb")
+}
+
+fn payload(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    // Half random, half repeated: compressible like typical data, not trivially so.
+    (0..n).map(|i| if i % 2 == 0 { rng.gen() } else { b'a' + (i % 26) as u8 }).collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let base: PathBuf = match args.iter().position(|a| a == "--dir") {
+        Some(i) => PathBuf::from(&args[i + 1]),
+        None => tempfile::tempdir().expect("tempdir").keep(),
+    };
+    let s = if quick {
+        Sizes { small_files: 500, big_dir: 2_000, big_file: 8 << 20, preads: 2_000 }
+    } else {
+        Sizes { small_files: 10_000, big_dir: 100_000, big_file: 256 << 20, preads: 20_000 }
+    };
+    std::fs::create_dir_all(&base).unwrap();
+    let store = Store::open(&format!("rocksdb:{}", base.join("txvfs").display())).expect("open store");
+    let native = base.join("native");
+    std::fs::create_dir_all(&native).unwrap();
+    let raw = raw_rocks(&base.join("raw"));
+    let mut wo = WriteOptions::default();
+    wo.set_sync(false);
+    let mut rows = Vec::new();
+    let data4k = payload(4096, 1);
+
+    // --- small files: create + write 4 KiB + close ---
+    store.mkdir("/small", 0o755).unwrap();
+    std::fs::create_dir_all(native.join("small")).unwrap();
+    let (t_tx, _) = time(|| {
+        for i in 0..s.small_files {
+            let f = store.create(format!("/small/f{i}")).unwrap();
+            f.write(&data4k).unwrap();
+            f.close().unwrap();
+        }
+    });
+    let (t_fs, _) = time(|| {
+        for i in 0..s.small_files {
+            let mut f = std::fs::File::create(native.join(format!("small/f{i}"))).unwrap();
+            f.write_all(&data4k).unwrap();
+        }
+    });
+    let (t_rk, _) = time(|| {
+        for i in 0..s.small_files {
+            raw.put_opt(format!("small/f{i}"), &data4k, &wo).unwrap();
+        }
+    });
+    rows.push(Row { name: "create+write 4 KiB+close".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.small_files });
+
+    // --- stat ---
+    let mut rng = SmallRng::seed_from_u64(7);
+    let picks: Vec<usize> = (0..s.small_files).map(|_| rng.gen_range(0..s.small_files)).collect();
+    let (t_tx, _) = time(|| {
+        for &i in &picks {
+            assert_eq!(store.stat(format!("/small/f{i}")).unwrap().size, 4096);
+        }
+    });
+    let (t_fs, _) = time(|| {
+        for &i in &picks {
+            assert_eq!(std::fs::metadata(native.join(format!("small/f{i}"))).unwrap().len(), 4096);
+        }
+    });
+    let (t_rk, _) = time(|| {
+        for &i in &picks {
+            assert!(raw.get_pinned(format!("small/f{i}")).unwrap().is_some());
+        }
+    });
+    rows.push(Row { name: "stat".into(), unit: "call", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: picks.len() });
+
+    // --- open + read 4 KiB + close ---
+    let (t_tx, _) = time(|| {
+        let mut buf = vec![0u8; 8192];
+        for &i in &picks {
+            let f = store.open(format!("/small/f{i}"), &OpenOptions::new().read(true)).unwrap();
+            assert_eq!(f.read(&mut buf).unwrap(), 4096);
+        }
+    });
+    let (t_fs, _) = time(|| {
+        let mut buf = vec![0u8; 8192];
+        for &i in &picks {
+            let mut f = std::fs::File::open(native.join(format!("small/f{i}"))).unwrap();
+            assert_eq!(f.read(&mut buf).unwrap(), 4096);
+        }
+    });
+    let (t_rk, _) = time(|| {
+        for &i in &picks {
+            assert_eq!(raw.get(format!("small/f{i}")).unwrap().unwrap().len(), 4096);
+        }
+    });
+    rows.push(Row { name: "open+read 4 KiB+close".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: picks.len() });
+
+    // --- readdir of 1,000 and of a big directory ---
+    for (label, n) in [("1,000", 1_000usize), (if quick { "2,000" } else { "100,000" }, s.big_dir)] {
+        let dir = format!("/dir{n}");
+        store.mkdir(&dir, 0o755).unwrap();
+        let ndir = native.join(format!("dir{n}"));
+        std::fs::create_dir_all(&ndir).unwrap();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            store.transact(|tx| {
+                for i in chunk {
+                    tx.write_file(format!("{dir}/entry-{i:07}"), b"")?;
+                }
+                Ok(())
+            }).unwrap();
+            for i in chunk {
+                std::fs::File::create(ndir.join(format!("entry-{i:07}"))).unwrap();
+                raw.put_opt(format!("{dir}/entry-{i:07}"), b"", &wo).unwrap();
+            }
+        }
+        let reps = if n <= 1000 { 200 } else { 5 };
+        let (t_tx, _) = time(|| {
+            for _ in 0..reps {
+                assert_eq!(store.readdir(&dir, None, 0).unwrap().len(), n);
+            }
+        });
+        let (t_fs, _) = time(|| {
+            for _ in 0..reps {
+                assert_eq!(std::fs::read_dir(&ndir).unwrap().count(), n);
+            }
+        });
+        let (t_rk, _) = time(|| {
+            for _ in 0..reps {
+                let prefix = format!("{dir}/");
+                let c = raw.prefix_iterator(prefix.as_bytes()).take_while(|kv| kv.as_ref().unwrap().0.starts_with(prefix.as_bytes())).count();
+                assert_eq!(c, n);
+            }
+        });
+        rows.push(Row { name: format!("readdir of {label} entries"), unit: "listing", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: reps });
+    }
+
+    // --- create in an empty directory versus in the big one ---
+    store.mkdir("/empty", 0o755).unwrap();
+    let creates = 1000;
+    let (t_empty, _) = time(|| {
+        for i in 0..creates {
+            store.write_file(format!("/empty/new-{i}"), b"x").unwrap();
+        }
+    });
+    let big = format!("/dir{}", s.big_dir);
+    let (t_big, _) = time(|| {
+        for i in 0..creates {
+            store.write_file(format!("{big}/new-{i}"), b"x").unwrap();
+        }
+    });
+    rows.push(Row { name: format!("create in a dir of {} (vs empty dir)", s.big_dir), unit: "file", txvfs: t_big, fs: None, rocks: None, ops: creates });
+    let create_ratio = t_big.as_secs_f64() / t_empty.as_secs_f64();
+
+    // --- sequential write and read of a big file, 1 MiB at a time ---
+    let chunk = payload(1 << 20, 3);
+    let nchunks = (s.big_file >> 20) as usize;
+    let (t_tx, _) = time(|| {
+        let f = store.create("/big").unwrap();
+        for _ in 0..nchunks {
+            f.write(&chunk).unwrap();
+        }
+        f.sync().unwrap();
+    });
+    let (t_fs, _) = time(|| {
+        let mut f = std::fs::File::create(native.join("big")).unwrap();
+        for _ in 0..nchunks {
+            f.write_all(&chunk).unwrap();
+        }
+        f.sync_all().unwrap();
+    });
+    let (t_rk, _) = time(|| {
+        for c in 0..nchunks {
+            for b in 0..16 {
+                raw.put_opt(format!("big/{:08}", c * 16 + b), &chunk[b << 16..(b + 1) << 16], &wo).unwrap();
+            }
+        }
+        raw.flush_wal(true).unwrap();
+    });
+    let mb = (s.big_file >> 20) as usize;
+    rows.push(Row { name: format!("sequential write {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
+    let (t_tx, _) = time(|| {
+        let f = store.open("/big", &OpenOptions::new().read(true)).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0;
+        loop {
+            let n = f.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        assert_eq!(total as u64, s.big_file);
+    });
+    let (t_fs, _) = time(|| {
+        let mut f = std::fs::File::open(native.join("big")).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0;
+        loop {
+            let n = f.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            total += n;
+        }
+        assert_eq!(total as u64, s.big_file);
+    });
+    let (t_rk, _) = time(|| {
+        let mut total = 0;
+        for kv in raw.prefix_iterator(b"big/") {
+            let (k, v) = kv.unwrap();
+            if !k.starts_with(b"big/") {
+                break;
+            }
+            total += v.len();
+        }
+        assert_eq!(total as u64, s.big_file);
+    });
+    rows.push(Row { name: format!("sequential read {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
+
+    // --- random 4 KiB pread in the big file ---
+    let mut rng = SmallRng::seed_from_u64(11);
+    let offsets: Vec<u64> = (0..s.preads).map(|_| rng.gen_range(0..(s.big_file >> 12)) << 12).collect();
+    let (t_tx, _) = time(|| {
+        let f = store.open("/big", &OpenOptions::new().read(true)).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for &o in &offsets {
+            assert_eq!(f.read_at(&mut buf, o).unwrap(), 4096);
+        }
+    });
+    let (t_fs, _) = time(|| {
+        let f = std::fs::File::open(native.join("big")).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for &o in &offsets {
+            f.read_exact_at(&mut buf, o).unwrap();
+        }
+    });
+    let (t_rk, _) = time(|| {
+        for &o in &offsets {
+            let v = raw.get_pinned(format!("big/{:08}", o >> 16)).unwrap().unwrap();
+            assert!(v.len() >= ((o & 0xffff) + 4096) as usize);
+        }
+    });
+    rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
+
+    print_table(&rows, create_ratio, quick);
+}
+
+fn per_op(d: Duration, ops: usize, unit: &str) -> String {
+    if unit == "MiB" {
+        format!("{:.0} MiB/s", ops as f64 / d.as_secs_f64())
+    } else {
+        let us = d.as_secs_f64() * 1e6 / ops as f64;
+        if us >= 1000.0 { format!("{:.2} ms", us / 1000.0) } else { format!("{us:.1} µs") }
+    }
+}
+
+fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
+    println!("txvfs benchmark{} (time per op, or throughput; ratio = txvfs time / baseline time, lower is better)\n", if quick { " --quick" } else { "" });
+    println!("| workload | txvfs | std::fs | raw RocksDB | txvfs / std::fs | txvfs / RocksDB |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        let cell = |d: Option<Duration>| d.map(|d| per_op(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
+        let ratio = |d: Option<Duration>| d.map(|d| format!("{:.2}x", r.txvfs.as_secs_f64() / d.as_secs_f64())).unwrap_or_else(|| "-".into());
+        println!("| {} | {} | {} | {} | {} | {} |", r.name, cell(Some(r.txvfs)), cell(r.fs), cell(r.rocks), ratio(r.fs), ratio(r.rocks));
+    }
+    println!("\ncreate in a big directory / create in an empty one: {create_ratio:.2}x");
+}

@@ -6,29 +6,61 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Which operations fail next. Counters count down: `fail_commits(2)` fails the next two
-/// commits, then commits work again.
+/// commits, then commits work again. The `_after` forms first let `skip` operations of that
+/// kind succeed, so a test can fail an operation at each of its steps in turn.
 #[derive(Default)]
 pub struct FaultPlan {
     commits: AtomicU64,
     reads: AtomicU64,
     writes: AtomicU64,
+    skip_commits: AtomicU64,
+    skip_reads: AtomicU64,
+    skip_writes: AtomicU64,
+    injected: AtomicU64,
 }
 
 impl FaultPlan {
     /// Fails the next `n` commits (after which nothing of theirs is applied).
     pub fn fail_commits(&self, n: u64) {
-        self.commits.store(n, Ordering::SeqCst);
+        self.fail_commits_after(0, n);
     }
     /// Fails the next `n` reads (get or range).
     pub fn fail_reads(&self, n: u64) {
-        self.reads.store(n, Ordering::SeqCst);
+        self.fail_reads_after(0, n);
     }
     /// Fails the next `n` writes with ENOSPC, as a full backend would.
     pub fn fail_writes_nospace(&self, n: u64) {
+        self.fail_writes_nospace_after(0, n);
+    }
+    /// Lets the next `skip` commits succeed, then fails `n`.
+    pub fn fail_commits_after(&self, skip: u64, n: u64) {
+        self.skip_commits.store(skip, Ordering::SeqCst);
+        self.commits.store(n, Ordering::SeqCst);
+    }
+    /// Lets the next `skip` reads succeed, then fails `n`.
+    pub fn fail_reads_after(&self, skip: u64, n: u64) {
+        self.skip_reads.store(skip, Ordering::SeqCst);
+        self.reads.store(n, Ordering::SeqCst);
+    }
+    /// Lets the next `skip` writes succeed, then fails `n` with ENOSPC.
+    pub fn fail_writes_nospace_after(&self, skip: u64, n: u64) {
+        self.skip_writes.store(skip, Ordering::SeqCst);
         self.writes.store(n, Ordering::SeqCst);
     }
-    fn take(counter: &AtomicU64) -> bool {
-        counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    /// How many faults have been injected so far, of every kind.
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::SeqCst)
+    }
+    fn take(&self, skip: &AtomicU64, counter: &AtomicU64) -> bool {
+        let dec = |n: u64| n.checked_sub(1);
+        if counter.load(Ordering::SeqCst) == 0
+            || skip.fetch_update(Ordering::SeqCst, Ordering::SeqCst, dec).is_ok()
+            || counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, dec).is_err()
+        {
+            return false;
+        }
+        self.injected.fetch_add(1, Ordering::SeqCst);
+        true
     }
 }
 
@@ -57,13 +89,13 @@ struct FaultyTxn {
 
 impl FaultyTxn {
     fn read_fault(&self) -> Result<()> {
-        if FaultPlan::take(&self.plan.reads) {
+        if self.plan.take(&self.plan.skip_reads, &self.plan.reads) {
             return Err(injected("read"));
         }
         Ok(())
     }
     fn write_fault(&self) -> Result<()> {
-        if FaultPlan::take(&self.plan.writes) {
+        if self.plan.take(&self.plan.skip_writes, &self.plan.writes) {
             return Err(Error::new(ErrorKind::NoSpace, "injected fault: backend is full"));
         }
         Ok(())
@@ -108,7 +140,7 @@ impl Txn for FaultyTxn {
         self.inner.atomic_max(key, value)
     }
     fn commit(self: Box<Self>, durable: bool) -> Result<()> {
-        if FaultPlan::take(&self.plan.commits) {
+        if self.plan.take(&self.plan.skip_commits, &self.plan.commits) {
             return Err(injected("commit"));
         }
         self.inner.commit(durable)

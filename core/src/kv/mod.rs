@@ -62,6 +62,12 @@ pub trait Backend: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
+impl std::fmt::Debug for dyn Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({})", self.describe())
+    }
+}
+
 /// A key-value pair returned by range reads.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 

@@ -1,0 +1,392 @@
+//! The kv conformance suite: every backend must pass every case here. A new backend is done
+//! when its `backend_suite!` line passes.
+
+use std::sync::Arc;
+use txvfs::kv::{self, Backend, Limits, MemoryBackend};
+use txvfs::ErrorKind;
+
+fn set(b: &dyn Backend, pairs: &[(&[u8], &[u8])]) {
+    let mut tx = b.begin().unwrap();
+    for (k, v) in pairs {
+        tx.set(k, v).unwrap();
+    }
+    tx.commit(false).unwrap();
+}
+
+fn get(b: &dyn Backend, k: &[u8]) -> Option<Vec<u8>> {
+    b.begin().unwrap().get(k).unwrap()
+}
+
+fn keys(kvs: &[(Vec<u8>, Vec<u8>)]) -> Vec<&[u8]> {
+    kvs.iter().map(|(k, _)| k.as_slice()).collect()
+}
+
+pub fn get_set_clear(b: &dyn Backend) {
+    assert_eq!(get(b, b"k"), None);
+    set(b, &[(b"k", b"v1")]);
+    assert_eq!(get(b, b"k").as_deref(), Some(&b"v1"[..]));
+    set(b, &[(b"k", b"v2")]);
+    assert_eq!(get(b, b"k").as_deref(), Some(&b"v2"[..]));
+    let mut tx = b.begin().unwrap();
+    tx.clear(b"k").unwrap();
+    tx.commit(false).unwrap();
+    assert_eq!(get(b, b"k"), None);
+    // Empty values are values, not absence.
+    set(b, &[(b"e", b"")]);
+    assert_eq!(get(b, b"e").as_deref(), Some(&b""[..]));
+}
+
+pub fn ranges(b: &dyn Backend) {
+    set(b, &[(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4"), (b"e", b"5")]);
+    let mut tx = b.begin().unwrap();
+    assert_eq!(keys(&tx.get_range(b"b", b"e", 0, false).unwrap()), vec![&b"b"[..], b"c", b"d"]);
+    assert_eq!(keys(&tx.get_range(b"b", b"e", 2, false).unwrap()), vec![&b"b"[..], b"c"]);
+    assert_eq!(keys(&tx.get_range(b"b", b"e", 0, true).unwrap()), vec![&b"d"[..], b"c", b"b"]);
+    assert_eq!(keys(&tx.get_range(b"a", b"z", 2, true).unwrap()), vec![&b"e"[..], b"d"]);
+    assert!(tx.get_range(b"x", b"z", 0, false).unwrap().is_empty());
+    assert!(tx.get_range(b"c", b"c", 0, false).unwrap().is_empty());
+    assert!(tx.get_range(b"d", b"b", 0, false).unwrap().is_empty());
+    let kv = tx.get_range(b"c", b"d", 0, false).unwrap();
+    assert_eq!(kv, vec![(b"c".to_vec(), b"3".to_vec())]);
+    tx.clear_range(b"b", b"d").unwrap();
+    tx.commit(false).unwrap();
+    let mut tx = b.begin().unwrap();
+    assert_eq!(keys(&tx.get_range(b"a", b"z", 0, false).unwrap()), vec![&b"a"[..], b"d", b"e"]);
+}
+
+pub fn read_your_writes(b: &dyn Backend) {
+    set(b, &[(b"a", b"1"), (b"c", b"3"), (b"e", b"5")]);
+    let mut tx = b.begin().unwrap();
+    tx.set(b"b", b"2").unwrap();
+    tx.set(b"c", b"33").unwrap();
+    tx.clear(b"e").unwrap();
+    assert_eq!(tx.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(tx.get(b"e").unwrap(), None);
+    let all = tx.get_range(b"a", b"z", 0, false).unwrap();
+    assert_eq!(all, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"33".to_vec())]);
+    assert_eq!(keys(&tx.get_range(b"a", b"z", 2, true).unwrap()), vec![&b"c"[..], b"b"]);
+    tx.clear_range(b"a", b"c").unwrap();
+    assert_eq!(keys(&tx.get_range(b"a", b"z", 0, false).unwrap()), vec![&b"c"[..]]);
+    tx.set(b"a", b"again").unwrap();
+    assert_eq!(tx.get(b"a").unwrap().as_deref(), Some(&b"again"[..]));
+    assert_eq!(keys(&tx.get_range(b"a", b"z", 0, false).unwrap()), vec![&b"a"[..], b"c"]);
+    // Others see none of it before commit.
+    assert_eq!(get(b, b"b"), None);
+    assert_eq!(get(b, b"c").as_deref(), Some(&b"3"[..]));
+    tx.commit(false).unwrap();
+    assert_eq!(get(b, b"b"), None); // cleared by the range after being set
+    assert_eq!(get(b, b"a").as_deref(), Some(&b"again"[..]));
+    assert_eq!(get(b, b"e"), None);
+}
+
+pub fn atomic_ops(b: &dyn Backend) {
+    let mut tx = b.begin().unwrap();
+    tx.atomic_add(b"n", 5).unwrap();
+    tx.atomic_add(b"n", -2).unwrap();
+    assert_eq!(kv::decode_counter(tx.get(b"n").unwrap().as_deref()), 3);
+    tx.atomic_max(b"m", 10).unwrap();
+    tx.atomic_max(b"m", 7).unwrap();
+    tx.commit(false).unwrap();
+    assert_eq!(kv::decode_counter(get(b, b"n").as_deref()), 3);
+    assert_eq!(kv::decode_counter(get(b, b"m").as_deref()), 10);
+    // Two concurrent atomic adds on one key both commit: atomics add no read conflict.
+    let mut t1 = b.begin().unwrap();
+    let mut t2 = b.begin().unwrap();
+    t1.atomic_add(b"n", 10).unwrap();
+    t2.atomic_add(b"n", 100).unwrap();
+    t1.atomic_max(b"m", 20).unwrap();
+    t2.atomic_max(b"m", 15).unwrap();
+    t1.commit(false).unwrap();
+    t2.commit(false).unwrap();
+    assert_eq!(kv::decode_counter(get(b, b"n").as_deref()), 113);
+    assert_eq!(kv::decode_counter(get(b, b"m").as_deref()), 20);
+    // A set after an atomic replaces it; an atomic after a set applies to it.
+    let mut tx = b.begin().unwrap();
+    tx.set(b"n", &1u64.to_le_bytes()).unwrap();
+    tx.atomic_add(b"n", 1).unwrap();
+    tx.commit(false).unwrap();
+    assert_eq!(kv::decode_counter(get(b, b"n").as_deref()), 2);
+}
+
+pub fn snapshot_isolation(b: &dyn Backend) {
+    set(b, &[(b"k", b"old"), (b"r1", b"x")]);
+    let mut reader = b.begin().unwrap();
+    assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"old"[..]));
+    set(b, &[(b"k", b"new"), (b"r2", b"y")]);
+    let mut tx = b.begin().unwrap();
+    tx.clear(b"r1").unwrap();
+    tx.commit(false).unwrap();
+    // The reader keeps its snapshot for points and ranges.
+    assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(keys(&reader.get_range(b"r", b"s", 0, false).unwrap()), vec![&b"r1"[..]]);
+    // A read-only transaction always commits.
+    reader.commit(false).unwrap();
+}
+
+fn expect_conflict(r: txvfs::Result<()>) {
+    let e = r.expect_err("commit should conflict");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(e.is_retryable());
+}
+
+pub fn read_write_conflict(b: &dyn Backend) {
+    set(b, &[(b"k", b"1")]);
+    let mut t1 = b.begin().unwrap();
+    t1.get(b"k").unwrap();
+    t1.set(b"out", b"derived from k").unwrap();
+    set(b, &[(b"k", b"2")]);
+    expect_conflict(t1.commit(false));
+    // The failed commit changed nothing.
+    assert_eq!(get(b, b"out"), None);
+    // Blind writes (no read) do not conflict; the later commit wins.
+    let mut t1 = b.begin().unwrap();
+    let mut t2 = b.begin().unwrap();
+    t1.set(b"w", b"1").unwrap();
+    t2.set(b"w", b"2").unwrap();
+    t2.commit(false).unwrap();
+    t1.commit(false).unwrap();
+    assert_eq!(get(b, b"w").as_deref(), Some(&b"1"[..]));
+}
+
+pub fn write_skew(b: &dyn Backend) {
+    // Two doctors on call: each reads both and takes one off. Serializable forbids both.
+    set(b, &[(b"alice", b"on"), (b"bob", b"on")]);
+    let mut t1 = b.begin().unwrap();
+    let mut t2 = b.begin().unwrap();
+    for t in [&mut t1, &mut t2] {
+        assert!(t.get(b"alice").unwrap().is_some() && t.get(b"bob").unwrap().is_some());
+    }
+    t1.set(b"alice", b"off").unwrap();
+    t2.set(b"bob", b"off").unwrap();
+    t1.commit(false).unwrap();
+    expect_conflict(t2.commit(false));
+    assert_eq!(get(b, b"bob").as_deref(), Some(&b"on"[..]));
+}
+
+pub fn phantoms(b: &dyn Backend) {
+    // A range read conflicts with a later insert into the range (readdir vs create).
+    set(b, &[(b"dir/a", b"1")]);
+    let mut t1 = b.begin().unwrap();
+    assert_eq!(t1.get_range(b"dir/", b"dir0", 0, false).unwrap().len(), 1);
+    t1.set(b"count", b"1").unwrap();
+    set(b, &[(b"dir/b", b"2")]);
+    expect_conflict(t1.commit(false));
+    // ... and with a clear_range that removes keys from it.
+    let mut t1 = b.begin().unwrap();
+    t1.get_range(b"dir/", b"dir0", 0, false).unwrap();
+    t1.set(b"count", b"2").unwrap();
+    let mut t2 = b.begin().unwrap();
+    t2.clear_range(b"dir/", b"dir0").unwrap();
+    t2.commit(false).unwrap();
+    expect_conflict(t1.commit(false));
+    // A limited range read covers only what it returned: inserting past it is no conflict.
+    set(b, &[(b"p/1", b""), (b"p/2", b""), (b"p/3", b"")]);
+    let mut t1 = b.begin().unwrap();
+    assert_eq!(t1.get_range(b"p/", b"p0", 2, false).unwrap().len(), 2);
+    t1.set(b"q", b"").unwrap();
+    set(b, &[(b"p/4", b"")]);
+    t1.commit(false).unwrap();
+    // Reverse limited reads cover from the last key returned to the end.
+    let mut t1 = b.begin().unwrap();
+    assert_eq!(keys(&t1.get_range(b"p/", b"p0", 1, true).unwrap()), vec![&b"p/4"[..]]);
+    t1.set(b"q", b"").unwrap();
+    set(b, &[(b"p/0", b"")]);
+    t1.commit(false).unwrap();
+    let mut t1 = b.begin().unwrap();
+    t1.get_range(b"p/", b"p0", 1, true).unwrap();
+    t1.set(b"q", b"").unwrap();
+    set(b, &[(b"p/5", b"")]);
+    expect_conflict(t1.commit(false));
+}
+
+pub fn snapshot_reads_add_no_conflict(b: &dyn Backend) {
+    set(b, &[(b"hot", b"1"), (b"r/1", b"")]);
+    let mut t1 = b.begin().unwrap();
+    t1.snapshot_get(b"hot").unwrap();
+    t1.snapshot_get_range(b"r/", b"r0", 0, false).unwrap();
+    t1.set(b"mine", b"").unwrap();
+    set(b, &[(b"hot", b"2"), (b"r/2", b"")]);
+    t1.commit(false).unwrap();
+}
+
+pub fn rollback_and_drop(b: &dyn Backend) {
+    let mut tx = b.begin().unwrap();
+    tx.set(b"gone", b"1").unwrap();
+    drop(tx);
+    assert_eq!(get(b, b"gone"), None);
+}
+
+pub fn durable_commit_and_sync(b: &dyn Backend) {
+    let mut tx = b.begin().unwrap();
+    tx.set(b"d", b"1").unwrap();
+    tx.commit(true).unwrap();
+    b.sync().unwrap();
+    assert_eq!(get(b, b"d").as_deref(), Some(&b"1"[..]));
+}
+
+pub fn concurrent_counters(b: Arc<dyn Backend>) {
+    // Read-modify-write increments from threads, retried on conflict: none may be lost.
+    set(&*b, &[(b"ctr", &0u64.to_le_bytes())]);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    loop {
+                        let mut tx = b.begin().unwrap();
+                        let v = kv::decode_counter(tx.get(b"ctr").unwrap().as_deref());
+                        tx.set(b"ctr", &(v + 1).to_le_bytes()).unwrap();
+                        match tx.commit(false) {
+                            Ok(()) => break,
+                            Err(e) if e.is_retryable() => continue,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(kv::decode_counter(get(&*b, b"ctr").as_deref()), 200);
+}
+
+macro_rules! backend_suite {
+    ($name:ident, $make:expr) => {
+        mod $name {
+            use super::*;
+            fn make() -> (Arc<dyn Backend>, Option<tempfile::TempDir>) {
+                $make
+            }
+            #[test] fn get_set_clear() { let (b, _d) = make(); super::get_set_clear(&*b) }
+            #[test] fn ranges() { let (b, _d) = make(); super::ranges(&*b) }
+            #[test] fn read_your_writes() { let (b, _d) = make(); super::read_your_writes(&*b) }
+            #[test] fn atomic_ops() { let (b, _d) = make(); super::atomic_ops(&*b) }
+            #[test] fn snapshot_isolation() { let (b, _d) = make(); super::snapshot_isolation(&*b) }
+            #[test] fn read_write_conflict() { let (b, _d) = make(); super::read_write_conflict(&*b) }
+            #[test] fn write_skew() { let (b, _d) = make(); super::write_skew(&*b) }
+            #[test] fn phantoms() { let (b, _d) = make(); super::phantoms(&*b) }
+            #[test] fn snapshot_reads_add_no_conflict() { let (b, _d) = make(); super::snapshot_reads_add_no_conflict(&*b) }
+            #[test] fn rollback_and_drop() { let (b, _d) = make(); super::rollback_and_drop(&*b) }
+            #[test] fn durable_commit_and_sync() { let (b, _d) = make(); super::durable_commit_and_sync(&*b) }
+            #[test] fn concurrent_counters() { let (b, _d) = make(); super::concurrent_counters(b) }
+        }
+    };
+}
+
+backend_suite!(memory, (Arc::new(MemoryBackend::new(Limits::UNLIMITED)), None));
+backend_suite!(memory_fdb_limits, (Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)), None));
+backend_suite!(rocksdb, {
+    let d = tempfile::tempdir().unwrap();
+    (kv::open(d.path().to_str().unwrap()).unwrap(), Some(d))
+});
+
+mod limits {
+    use super::*;
+
+    #[test]
+    fn foundationdb_limits_are_enforced() {
+        let b = MemoryBackend::new(Limits::FOUNDATIONDB);
+        let mut tx = b.begin().unwrap();
+        assert_eq!(tx.set(&vec![1; 10_001], b"").unwrap_err().kind(), ErrorKind::TooLarge);
+        assert_eq!(tx.get(&vec![1; 10_001]).unwrap_err().kind(), ErrorKind::TooLarge);
+        assert_eq!(tx.set(b"k", &vec![0; 100_001]).unwrap_err().kind(), ErrorKind::TooLarge);
+        tx.set(&vec![1; 10_000], &vec![0; 100_000]).unwrap();
+        let mut tx = b.begin().unwrap();
+        let mut err = None;
+        for i in 0u32..200 {
+            if let Err(e) = tx.set(&i.to_be_bytes(), &vec![0; 99_000]) {
+                err = Some((i, e));
+                break;
+            }
+        }
+        let (i, e) = err.expect("10 MB limit");
+        assert_eq!(e.kind(), ErrorKind::TooLarge);
+        assert_eq!(i, 101, "the 102nd value of 99 kB crosses 10,000,000 bytes");
+        assert_eq!(b.limits().max_txn_duration, Some(std::time::Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn foundationdb_duration_limit() {
+        let b = MemoryBackend::new(Limits::FOUNDATIONDB);
+        let mut tx = b.begin().unwrap();
+        tx.set(b"k", b"v").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5100));
+        let e = tx.commit(false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TooOld);
+        assert!(e.is_retryable());
+        assert_eq!(get(&b, b"k"), None);
+    }
+
+    #[test]
+    fn unlimited_backends_take_big_values() {
+        let b = MemoryBackend::new(Limits::UNLIMITED);
+        set(&b, &[(b"big", &vec![7; 1 << 20])]);
+        assert_eq!(get(&b, b"big").unwrap().len(), 1 << 20);
+    }
+}
+
+mod rocksdb_store {
+    use super::*;
+
+    #[test]
+    fn data_survives_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        let uri = format!("rocksdb:{}", d.path().display());
+        {
+            let b = kv::open(&uri).unwrap();
+            set(&*b, &[(b"persist", b"yes")]);
+            b.sync().unwrap();
+        }
+        let b = kv::open(&uri).unwrap();
+        assert_eq!(get(&*b, b"persist").as_deref(), Some(&b"yes"[..]));
+    }
+
+    #[test]
+    fn one_process_shares_one_instance() {
+        let d = tempfile::tempdir().unwrap();
+        let b1 = kv::open(d.path().to_str().unwrap()).unwrap();
+        let b2 = kv::open(&format!("rocksdb:{}/.", d.path().display())).unwrap();
+        assert!(Arc::ptr_eq(&b1, &b2));
+        // Conflict detection spans both handles.
+        set(&*b1, &[(b"k", b"1")]);
+        let mut t1 = b1.begin().unwrap();
+        t1.get(b"k").unwrap();
+        t1.set(b"x", b"").unwrap();
+        set(&*b2, &[(b"k", b"2")]);
+        expect_conflict(t1.commit(false));
+    }
+
+    #[test]
+    fn second_process_gets_a_clear_lock_error() {
+        if let Ok(path) = std::env::var("TXVFS_CHILD_OPEN") {
+            // Child: report what opening gives.
+            match kv::open(&path) {
+                Ok(_) => std::process::exit(3),
+                Err(e) if e.kind() == ErrorKind::Busy && e.message().contains("locked by another process") => {
+                    std::process::exit(0)
+                }
+                Err(e) => {
+                    eprintln!("unexpected error: {e}");
+                    std::process::exit(4)
+                }
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        let _held = kv::open(d.path().to_str().unwrap()).unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error", "--nocapture"])
+            .env("TXVFS_CHILD_OPEN", d.path())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "child should see the store locked");
+    }
+
+    #[test]
+    fn bad_uris_are_refused() {
+        assert_eq!(kv::open("").unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(kv::open("memory:?what").unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(kv::open("fdb:?prefix=x").unwrap_err().kind(), ErrorKind::Invalid);
+    }
+}
