@@ -706,6 +706,9 @@ impl<'a> Ops<'a> {
             (Some(e), _) => e,
             (None, false) => return Err(Error::at(ErrorKind::NotFound, p)),
             (None, true) => {
+                if p.ends_with(b"/") {
+                    return Err(Error::at(ErrorKind::IsDir, p));
+                }
                 let name = r.name.expect("a missing entry has a name");
                 self.access_ino(r.parent, W_OK | X_OK, p)?;
                 let ino = self.create_node(r.parent, &name, FileType::File, o.mode, &[])?;
