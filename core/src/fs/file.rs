@@ -22,8 +22,13 @@ pub struct File {
     writable: bool,
     append: bool,
     pos: Mutex<u64>,
+    /// Write-back buffer: contiguous bytes not yet written, and where they start.
+    pending: Option<Mutex<(u64, Vec<u8>)>>,
     closed: bool,
 }
+
+/// A write-back buffer is flushed when it reaches this size.
+const WRITE_BACK_MAX: usize = 4 << 20;
 
 impl File {
     pub(crate) fn open(ctx: Ctx, path: &[u8], options: &OpenOptions) -> Result<File> {
@@ -58,6 +63,7 @@ impl File {
             writable: options.write,
             append: options.append,
             pos: Mutex::new(0),
+            pending: (options.write_back && !options.append).then(|| Mutex::new((0, Vec::new()))),
             closed: false,
         })
     }
@@ -74,6 +80,18 @@ impl File {
         }
         if (want_read || want_write) && self.kind == FileType::Dir {
             return Err(Error::new(ErrorKind::IsDir, "file handle refers to a directory"));
+        }
+        Ok(())
+    }
+
+    /// Writes out the write-back buffer, if any.
+    fn flush(&self) -> Result<()> {
+        let Some(pending) = &self.pending else { return Ok(()) };
+        let mut p = pending.lock();
+        if !p.1.is_empty() {
+            let (start, data) = (p.0, &p.1);
+            self.ctx.run(|ops| ops.write_ino(self.ino, start, data, false))?;
+            p.1.clear();
         }
         Ok(())
     }
@@ -99,6 +117,7 @@ impl File {
     /// Reads at `offset` without moving the position (`pread`).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
+        self.flush()?;
         let data = self.ctx.run(|ops| ops.read_ino(self.ino, offset, buf.len()))?;
         buf[..data.len()].copy_from_slice(&data);
         Ok(data.len())
@@ -108,6 +127,25 @@ impl File {
     pub fn write(&self, data: &[u8]) -> Result<usize> {
         self.check(false, true)?;
         let mut pos = self.pos.lock();
+        if let Some(pending) = &self.pending {
+            let mut p = pending.lock();
+            if !p.1.is_empty() && p.0 + p.1.len() as u64 != *pos {
+                drop(p);
+                self.flush()?;
+                p = pending.lock();
+            }
+            if p.1.is_empty() {
+                p.0 = *pos;
+            }
+            p.1.extend_from_slice(data);
+            *pos += data.len() as u64;
+            let full = p.1.len() >= WRITE_BACK_MAX;
+            drop(p);
+            if full {
+                self.flush()?;
+            }
+            return Ok(data.len());
+        }
         let at = self.ctx.run(|ops| ops.write_ino(self.ino, *pos, data, self.append))?;
         *pos = at + data.len() as u64;
         Ok(data.len())
@@ -117,6 +155,7 @@ impl File {
     /// the data goes to the end, as on Linux.
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<usize> {
         self.check(false, true)?;
+        self.flush()?;
         self.ctx.run(|ops| ops.write_ino(self.ino, offset, data, self.append))?;
         Ok(data.len())
     }
@@ -143,18 +182,21 @@ impl File {
     /// Sets the file's size (`ftruncate`).
     pub fn set_len(&self, size: u64) -> Result<()> {
         self.check(false, true)?;
+        self.flush()?;
         self.ctx.run(|ops| ops.truncate_ino(self.ino, size))
     }
 
     /// `fallocate`; see [`FallocateMode`].
     pub fn allocate(&self, mode: FallocateMode, offset: u64, len: u64) -> Result<()> {
         self.check(false, true)?;
+        self.flush()?;
         self.ctx.run(|ops| ops.fallocate_ino(self.ino, mode, offset, len))
     }
 
     /// Attributes (`fstat`).
     pub fn stat(&self) -> Result<Stat> {
         self.check(false, false)?;
+        self.flush()?;
         self.ctx.run(|ops| ops.stat_ino(self.ino))
     }
 
@@ -162,6 +204,7 @@ impl File {
     /// it does nothing (the commit is what makes the writes durable).
     pub fn sync(&self) -> Result<()> {
         self.check(false, false)?;
+        self.flush()?;
         match &self.ctx {
             Ctx::Auto(store) => store.sync(),
             Ctx::Tx(_) => Ok(()),
@@ -200,13 +243,14 @@ impl File {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
+        let flushed = if self.ctx.is_finished() { Ok(()) } else { self.flush() };
         let store = self.ctx.store();
         store.inner.locks.release_all(self.ino, self.id);
         if store.inner.closed(self.ino) && !store.inner.read_only {
             let ino = self.ino;
-            return store.inner.run(None, |ops| ops.reap_orphan(ino));
+            store.inner.run(None, |ops| ops.reap_orphan(ino))?;
         }
-        Ok(())
+        flushed
     }
 }
 
@@ -233,7 +277,7 @@ impl std::io::Write for &File {
         Ok(File::write(self, buf)?)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        Ok(File::flush(self)?)
     }
 }
 
@@ -254,7 +298,7 @@ impl std::io::Write for File {
         std::io::Write::write(&mut &*self, buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        std::io::Write::flush(&mut &*self)
     }
 }
 

@@ -119,6 +119,7 @@ pub struct OpenOptions {
     pub(crate) create: bool,
     pub(crate) create_new: bool,
     pub(crate) no_follow: bool,
+    pub(crate) write_back: bool,
     pub(crate) mode: u32,
 }
 
@@ -132,6 +133,7 @@ impl Default for OpenOptions {
             create: false,
             create_new: false,
             no_follow: false,
+            write_back: false,
             mode: 0o644,
         }
     }
@@ -176,6 +178,13 @@ impl OpenOptions {
     /// Fail with ELOOP if the last component is a symbolic link (`O_NOFOLLOW`).
     pub fn no_follow(mut self, v: bool) -> Self {
         self.no_follow = v;
+        self
+    }
+    /// Buffer sequential writes in the handle and commit them together at `sync`, `close`, a
+    /// read through the handle, or every 4 MiB, instead of one commit per write. Other
+    /// handles see the data once it is flushed; `close` or `sync` report flush errors.
+    pub fn write_back(mut self, v: bool) -> Self {
+        self.write_back = v;
         self
     }
     /// Permission bits for a newly created file (no umask is applied).
