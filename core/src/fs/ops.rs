@@ -420,6 +420,17 @@ impl<'a> Ops<'a> {
         let sname = s.name.clone().ok_or_else(|| bad_end(&s, from))?;
         let dname = d.name.clone().ok_or_else(|| bad_end(&d, to))?;
         let se = s.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, from))?;
+        // Linux checks the flags against the target before anything else, even when both
+        // names are links to one file.
+        if flags.no_replace && d.entry.is_some() {
+            return Err(Error::at(ErrorKind::Exists, to));
+        }
+        if flags.exchange && d.entry.is_none() {
+            return Err(Error::at(ErrorKind::NotFound, to));
+        }
+        if se.kind != FileType::Dir && !flags.exchange && to.ends_with(b"/") {
+            return Err(Error::at(ErrorKind::NotDir, to));
+        }
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
         if se.kind == FileType::Dir && d.ancestors.contains(&se.ino) {
@@ -428,12 +439,14 @@ impl<'a> Ops<'a> {
                 format!("rename {} -> {}: cannot move a directory into itself", show(from), show(to)),
             ));
         }
+        if d.entry.is_some_and(|de| de.kind == FileType::Dir && s.ancestors.contains(&de.ino)) {
+            // The target is an ancestor of the source: never empty.
+            let kind = if flags.exchange { ErrorKind::Invalid } else { ErrorKind::NotEmpty };
+            return Err(Error::at(kind, to));
+        }
         let now = now_ns();
         if flags.exchange {
             let de = d.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, to))?;
-            if de.kind == FileType::Dir && s.ancestors.contains(&de.ino) {
-                return Err(Error::at(ErrorKind::Invalid, to));
-            }
             self.set(&schema::dentry_key(s.parent, &sname), &de.encode())?;
             self.set(&schema::dentry_key(d.parent, &dname), &se.encode())?;
             let dirs = (se.kind == FileType::Dir) as i64 - (de.kind == FileType::Dir) as i64;
@@ -450,9 +463,6 @@ impl<'a> Ops<'a> {
         if let Some(de) = d.entry {
             if de.ino == se.ino {
                 return Ok(()); // Two names of one file: POSIX says do nothing.
-            }
-            if flags.no_replace {
-                return Err(Error::at(ErrorKind::Exists, to));
             }
             self.may_delete(d.parent, de.ino, to)?;
             match (se.kind == FileType::Dir, de.kind == FileType::Dir) {
@@ -485,10 +495,10 @@ impl<'a> Ops<'a> {
     /// Creates a hard link `to` to the non-directory `from`.
     pub fn link(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
         let (ino, mut inode) = self.existing(from, false)?;
+        let (parent, name) = self.for_create(to)?;
         if inode.kind == FileType::Dir {
             return Err(Error::new(ErrorKind::NotPermitted, format!("{}: cannot hard-link a directory", show(from))));
         }
-        let (parent, name) = self.for_create(to)?;
         inode.nlink += 1;
         inode.ctime = now_ns();
         self.store_inode(ino, &inode)?;
