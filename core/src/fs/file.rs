@@ -54,6 +54,7 @@ impl File {
                 return Err(e);
             }
         };
+        let write_back = options.write_back && !options.append && matches!(ctx, Ctx::Auto(_));
         Ok(File {
             id: inner.new_handle_id(),
             ctx,
@@ -63,7 +64,9 @@ impl File {
             writable: options.write,
             append: options.append,
             pos: Mutex::new(0),
-            pending: (options.write_back && !options.append).then(|| Mutex::new((0, Vec::new()))),
+            // Only store handles buffer: a transaction's handle writes into the transaction,
+            // which its commit would otherwise finish without the buffered bytes.
+            pending: write_back.then(|| Mutex::new((0, Vec::new()))),
             closed: false,
         })
     }

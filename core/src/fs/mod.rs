@@ -156,7 +156,29 @@ impl Inner {
 
     /// Runs one auto-commit operation.
     pub(crate) fn run<R>(&self, cred: Option<&Credential>, mut f: impl FnMut(&mut Ops<'_>) -> Result<R>) -> Result<R> {
-        self.retry(|tx| f(&mut Ops { tx, inner: self, cred, wrote: false }), false)
+        let mut orphaned = Vec::new();
+        let r = self.retry(
+            |tx| {
+                let mut ops = Ops { tx, inner: self, cred, wrote: false, orphaned: Vec::new() };
+                let r = f(&mut ops);
+                orphaned = ops.orphaned;
+                r
+            },
+            false,
+        )?;
+        self.reap_closed(&orphaned);
+        Ok(r)
+    }
+
+    /// After a commit that kept `inos` as orphans: frees those whose last handle closed while
+    /// the transaction ran. That close found no orphan record yet, so it could not free them.
+    /// A failure here leaves the record for the next open to reap.
+    fn reap_closed(&self, inos: &[u64]) {
+        for &ino in inos {
+            if !self.is_open(ino) {
+                let _ = self.run(None, |ops| ops.reap_orphan(ino));
+            }
+        }
     }
 }
 
@@ -248,7 +270,11 @@ impl Store {
     pub fn begin(&self) -> Result<Transaction> {
         let kv = self.inner.backend.begin()?;
         Ok(Transaction {
-            shared: Arc::new(TxShared { store: self.clone(), state: Mutex::new(TxState::Active(kv)) }),
+            shared: Arc::new(TxShared {
+                store: self.clone(),
+                state: Mutex::new(TxState::Active(kv)),
+                orphaned: Mutex::new(Vec::new()),
+            }),
         })
     }
 
@@ -350,6 +376,8 @@ enum TxState {
 pub struct TxShared {
     store: Store,
     state: Mutex<TxState>,
+    /// Inodes the transaction kept as orphans; see [`Inner::reap_closed`].
+    orphaned: Mutex<Vec<u64>>,
 }
 
 /// An explicit transaction: every call on it (and on files opened through it) belongs to it.
@@ -366,7 +394,12 @@ impl Transaction {
     pub fn commit(self) -> Result<()> {
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
-            TxState::Active(kv) => kv.commit(self.shared.store.inner.sync),
+            TxState::Active(kv) => {
+                kv.commit(self.shared.store.inner.sync)?;
+                let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
+                self.shared.store.inner.reap_closed(&orphaned);
+                Ok(())
+            }
             TxState::Failed(e) => Err(Error::new(
                 e.kind(),
                 format!("transaction cannot commit: an earlier operation failed part-way: {}", e.message()),
@@ -427,8 +460,15 @@ impl Ctx {
                     TxState::Done => return Err(finished()),
                 };
                 let store = &t.store;
-                let mut ops = Ops { tx: &mut **kv, inner: &store.inner, cred: store.cred.as_deref(), wrote: false };
+                let mut ops = Ops {
+                    tx: &mut **kv,
+                    inner: &store.inner,
+                    cred: store.cred.as_deref(),
+                    wrote: false,
+                    orphaned: Vec::new(),
+                };
                 let r = f(&mut ops);
+                t.orphaned.lock().append(&mut ops.orphaned);
                 if let Err(e) = &r {
                     if ops.wrote {
                         *state = TxState::Failed(e.clone());

@@ -47,6 +47,9 @@ pub struct Ops<'a> {
     pub(crate) cred: Option<&'a Credential>,
     /// Set once anything was written, so a failure after it can poison an explicit transaction.
     pub(crate) wrote: bool,
+    /// Inodes this operation kept as orphans because they were open; once the transaction
+    /// commits, the caller frees those whose last handle closed in the meantime.
+    pub(crate) orphaned: Vec<u64>,
 }
 
 impl<'a> Ops<'a> {
@@ -345,6 +348,7 @@ impl<'a> Ops<'a> {
         }
         if self.inner.is_open(ino) {
             self.store_inode(ino, &inode)?;
+            self.orphaned.push(ino);
             self.set(&schema::orphan_key(ino), &[])
         } else {
             self.delete_inode(ino, &inode)

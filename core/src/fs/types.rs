@@ -182,7 +182,8 @@ impl OpenOptions {
     }
     /// Buffer sequential writes in the handle and commit them together at `sync`, `close`, a
     /// read through the handle, or every 4 MiB, instead of one commit per write. Other
-    /// handles see the data once it is flushed; `close` or `sync` report flush errors.
+    /// handles see the data once it is flushed; `close` or `sync` report flush errors. Only for
+    /// handles opened on a store: a transaction's handles write into the transaction directly.
     pub fn write_back(mut self, v: bool) -> Self {
         self.write_back = v;
         self
