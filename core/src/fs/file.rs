@@ -121,9 +121,7 @@ impl File {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
         self.flush()?;
-        let data = self.ctx.run(|ops| ops.read_ino(self.ino, offset, buf.len()))?;
-        buf[..data.len()].copy_from_slice(&data);
-        Ok(data.len())
+        self.ctx.run(|ops| ops.read_into(self.ino, offset, buf))
     }
 
     /// Writes all of `data` at the current position (at the end with append) and advances.

@@ -746,38 +746,61 @@ impl<'a> Ops<'a> {
 
     /// Reads up to `len` bytes at `off` of file `ino`.
     pub fn read_ino(&mut self, ino: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+        let inode = self.file_inode(ino)?;
+        let n = inode.size.saturating_sub(off).min(len as u64) as usize;
+        let mut buf = vec![0u8; n];
+        self.read_data(ino, &inode, off, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads into `buf` at `off` of file `ino`; returns the number of bytes (0 at the end).
+    pub fn read_into(&mut self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let inode = self.file_inode(ino)?;
+        self.read_data(ino, &inode, off, buf)
+    }
+
+    fn file_inode(&mut self, ino: u64) -> Result<Inode> {
         let inode = self.inode(ino)?;
         if inode.kind == FileType::Dir {
             return Err(Error::new(ErrorKind::IsDir, "read of a directory"));
         }
-        self.read_data(ino, &inode, off, len)
+        Ok(inode)
     }
 
-    fn read_data(&mut self, ino: u64, inode: &Inode, off: u64, len: usize) -> Result<Vec<u8>> {
-        if off >= inode.size || len == 0 {
-            return Ok(Vec::new());
+    /// Copies file data straight from the block values into `buf` (holes read as zeros).
+    fn read_data(&mut self, ino: u64, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if off >= inode.size || buf.is_empty() {
+            return Ok(0);
         }
-        let end = inode.size.min(off.saturating_add(len as u64));
+        let end = inode.size.min(off.saturating_add(buf.len() as u64));
+        let out = &mut buf[..(end - off) as usize];
         if inode.is_inline {
-            return Ok(inode.inline[off as usize..end as usize].to_vec());
+            out.copy_from_slice(&inode.inline[off as usize..end as usize]);
+            return Ok(out.len());
         }
+        out.fill(0);
         let bs = self.inner.block_size as u64;
         let (first, last) = (off / bs, (end - 1) / bs);
-        let mut buf = vec![0u8; (end - off) as usize];
         let (s, _) = schema::block_range(ino, first);
         let e = schema::block_key(ino, last + 1);
         for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
-            let idx = schema::block_index(&k)?;
-            let data = self.block_bytes(&v)?;
-            let bstart = idx * bs;
+            let bstart = schema::block_index(&k)? * bs;
+            let chunk;
+            let data: &[u8] = match v.first() {
+                Some(0) => &v[1..],
+                _ => {
+                    chunk = self.block_bytes(&v)?;
+                    &chunk
+                }
+            };
             let from = off.max(bstart);
             let to = end.min(bstart + data.len() as u64);
             if from < to {
-                buf[(from - off) as usize..(to - off) as usize]
+                out[(from - off) as usize..(to - off) as usize]
                     .copy_from_slice(&data[(from - bstart) as usize..(to - bstart) as usize]);
             }
         }
-        Ok(buf)
+        Ok(out.len())
     }
 
     fn block_bytes(&mut self, v: &[u8]) -> Result<Vec<u8>> {
