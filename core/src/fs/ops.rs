@@ -781,9 +781,15 @@ impl<'a> Ops<'a> {
         out.fill(0);
         let bs = self.inner.block_size as u64;
         let (first, last) = (off / bs, (end - 1) / bs);
-        let (s, _) = schema::block_range(ino, first);
-        let e = schema::block_key(ino, last + 1);
-        for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
+        let blocks = if first == last {
+            // One block: a point read is much cheaper than a range iterator.
+            let k = schema::block_key(ino, first);
+            self.tx.get(&k)?.map(|v| (k, v)).into_iter().collect()
+        } else {
+            let (s, _) = schema::block_range(ino, first);
+            self.tx.get_range(&s, &schema::block_key(ino, last + 1), 0, false)?
+        };
+        for (k, v) in blocks {
             let bstart = schema::block_index(&k)? * bs;
             let chunk;
             let data: &[u8] = match v.first() {
