@@ -5,7 +5,7 @@
 //! `--quick` shrinks every workload (a smoke run); DIR defaults to a fresh temp directory.
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
-use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
+use rocksdb::{WriteOptions, DB};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -36,16 +36,7 @@ fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
 
 /// Raw RocksDB with the options txvfs's backend uses.
 fn raw_rocks(path: &Path) -> DB {
-    let mut opts = Options::default();
-    opts.create_if_missing(true);
-    opts.increase_parallelism(2);
-    opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
-    let mut table = BlockBasedOptions::default();
-    table.set_block_cache(&Cache::new_lru_cache(128 << 20));
-    table.set_bloom_filter(10.0, false);
-    table.set_cache_index_and_filter_blocks(true);
-    opts.set_block_based_table_factory(&table);
-    DB::open(&opts, path).expect("open raw rocksdb")
+    DB::open(&txvfs::kv::RocksBackend::db_options(), path).expect("open raw rocksdb")
 }
 
 fn payload(n: usize, seed: u64) -> Vec<u8> {
