@@ -217,29 +217,11 @@ fn main() {
     rows.push(Row { name: format!("sequential write {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
     let (t_tx, _) = time(|| {
         let f = store.open("/big", &OpenOptions::new().read(true)).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0;
-        loop {
-            let n = f.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            total += n;
-        }
-        assert_eq!(total as u64, s.big_file);
+        assert_eq!(read_to_end_in_mib_chunks(f), s.big_file);
     });
     let (t_fs, _) = time(|| {
-        let mut f = std::fs::File::open(native.join("big")).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0;
-        loop {
-            let n = f.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            total += n;
-        }
-        assert_eq!(total as u64, s.big_file);
+        let f = std::fs::File::open(native.join("big")).unwrap();
+        assert_eq!(read_to_end_in_mib_chunks(f), s.big_file);
     });
     let (t_rk, _) = time(|| {
         let mut total = 0;
@@ -280,6 +262,18 @@ fn main() {
     rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
 
     print_table(&rows, create_ratio, quick);
+}
+
+/// Reads a file to its end 1 MiB at a time; returns the bytes read.
+fn read_to_end_in_mib_chunks(mut f: impl Read) -> u64 {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0;
+    loop {
+        match f.read(&mut buf).unwrap() {
+            0 => return total,
+            n => total += n as u64,
+        }
+    }
 }
 
 fn per_op(d: Duration, ops: usize, unit: &str) -> String {
