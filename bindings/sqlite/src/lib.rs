@@ -1,0 +1,1 @@
+//! SQLite VFS plugin for txvfs.
