@@ -256,31 +256,52 @@ macro_rules! backend_suite {
     ($name:ident, $make:expr) => {
         mod $name {
             use super::*;
-            fn make() -> (Arc<dyn Backend>, Option<tempfile::TempDir>) {
+            /// The backend under test, or `None` when it cannot run here (reported as skipped).
+            fn make() -> Option<(Arc<dyn Backend>, Option<tempfile::TempDir>)> {
                 $make
             }
-            #[test] fn get_set_clear() { let (b, _d) = make(); super::get_set_clear(&*b) }
-            #[test] fn ranges() { let (b, _d) = make(); super::ranges(&*b) }
-            #[test] fn read_your_writes() { let (b, _d) = make(); super::read_your_writes(&*b) }
-            #[test] fn atomic_ops() { let (b, _d) = make(); super::atomic_ops(&*b) }
-            #[test] fn snapshot_isolation() { let (b, _d) = make(); super::snapshot_isolation(&*b) }
-            #[test] fn read_write_conflict() { let (b, _d) = make(); super::read_write_conflict(&*b) }
-            #[test] fn write_skew() { let (b, _d) = make(); super::write_skew(&*b) }
-            #[test] fn phantoms() { let (b, _d) = make(); super::phantoms(&*b) }
-            #[test] fn snapshot_reads_add_no_conflict() { let (b, _d) = make(); super::snapshot_reads_add_no_conflict(&*b) }
-            #[test] fn rollback_and_drop() { let (b, _d) = make(); super::rollback_and_drop(&*b) }
-            #[test] fn durable_commit_and_sync() { let (b, _d) = make(); super::durable_commit_and_sync(&*b) }
-            #[test] fn concurrent_counters() { let (b, _d) = make(); super::concurrent_counters(b) }
+            #[test] fn get_set_clear() { let Some((b, _d)) = make() else { return }; super::get_set_clear(&*b) }
+            #[test] fn ranges() { let Some((b, _d)) = make() else { return }; super::ranges(&*b) }
+            #[test] fn read_your_writes() { let Some((b, _d)) = make() else { return }; super::read_your_writes(&*b) }
+            #[test] fn atomic_ops() { let Some((b, _d)) = make() else { return }; super::atomic_ops(&*b) }
+            #[test] fn snapshot_isolation() { let Some((b, _d)) = make() else { return }; super::snapshot_isolation(&*b) }
+            #[test] fn read_write_conflict() { let Some((b, _d)) = make() else { return }; super::read_write_conflict(&*b) }
+            #[test] fn write_skew() { let Some((b, _d)) = make() else { return }; super::write_skew(&*b) }
+            #[test] fn phantoms() { let Some((b, _d)) = make() else { return }; super::phantoms(&*b) }
+            #[test] fn snapshot_reads_add_no_conflict() { let Some((b, _d)) = make() else { return }; super::snapshot_reads_add_no_conflict(&*b) }
+            #[test] fn rollback_and_drop() { let Some((b, _d)) = make() else { return }; super::rollback_and_drop(&*b) }
+            #[test] fn durable_commit_and_sync() { let Some((b, _d)) = make() else { return }; super::durable_commit_and_sync(&*b) }
+            #[test] fn concurrent_counters() { let Some((b, _d)) = make() else { return }; super::concurrent_counters(b) }
         }
     };
 }
 
-backend_suite!(memory, (Arc::new(MemoryBackend::new(Limits::UNLIMITED)), None));
-backend_suite!(memory_fdb_limits, (Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)), None));
+backend_suite!(memory, Some((Arc::new(MemoryBackend::new(Limits::UNLIMITED)), None)));
+backend_suite!(memory_fdb_limits, Some((Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)), None)));
 backend_suite!(rocksdb, {
     let d = tempfile::tempdir().unwrap();
-    (kv::open(d.path().to_str().unwrap()).unwrap(), Some(d))
+    Some((kv::open(d.path().to_str().unwrap()).unwrap(), Some(d)))
 });
+#[cfg(feature = "foundationdb")]
+backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
+
+/// A fresh, empty store in the FoundationDB cluster named by `TXVFS_FDB_CLUSTER_FILE`, under a
+/// prefix of its own; `None` (the test reports itself skipped) when no cluster is configured.
+#[cfg(feature = "foundationdb")]
+fn fdb_store() -> Option<Arc<dyn Backend>> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let Ok(cluster) = std::env::var("TXVFS_FDB_CLUSTER_FILE") else {
+        eprintln!("skipped: TXVFS_FDB_CLUSTER_FILE is not set (no FoundationDB cluster)");
+        return None;
+    };
+    let prefix = format!("test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let b = kv::open(&format!("fdb:{cluster}?prefix={prefix}")).unwrap();
+    let mut tx = b.begin().unwrap();
+    tx.clear_range(b"", &[0xff]).unwrap();
+    tx.commit(true).unwrap();
+    Some(b)
+}
 
 mod limits {
     use super::*;
@@ -387,6 +408,8 @@ mod rocksdb_store {
     fn bad_uris_are_refused() {
         assert_eq!(kv::open("").unwrap_err().kind(), ErrorKind::Invalid);
         assert_eq!(kv::open("memory:?what").unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(kv::open("fdb:?color=red").unwrap_err().kind(), ErrorKind::Invalid);
+        #[cfg(not(feature = "foundationdb"))]
         assert_eq!(kv::open("fdb:?prefix=x").unwrap_err().kind(), ErrorKind::Invalid);
     }
 }

@@ -373,6 +373,23 @@ fn posix_cases_rocksdb() {
     });
 }
 
+/// Runs only against a live cluster: set `TXVFS_FDB_CLUSTER_FILE` (see the README's
+/// "Scaling out with FoundationDB"). Each case gets a fresh prefix in the cluster.
+#[cfg(feature = "foundationdb")]
+#[test]
+fn posix_cases_foundationdb() {
+    let Ok(cluster) = std::env::var("TXVFS_FDB_CLUSTER_FILE") else {
+        eprintln!("skipped: TXVFS_FDB_CLUSTER_FILE is not set (no FoundationDB cluster)");
+        return;
+    };
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let next = std::sync::atomic::AtomicU32::new(0);
+    run_all("foundationdb", || {
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (Store::open(&format!("fdb:{cluster}?prefix=posix-{run}-{n}")).unwrap(), None)
+    });
+}
+
 #[test]
 fn decode_and_show() {
     assert_eq!(decode("-"), b"");

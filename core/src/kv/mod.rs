@@ -12,12 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod fault;
+#[cfg(feature = "foundationdb")]
+mod fdb;
 mod memory;
 mod occ;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 
 pub use fault::{FaultPlan, FaultyBackend};
+#[cfg(feature = "foundationdb")]
+pub use fdb::{FdbBackend, FdbUri};
 pub use memory::MemoryBackend;
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
@@ -101,9 +105,10 @@ pub trait Txn: Send {
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
 }
 
-/// Opens a backend by URI: `memory:`, `memory:?limits=foundationdb`, `rocksdb:/path`, or a
-/// bare path (RocksDB). Opening the same RocksDB directory twice in one process returns the
-/// same shared instance.
+/// Opens a backend by URI: `memory:`, `memory:?limits=foundationdb`, `rocksdb:/path`, a bare
+/// path (RocksDB), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the cargo feature
+/// `foundationdb`). Opening the same RocksDB directory twice in one process returns the same
+/// shared instance.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
         return match rest {
@@ -113,9 +118,12 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
         };
     }
     if uri.starts_with("fdb:") {
+        #[cfg(feature = "foundationdb")]
+        return Ok(FdbBackend::open(uri)?);
+        #[cfg(not(feature = "foundationdb"))]
         return Err(Error::new(
             ErrorKind::Invalid,
-            format!("{uri}: this build has no FoundationDB backend"),
+            format!("{uri}: this build has no FoundationDB backend (cargo feature `foundationdb`)"),
         ));
     }
     let path = uri.strip_prefix("rocksdb:").unwrap_or(uri);
