@@ -104,6 +104,11 @@ impl File {
         self.ino
     }
 
+    /// The type of the opened file (a directory can be opened read-only, like `O_RDONLY`).
+    pub fn kind(&self) -> FileType {
+        self.kind
+    }
+
     /// A process-unique identifier of this handle (the owner of its locks).
     pub fn handle_id(&self) -> u64 {
         self.id
