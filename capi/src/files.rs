@@ -1,0 +1,343 @@
+//! Descriptors: the per-store handle table with generation counters, and every call on an
+//! open file (`txvfs_open` ... `txvfs_close`).
+//!
+//! A descriptor is `generation << 16 | slot`. Generations come from one process-wide counter,
+//! so a closed descriptor, a number that was never handed out, and another store's descriptor
+//! all miss (-EBADF) instead of reaching some other file.
+
+use crate::boundary::{boundary, bytes, bytes_mut, cstr, Fail, Out, R};
+use crate::store::{store_ref, txvfs_store};
+use crate::tx::{txvfs_tx, with_fs};
+use crate::types::*;
+use std::ffi::{c_char, c_int, c_void};
+use std::io::SeekFrom;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use txvfs::{FallocateMode, File, FileSystem, FlockOp, OpenOptions, RangeLockKind};
+
+const SLOT_BITS: u32 = 16;
+const MAX_SLOTS: usize = 1 << SLOT_BITS;
+/// Generations use the 15 bits above the slot, so descriptors are positive `int`s.
+const GEN_MAX: u32 = 0x7fff;
+
+static NEXT_GEN: AtomicU32 = AtomicU32::new(0);
+
+fn next_gen() -> u32 {
+    NEXT_GEN.fetch_add(1, Ordering::Relaxed) % GEN_MAX + 1
+}
+
+struct Slot {
+    generation: u32,
+    file: Option<Arc<File>>,
+}
+
+/// The open files of one store handle.
+#[derive(Default)]
+pub(crate) struct Handles {
+    slots: Mutex<(Vec<Slot>, Vec<usize>)>,
+}
+
+fn bad_fd(fd: c_int) -> Fail {
+    Fail::new(libc::EBADF, format!("descriptor {fd} is not open on this store"))
+}
+
+impl Handles {
+    fn insert(&self, file: File) -> R<c_int> {
+        let mut guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let (slots, free) = &mut *guard;
+        let generation = next_gen();
+        let index = match free.pop() {
+            Some(i) => i,
+            None if slots.len() < MAX_SLOTS => {
+                slots.push(Slot { generation: 0, file: None });
+                slots.len() - 1
+            }
+            None => return Err(Fail::new(libc::EMFILE, format!("{MAX_SLOTS} descriptors are open on this store"))),
+        };
+        slots[index] = Slot { generation, file: Some(Arc::new(file)) };
+        Ok((generation << SLOT_BITS | index as u32) as c_int)
+    }
+
+    fn split(fd: c_int) -> Option<(usize, u32)> {
+        (fd > 0).then(|| ((fd as u32 & (MAX_SLOTS as u32 - 1)) as usize, fd as u32 >> SLOT_BITS))
+    }
+
+    fn get(&self, fd: c_int) -> R<Arc<File>> {
+        let (index, generation) = Self::split(fd).ok_or_else(|| bad_fd(fd))?;
+        let guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.0.get(index) {
+            Some(Slot { generation: g, file: Some(f) }) if *g == generation => Ok(f.clone()),
+            _ => Err(bad_fd(fd)),
+        }
+    }
+
+    fn remove(&self, fd: c_int) -> R<Arc<File>> {
+        let (index, generation) = Self::split(fd).ok_or_else(|| bad_fd(fd))?;
+        let mut guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let (slots, free) = &mut *guard;
+        match slots.get_mut(index) {
+            Some(slot) if slot.generation == generation && slot.file.is_some() => {
+                free.push(index);
+                Ok(slot.file.take().expect("checked above"))
+            }
+            _ => Err(bad_fd(fd)),
+        }
+    }
+}
+
+/// Runs `f` on the open file `fd` of `store` (the table is not locked meanwhile, so a blocking
+/// lock call does not stall other descriptors).
+unsafe fn with_file<T>(store: *mut txvfs_store, fd: c_int, f: impl FnOnce(&File) -> R<T>) -> R<T> {
+    let file = store_ref(store)?.files.get(fd)?;
+    f(&file)
+}
+
+/// Opens `path` with POSIX `open(2)` flags (`O_RDONLY`, `O_WRONLY`, `O_RDWR`, `O_CREAT`,
+/// `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_NOFOLLOW` from `<fcntl.h>`; others are ignored) plus
+/// `TXVFS_O_WRITE_BACK`, and `mode` for a new file (no umask). With `tx` NULL each write
+/// commits by itself (durable at `txvfs_fsync`); with a transaction, the descriptor's reads
+/// and writes belong to it, and fail with -EBADF once it has ended.
+///
+/// Ownership: the descriptor in `*out_fd` (a positive int) belongs to `store`; close it with
+/// `txvfs_close` (freeing the store closes it too).
+/// Errors: -ENOENT, -EEXIST, -EISDIR, -ENOTDIR, -ELOOP, -ENAMETOOLONG, -EACCES, -EROFS,
+/// -EINVAL (NULL argument, O_ACCMODE 3, relative path), -EMFILE (65536 descriptors open),
+/// -EXDEV (a transaction of another store).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_open(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    flags: c_int,
+    mode: u32,
+    out_fd: *mut c_int,
+) -> c_int {
+    boundary("txvfs_open", || {
+        let p = cstr(path, "path")?;
+        let out = Out::new(out_fd, "out_fd")?;
+        if flags & libc::O_ACCMODE == libc::O_ACCMODE {
+            return Err(Fail::invalid("flags: O_ACCMODE bits 3 are not an access mode"));
+        }
+        let options = OpenOptions::from_flags(flags, mode).write_back(flags & TXVFS_O_WRITE_BACK != 0);
+        let file = with_fs!(store, tx, |fs| fs.open(p, &options)?);
+        out.set(store_ref(store)?.files.insert(file)?);
+        Ok(())
+    })
+}
+
+/// Closes `fd`, releasing its locks; the last close of an unlinked file frees its data. The
+/// descriptor is gone even when an error is reported (flushing write-back data).
+/// Errors: -EBADF (not open on this store: closed already, forged, another store's),
+/// -EINVAL (NULL `store`), a write-back flush error.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_close(store: *mut txvfs_store, fd: c_int) -> c_int {
+    boundary("txvfs_close", || {
+        let file = store_ref(store)?.files.remove(fd)?;
+        // Another thread may be inside a call on it; then the last one out closes it.
+        match Arc::try_unwrap(file) {
+            Ok(file) => Ok(file.close()?),
+            Err(_) => Ok(()),
+        }
+    })
+}
+
+/// Reads up to `len` bytes at the descriptor's position into `buf` and advances it; `*out_n`
+/// is the count, 0 at end of file.
+/// Errors: -EBADF (bad descriptor, not open for reading, finished transaction), -EISDIR,
+/// -EINVAL (NULL `store`, `out_n`, or `buf` with `len` > 0).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_read(store: *mut txvfs_store, fd: c_int, buf: *mut c_void, len: usize, out_n: *mut usize) -> c_int {
+    boundary("txvfs_read", || {
+        let out = Out::new(out_n, "out_n")?;
+        let buf = bytes_mut(buf, len, "buf")?;
+        out.set(with_file(store, fd, |f| Ok(f.read(buf)?))?);
+        Ok(())
+    })
+}
+
+/// Reads up to `len` bytes at `offset` into `buf` without moving the position (`pread`);
+/// `*out_n` is the count, 0 at or past end of file. Errors: as `txvfs_read`.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_pread(
+    store: *mut txvfs_store,
+    fd: c_int,
+    buf: *mut c_void,
+    len: usize,
+    offset: u64,
+    out_n: *mut usize,
+) -> c_int {
+    boundary("txvfs_pread", || {
+        let out = Out::new(out_n, "out_n")?;
+        let buf = bytes_mut(buf, len, "buf")?;
+        out.set(with_file(store, fd, |f| Ok(f.read_at(buf, offset)?))?);
+        Ok(())
+    })
+}
+
+/// Writes all `len` bytes of `buf` at the position (at the end with `O_APPEND`) and advances
+/// it; `*out_n` is `len`. Outside a transaction the write commits at once (write-back
+/// descriptors: at fsync/close).
+/// Errors: -EBADF (bad descriptor, not open for writing, finished transaction), -EFBIG,
+/// -ENOSPC, -EROFS, -EINVAL (NULL arguments), -TXVFS_ECONFLICT.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_write(
+    store: *mut txvfs_store,
+    fd: c_int,
+    buf: *const c_void,
+    len: usize,
+    out_n: *mut usize,
+) -> c_int {
+    boundary("txvfs_write", || {
+        let out = Out::new(out_n, "out_n")?;
+        let data = bytes(buf, len, "buf")?;
+        out.set(with_file(store, fd, |f| Ok(f.write(data)?))?);
+        Ok(())
+    })
+}
+
+/// Writes all `len` bytes of `buf` at `offset` without moving the position (`pwrite`; with
+/// `O_APPEND` the data goes to the end, as on Linux); `*out_n` is `len`. Errors: as
+/// `txvfs_write`.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_pwrite(
+    store: *mut txvfs_store,
+    fd: c_int,
+    buf: *const c_void,
+    len: usize,
+    offset: u64,
+    out_n: *mut usize,
+) -> c_int {
+    boundary("txvfs_pwrite", || {
+        let out = Out::new(out_n, "out_n")?;
+        let data = bytes(buf, len, "buf")?;
+        out.set(with_file(store, fd, |f| Ok(f.write_at(data, offset)?))?);
+        Ok(())
+    })
+}
+
+/// Moves the descriptor's position to `offset` from `whence` (`TXVFS_SEEK_SET`, `_CUR`,
+/// `_END`); the new position goes to `*out_pos`. Seeking past the end is allowed.
+/// Errors: -EBADF, -EINVAL (bad whence, a negative result, NULL arguments).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_lseek(
+    store: *mut txvfs_store,
+    fd: c_int,
+    offset: i64,
+    whence: c_int,
+    out_pos: *mut u64,
+) -> c_int {
+    boundary("txvfs_lseek", || {
+        let out = Out::new(out_pos, "out_pos")?;
+        let to = match whence {
+            TXVFS_SEEK_SET => SeekFrom::Start(u64::try_from(offset).map_err(|_| Fail::invalid("negative offset"))?),
+            TXVFS_SEEK_CUR => SeekFrom::Current(offset),
+            TXVFS_SEEK_END => SeekFrom::End(offset),
+            _ => return Err(Fail::invalid(format!("whence {whence} is not SEEK_SET, SEEK_CUR or SEEK_END"))),
+        };
+        out.set(with_file(store, fd, |f| Ok(f.seek(to)?))?);
+        Ok(())
+    })
+}
+
+/// Sets the file's size (`ftruncate`); growing reads as zeros.
+/// Errors: -EBADF (also: not open for writing), -EFBIG, -EINVAL, -EROFS.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_ftruncate(store: *mut txvfs_store, fd: c_int, size: u64) -> c_int {
+    boundary("txvfs_ftruncate", || with_file(store, fd, |f| Ok(f.set_len(size)?)))
+}
+
+/// `fallocate`: `mode` 0 grows the file to cover `offset .. offset+len`;
+/// `TXVFS_FALLOC_KEEP_SIZE` leaves the size; `TXVFS_FALLOC_PUNCH_HOLE |
+/// TXVFS_FALLOC_KEEP_SIZE` makes the range read as zeros.
+/// Errors: -EBADF (also: not open for writing), -EINVAL (other modes, `len` 0), -EFBIG.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_fallocate(store: *mut txvfs_store, fd: c_int, mode: c_int, offset: u64, len: u64) -> c_int {
+    boundary("txvfs_fallocate", || {
+        let mode = match mode {
+            0 => FallocateMode::Allocate,
+            TXVFS_FALLOC_KEEP_SIZE => FallocateMode::KeepSize,
+            m if m == TXVFS_FALLOC_PUNCH_HOLE | TXVFS_FALLOC_KEEP_SIZE => FallocateMode::PunchHole,
+            m => return Err(Fail::invalid(format!("fallocate mode {m} is not supported"))),
+        };
+        with_file(store, fd, |f| Ok(f.allocate(mode, offset, len)?))
+    })
+}
+
+/// `fsync`: outside a transaction, makes every committed write durable (and flushes a
+/// write-back descriptor); inside one it does nothing (the commit makes writes durable).
+/// Errors: -EBADF, -TXVFS_EBACKEND.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_fsync(store: *mut txvfs_store, fd: c_int) -> c_int {
+    boundary("txvfs_fsync", || with_file(store, fd, |f| Ok(f.sync()?)))
+}
+
+/// The open file's attributes (`fstat`) into `*out`. Errors: -EBADF, -EINVAL (NULL).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_fstat(store: *mut txvfs_store, fd: c_int, out: *mut txvfs_attr) -> c_int {
+    boundary("txvfs_fstat", || {
+        let out = Out::new(out, "out")?;
+        out.set(with_file(store, fd, |f| Ok(f.stat()?))?.into());
+        Ok(())
+    })
+}
+
+/// Whole-file lock (`flock`): `TXVFS_LOCK_SH`, `TXVFS_LOCK_EX` or `TXVFS_LOCK_UN`, optionally
+/// `| TXVFS_LOCK_NB`. Without `LOCK_NB` it blocks until the lock is free. Locks are between
+/// descriptors of this process and are released at close.
+/// Errors: -EAGAIN (held elsewhere, with LOCK_NB), -EBADF, -EINVAL (other operations).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_flock(store: *mut txvfs_store, fd: c_int, operation: c_int) -> c_int {
+    boundary("txvfs_flock", || {
+        let op = match operation & !TXVFS_LOCK_NB {
+            TXVFS_LOCK_SH => FlockOp::Shared,
+            TXVFS_LOCK_EX => FlockOp::Exclusive,
+            TXVFS_LOCK_UN => FlockOp::Unlock,
+            _ => return Err(Fail::invalid(format!("flock operation {operation} is not LOCK_SH, LOCK_EX or LOCK_UN"))),
+        };
+        with_file(store, fd, |f| Ok(f.flock(op, operation & TXVFS_LOCK_NB == 0)?))
+    })
+}
+
+/// Byte-range lock (`fcntl` `F_SETLK`/`F_SETLKW`, open-file-description semantics): `type`
+/// `TXVFS_F_RDLCK`, `TXVFS_F_WRLCK` or `TXVFS_F_UNLCK` over `start .. start+len` (`len` 0: to
+/// the end of the file and beyond). With `wait` it blocks until granted.
+/// Errors: -EAGAIN (conflict, without wait), -EDEADLK, -EBADF (also: a read lock on a
+/// descriptor not open for reading, a write lock on one not open for writing), -EINVAL.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_setlk(
+    store: *mut txvfs_store,
+    fd: c_int,
+    r#type: c_int,
+    start: u64,
+    len: u64,
+    wait: bool,
+) -> c_int {
+    boundary("txvfs_setlk", || {
+        let kind = match r#type {
+            TXVFS_F_RDLCK => RangeLockKind::Read,
+            TXVFS_F_WRLCK => RangeLockKind::Write,
+            TXVFS_F_UNLCK => RangeLockKind::Unlock,
+            t => return Err(Fail::invalid(format!("lock type {t} is not F_RDLCK, F_WRLCK or F_UNLCK"))),
+        };
+        with_file(store, fd, |f| Ok(f.lock_range(kind, start, len, wait)?))
+    })
+}
+
+/// Tests for a lock held by another descriptor that would block a read (`write` false) or
+/// write lock on `start .. start+len` (`fcntl` `F_GETLK`): `*out` describes it, or has type
+/// `TXVFS_F_UNLCK` when there is none. Errors: -EBADF, -EINVAL (NULL).
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_getlk(
+    store: *mut txvfs_store,
+    fd: c_int,
+    write: bool,
+    start: u64,
+    len: u64,
+    out: *mut txvfs_lock,
+) -> c_int {
+    boundary("txvfs_getlk", || {
+        let out = Out::new(out, "out")?;
+        out.set(with_file(store, fd, |f| Ok(f.test_lock(write, start, len)?))?.into());
+        Ok(())
+    })
+}
