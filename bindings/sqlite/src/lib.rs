@@ -1,1 +1,75 @@
-//! SQLite VFS plugin for txvfs.
+//! SQLite VFS plugin for txvfs: SQLite databases whose write transactions each commit as one
+//! txvfs transaction.
+//!
+//! - Loaded as an extension (`.load ./libtxvfs_sqlite`, `load_extension`): the entry point is
+//!   `sqlite3_txvfssqlite_init` (the name SQLite derives from the file name), also exported as
+//!   `sqlite3_txvfs_init`. It registers the VFS `txvfs` through the host's routines table and
+//!   keeps the library loaded (`SQLITE_OK_LOAD_PERMANENTLY`).
+//! - Linked into a program: [`txvfs_sqlite_register`] and [`txvfs_sqlite_register_default`]
+//!   have the shape `SQLITE_EXTRA_INIT` expects (`int f(const char *)`) and find the host's
+//!   SQLite through weak symbols (`src/host.c`), so the library never carries its own copy.
+//!
+//! The logic lives in [`engine`] (no SQLite types); `ffi` is the SQLite edge.
+
+pub mod engine;
+mod ffi;
+
+use std::ffi::{c_char, c_int};
+
+pub use ffi::HostApi;
+
+extern "C" {
+    /// Fills `api` from the host program's SQLite symbols (weak: NULL when absent).
+    fn txvfs_sqlite_host_api(api: *mut HostApi);
+}
+
+/// Loadable-extension entry point under the name SQLite derives from `libtxvfs_sqlite.so`.
+///
+/// # Safety
+/// Called by SQLite's extension loader.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_txvfssqlite_init(
+    _db: *mut libsqlite3_sys::sqlite3,
+    _err: *mut *mut c_char,
+    api: *const libsqlite3_sys::sqlite3_api_routines,
+) -> c_int {
+    ffi::extension_init(api)
+}
+
+/// Loadable-extension entry point under its documented short name.
+///
+/// # Safety
+/// Called by SQLite's extension loader.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_txvfs_init(
+    db: *mut libsqlite3_sys::sqlite3,
+    err: *mut *mut c_char,
+    api: *const libsqlite3_sys::sqlite3_api_routines,
+) -> c_int {
+    sqlite3_txvfssqlite_init(db, err, api)
+}
+
+fn register_static(make_default: bool) -> c_int {
+    let mut api = HostApi { vfs_register: None, vfs_find: None, uri_parameter: None, mprintf: None, libversion_number: None };
+    // SAFETY: the shim only writes the struct's fields.
+    unsafe { txvfs_sqlite_host_api(&mut api) };
+    ffi_register(api, make_default)
+}
+
+fn ffi_register(api: HostApi, make_default: bool) -> c_int {
+    ffi::register(api, make_default)
+}
+
+/// Registers VFS `txvfs` with the SQLite linked into this program (not as the default).
+/// Returns `SQLITE_OK`, or `SQLITE_ERROR` when no SQLite is linked. Safe to call any number
+/// of times (for example as `SQLITE_EXTRA_INIT`, which runs after every `sqlite3_initialize`).
+#[no_mangle]
+pub extern "C" fn txvfs_sqlite_register(_unused: *const c_char) -> c_int {
+    register_static(false)
+}
+
+/// Like [`txvfs_sqlite_register`], and makes `txvfs` the default VFS.
+#[no_mangle]
+pub extern "C" fn txvfs_sqlite_register_default(_unused: *const c_char) -> c_int {
+    register_static(true)
+}

@@ -392,10 +392,20 @@ impl Transaction {
     /// none do. A [`ErrorKind::Conflict`] error means another transaction changed something
     /// this one read; run it again (see [`Store::transact`]).
     pub fn commit(self) -> Result<()> {
+        let durable = self.shared.store.inner.sync;
+        self.commit_durable(durable)
+    }
+
+    /// Commits like [`Transaction::commit`], choosing durability for this commit alone,
+    /// whatever the store's `sync` option says: `true` returns once the commit survives power
+    /// loss; `false` makes it atomic and visible at once and durable at the next
+    /// [`Store::sync`] or durable commit (like an auto-commit call). The SQLite VFS maps
+    /// `PRAGMA synchronous=OFF` to `false`.
+    pub fn commit_durable(self, durable: bool) -> Result<()> {
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
             TxState::Active(kv) => {
-                kv.commit(self.shared.store.inner.sync)?;
+                kv.commit(durable)?;
                 let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
                 self.shared.store.inner.reap_closed(&orphaned);
                 Ok(())
