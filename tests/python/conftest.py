@@ -37,3 +37,11 @@ def any_store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterato
     uri = "memory:" if request.param == "memory" else os.fspath(tmp_path / "store")
     with txvfs.open(uri, sync=False) as s:
         yield s
+
+
+# Random tests are reproducible from the printed seed, need no example database in the clone,
+# and must not fail on slow machines (no deadlines: a benchmark is not a test).
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("txvfs", database=None, deadline=None, print_blob=True)
+settings.load_profile("txvfs")
