@@ -1,0 +1,229 @@
+"""SQLite through txvfs from Python's sqlite3 module (extension loaded, URI filenames).
+
+Run by tests/sqlite/run as: python3 test_python.py LIBPATH WORKDIR. Each test ends with
+PRAGMA integrity_check on every database it touched.
+"""
+import os
+import sqlite3
+import sys
+import threading
+import time
+
+LIB = sys.argv[1]
+WORK = sys.argv[2]
+STORE = os.path.join(WORK, "pystore")  # RocksDB store shared by the tests in this process
+passed = []
+
+
+def connect(name, store=STORE, extra="", **kw):
+    uri = f"file:{name}?vfs=txvfs&store={store}{extra}"
+    return sqlite3.connect(uri, uri=True, isolation_level=None, **kw)
+
+
+def check(con, schema="main"):
+    assert con.execute(f"PRAGMA {schema}.integrity_check").fetchone()[0] == "ok"
+
+
+def test(f):
+    f()
+    passed.append(f.__name__)
+    return f
+
+
+def stats(con):
+    row = con.execute("PRAGMA txvfs_stats").fetchone()[0]
+    return {k: int(v) for k, v in (kv.split("=") for kv in row.split())}
+
+
+# Load once on a plain in-memory connection; the VFS stays registered (LOAD_PERMANENTLY).
+boot = sqlite3.connect(":memory:")
+boot.enable_load_extension(True)
+boot.load_extension(LIB)
+boot.close()
+
+
+@test
+def workload_and_reopen():
+    con = connect("/py/work.db")
+    con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, b BLOB)")
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO t(v, b) VALUES (?, randomblob(300))", [(f"row{i}",) for i in range(3000)])
+    con.execute("COMMIT")
+    con.execute("UPDATE t SET v = v || '!' WHERE id % 3 = 0")
+    con.execute("DELETE FROM t WHERE id % 5 = 0")
+    con.execute("CREATE INDEX tv ON t(v)")
+    n = con.execute("SELECT count(*) FROM t").fetchone()[0]
+    assert n == 2400, n
+    check(con)
+    con.execute("VACUUM")
+    check(con)
+    con.close()
+    con = connect("/py/work.db")
+    assert con.execute("SELECT count(*), sum(v LIKE '%!') FROM t").fetchone() == (2400, 800)
+    check(con)
+    con.close()
+
+
+@test
+def rollback_after_cache_spill():
+    # A tiny cache makes SQLite write pages to the database file before COMMIT; ROLLBACK must
+    # leave the committed state.
+    con = connect("/py/spill.db")
+    con.execute("PRAGMA cache_size=5")
+    con.execute("CREATE TABLE t(x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO t VALUES (randomblob(1000))", [()] * 500)
+    con.execute("ROLLBACK")
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    check(con)
+    other = connect("/py/spill.db")
+    assert other.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    check(other)
+    other.close()
+    con.close()
+
+
+@test
+def journal_modes_and_synchronous():
+    for mode in ["delete", "truncate", "persist", "memory", "off"]:
+        for sync in ["full", "normal", "off"]:
+            con = connect(f"/py/jm-{mode}-{sync}.db")
+            got = con.execute(f"PRAGMA journal_mode={mode}").fetchone()[0]
+            assert got == mode, (got, mode)
+            con.execute(f"PRAGMA synchronous={sync}")
+            con.execute("CREATE TABLE t(x)")
+            con.execute("BEGIN")
+            con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(200)])
+            con.execute("COMMIT")
+            check(con)
+            con.close()
+            con = connect(f"/py/jm-{mode}-{sync}.db")
+            assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 200
+            con.close()
+
+
+@test
+def wal_is_refused_with_a_clear_error():
+    con = connect("/py/wal.db")
+    con.execute("CREATE TABLE t(x)")
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        raise AssertionError("WAL accepted")
+    except sqlite3.OperationalError as e:
+        assert "WAL mode is not supported" in str(e), e
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    check(con)
+    con.close()
+
+
+@test
+def two_connections_contend_for_the_write_lock():
+    setup = connect("/py/lock.db")
+    setup.execute("CREATE TABLE t(who, n)")
+    setup.close()
+    a = connect("/py/lock.db", check_same_thread=False)
+    b = connect("/py/lock.db", timeout=30)     # busy_timeout 30 s
+    c = connect("/py/lock.db", timeout=0)      # no busy handler
+    a.execute("BEGIN IMMEDIATE")                 # RESERVED
+    a.execute("INSERT INTO t VALUES ('a', 1)")
+    # A reader still sees the committed state while a writes.
+    assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    try:
+        c.execute("BEGIN IMMEDIATE")
+        raise AssertionError("second writer got the lock")
+    except sqlite3.OperationalError as e:
+        assert "locked" in str(e), e
+    c.execute("ROLLBACK") if c.in_transaction else None
+
+    def finish():
+        time.sleep(0.3)
+        a.execute("COMMIT")
+
+    t = threading.Thread(target=finish)
+    t.start()
+    b.execute("BEGIN IMMEDIATE")   # waits in the busy handler until a commits
+    b.execute("INSERT INTO t VALUES ('b', 2)")
+    b.execute("COMMIT")
+    t.join()
+    assert c.execute("SELECT who FROM t ORDER BY n").fetchall() == [("a",), ("b",)]
+    # EXCLUSIVE waits for readers: c holds a read transaction, b cannot commit past it.
+    c.execute("BEGIN")
+    c.execute("SELECT count(*) FROM t").fetchone()
+    b2 = connect("/py/lock.db", timeout=0)
+    b2.execute("BEGIN IMMEDIATE")
+    b2.execute("INSERT INTO t VALUES ('x', 3)")
+    try:
+        b2.execute("COMMIT")
+        raise AssertionError("commit while a reader holds SHARED")
+    except sqlite3.OperationalError as e:
+        assert "locked" in str(e), e
+    c.execute("COMMIT")
+    b2.execute("COMMIT")           # the reader left: now it commits
+    assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+    for con in (a, b, c, b2):
+        check(con)
+        con.close()
+
+
+@test
+def failing_commit_surfaces_as_ioerr_and_changes_nothing():
+    # A memory store with FoundationDB's limits refuses transactions over 10 MB: a real
+    # backend failure at commit, not a mock.
+    store = "memory:?limits=foundationdb"
+    con = connect("/py/fail.db", store=store)
+    con.execute("CREATE TABLE t(x)")
+    con.execute("INSERT INTO t VALUES ('kept')")
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO t VALUES (randomblob(100000))", [()] * 150)  # ~15 MB
+    try:
+        con.execute("COMMIT")
+        raise AssertionError("15 MB transaction committed on a 10 MB store")
+    except sqlite3.OperationalError as e:
+        assert "disk I/O error" in str(e), e
+    if con.in_transaction:
+        con.execute("ROLLBACK")
+    assert con.execute("SELECT x FROM t").fetchall() == [("kept",)]
+    check(con)
+    other = connect("/py/fail.db", store=store)
+    assert other.execute("SELECT x FROM t").fetchall() == [("kept",)]
+    check(other)
+    # The connection keeps working.
+    con.execute("INSERT INTO t VALUES ('after')")
+    assert other.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    other.close()
+    con.close()
+
+
+@test
+def commit_group_across_attached_databases():
+    con = connect("/py/g-main.db", extra="&group=g1")
+    con.execute(f"ATTACH 'file:/py/g-other.db?vfs=txvfs&store={STORE}&group=g1' AS other")
+    con.execute("CREATE TABLE main.a(x)")
+    con.execute("CREATE TABLE other.b(x)")
+    before = stats(con)
+    con.execute("BEGIN")
+    con.execute("INSERT INTO main.a VALUES (1)")
+    con.execute("INSERT INTO other.b VALUES (1)")
+    con.execute("COMMIT")
+    after = stats(con)
+    assert after["grouped"] == before["grouped"] + 1, (before, after)
+    assert after["commits"] == before["commits"] + 1, (before, after)
+    assert con.execute("PRAGMA other.txvfs_group").fetchone()[0] == "g1"
+    # The pragma form: a third database joins the group.
+    con.execute(f"ATTACH 'file:/py/g-third.db?vfs=txvfs&store={STORE}' AS third")
+    con.execute("PRAGMA third.txvfs_group='g1'")
+    con.execute("CREATE TABLE third.c(x)")
+    before = stats(con)
+    con.execute("BEGIN")
+    for s in ("main.a", "other.b", "third.c"):
+        con.execute(f"INSERT INTO {s} VALUES (2)")
+    con.execute("COMMIT")
+    after = stats(con)
+    assert after["commits"] == before["commits"] + 1, (before, after)
+    for s in ("main", "other", "third"):
+        check(con, s)
+    con.close()
+
+
+print(f"python sqlite3 tests: {len(passed)} passed ({', '.join(passed)})")
