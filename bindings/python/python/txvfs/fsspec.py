@@ -63,6 +63,10 @@ class TxvfsTransaction(_FsspecTransaction):
             fs._intrans = False
 
 
+def _has_magic(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
 def _epoch(ns: int) -> float:
     return ns / 1e9
 
@@ -262,7 +266,7 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """Moves ``path1`` to ``path2``. One existing file (or directory, with
         ``recursive``) is one atomic rename, into ``path2`` when that is a directory or ends
         with ``/``; globs and lists are copied and removed like fsspec does."""
-        if isinstance(path1, str) and isinstance(path2, str) and not fsspec.utils.has_magic(path1):
+        if isinstance(path1, str) and isinstance(path2, str) and not _has_magic(path1):
             src, dst = self._strip_protocol(path1), self._strip_protocol(path2)
             fs = self._fs
             if fs.exists(src) and (recursive or not fs.isdir(src)):
@@ -332,6 +336,8 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """Creates an empty file, or (without ``truncate``) updates an existing one's times."""
         path = self._strip_protocol(path)
         if truncate or not self._fs.exists(path):
+            if self.auto_mkdir:
+                self._make_parent(path)
             self._fs.write_bytes(path, b"")
         else:
             self._fs.utime(path)
@@ -357,6 +363,16 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
         parent = path.rsplit("/", 1)[0] or "/"
         if parent != "/":
             self._fs.makedirs(parent, exist_ok=True)
+
+    def read_block(self, fn: str, offset: int, length: Optional[int], delimiter: Optional[bytes] = None) -> bytes:
+        """``length`` bytes from ``offset`` (to the end with ``None``), extended to
+        ``delimiter`` boundaries when one is given (see ``fsspec.utils.read_block``)."""
+        if delimiter is None and length is not None:
+            return self.cat_file(fn, offset, offset + length)
+        with self._fs.open(self._strip_protocol(fn), "rb") as f:
+            if length is None:
+                length = f.seek(0, 2) - offset
+            return bytes(fsspec.utils.read_block(f, offset, length, delimiter))
 
     def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
         """Not supported: a store has no URLs."""
