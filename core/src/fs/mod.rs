@@ -148,10 +148,23 @@ impl Inner {
                 return Ok(());
             }
             for (k, _) in batch {
-                let ino = schema::orphan_ino(&k)?;
-                self.run(None, |ops| ops.reap_orphan(ino))?;
+                self.reap_tree(schema::orphan_ino(&k)?)?;
             }
         }
+    }
+
+    /// Deletes the orphan `ino` and, for a detached directory, everything below it, one
+    /// bounded transaction ([`REMOVE_BATCH`] entries) at a time.
+    fn reap_tree(&self, ino: u64) -> Result<()> {
+        let mut pending = vec![ino];
+        while let Some(&dir) = pending.last() {
+            let (subdirs, done) = self.run(None, |ops| ops.reap_batch(dir, REMOVE_BATCH))?;
+            if done {
+                pending.pop();
+            }
+            pending.extend(subdirs);
+        }
+        Ok(())
     }
 
     /// Runs one auto-commit operation.
@@ -181,6 +194,10 @@ impl Inner {
         }
     }
 }
+
+/// Entries deleted per transaction by [`Store::remove_all`] and the orphan reaper: about
+/// 200 bytes of writes each, so a batch stays far below FoundationDB's 10 MB and 5 s.
+pub const REMOVE_BATCH: usize = 1000;
 
 /// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
 fn backoff(attempt: u32) {
@@ -292,6 +309,56 @@ impl Store {
             attempt += 1;
         }
     }
+
+    /// Removes `path` and everything below it, like `rm -r`, for trees of any size.
+    ///
+    /// The first transaction detaches the tree: its name disappears atomically, so no one
+    /// sees a half-deleted tree. The contents are then deleted in bounded transactions of
+    /// [`REMOVE_BATCH`] entries each, so the removal fits FoundationDB's limits whatever the
+    /// size of the tree. If the process stops midway, the rest is deleted the next time the
+    /// store is opened (the detached directories are recorded as orphans). A file or symlink
+    /// is simply unlinked. With a non-root credential, every directory in the tree must be
+    /// writable and searchable (checked before anything changes; the sticky bit is only
+    /// checked at the top).
+    ///
+    /// Errors: `NotFound`, `Busy` for the root, `Access`/`NotPermitted`, and backend errors;
+    /// an error after the detach leaves the rest for the next open (or the next call to
+    /// [`Store::remove_all`] on another path, which does not resume it).
+    pub fn remove_all(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        let p = path.as_ref();
+        let cred = self.cred.as_deref();
+        if cred.is_some_and(|c| c.uid != 0) {
+            self.check_tree_removable(p)?;
+        }
+        if let Some(ino) = self.inner.run(cred, |ops| ops.detach_tree(p))? {
+            self.inner.reap_tree(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Walks the tree at `p` in read-only pages, checking that every directory may be emptied.
+    fn check_tree_removable(&self, p: &[u8]) -> Result<()> {
+        let cred = self.cred.as_deref();
+        let root = self.inner.run(cred, |ops| {
+            let r = ops.resolve(p, false)?;
+            Ok(r.entry.filter(|e| e.kind == crate::FileType::Dir).map(|e| e.ino))
+        })?;
+        let mut pending: Vec<u64> = root.into_iter().collect();
+        while let Some(dir) = pending.pop() {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (subdirs, next) = self.inner.run(cred, |ops| ops.check_removable(dir, after.as_deref(), REMOVE_BATCH))
+                    .map_err(|e| Error::new(e.kind(), format!("{}: {}", String::from_utf8_lossy(p), e)))?;
+                pending.extend(subdirs);
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
 
     /// Makes every change committed so far durable (what `fsync` does for auto-commit writes).
     pub fn sync(&self) -> Result<()> {

@@ -997,6 +997,85 @@ impl<'a> Ops<'a> {
         }
     }
 
+    /// Detaches `p` for [`Store::remove_all`](super::Store::remove_all): removes its name and,
+    /// for a directory, records it as an orphan whose contents are then deleted in bounded
+    /// batches ([`Ops::reap_batch`]). Returns the detached directory, or `None` when `p` was a
+    /// file or symlink (then simply unlinked).
+    pub fn detach_tree(&mut self, p: &[u8]) -> Result<Option<u64>> {
+        let r = self.resolve(p, false)?;
+        let Some(name) = r.name else {
+            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
+            return Err(Error::at(kind, p));
+        };
+        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
+        if e.kind != FileType::Dir {
+            self.unlink(p)?;
+            return Ok(None);
+        }
+        self.may_delete(r.parent, e.ino, p)?;
+        self.clear(&schema::dentry_key(r.parent, &name))?;
+        self.add(&schema::dir_attr_key(r.parent, DirAttr::Nlink), -1)?;
+        self.touch_dir(r.parent, now_ns())?;
+        self.set(&schema::orphan_key(e.ino), &[])?;
+        Ok(Some(e.ino))
+    }
+
+    /// One bounded step of deleting the orphan `ino`: a file orphan is freed if no link is
+    /// left; a detached directory loses up to `batch` entries (files unlinked, subdirectories
+    /// turned into orphans of their own, returned so the caller reaps them too) and is freed
+    /// once empty. Returns the new orphan directories and whether `ino` is gone. Each step is
+    /// one transaction, so an interrupted removal resumes from the orphan records.
+    pub(crate) fn reap_batch(&mut self, ino: u64, batch: usize) -> Result<(Vec<u64>, bool)> {
+        if self.tx.get(&schema::orphan_key(ino))?.is_none() {
+            return Ok((Vec::new(), true));
+        }
+        let inode = match self.load_inode(ino)? {
+            Some(inode) if inode.kind == FileType::Dir => inode,
+            _ => return self.reap_orphan(ino).map(|()| (Vec::new(), true)),
+        };
+        let (s, e) = schema::dentry_range(ino);
+        let entries = self.tx.get_range(&s, &e, batch, false)?;
+        let mut subdirs = Vec::new();
+        for (k, v) in &entries {
+            let d = Dentry::decode(v)?;
+            self.clear(k)?;
+            if d.kind == FileType::Dir {
+                self.set(&schema::orphan_key(d.ino), &[])?;
+                subdirs.push(d.ino);
+            } else {
+                self.drop_link(d.ino)?;
+            }
+        }
+        let done = entries.len() < batch;
+        if done {
+            self.delete_inode(ino, &inode)?;
+        }
+        Ok((subdirs, done))
+    }
+
+    /// Checks, without changing anything, that the caller may delete every entry of `dir`
+    /// from `after` on (write and search permission on `dir`); returns the page's
+    /// subdirectories and the cursor for the next page (`None` at the end).
+    pub(crate) fn check_removable(&mut self, dir: u64, after: Option<&[u8]>, batch: usize)
+        -> Result<(Vec<u64>, Option<Vec<u8>>)> {
+        self.access_ino(dir, W_OK | X_OK, b"directory in the tree")?;
+        let (mut start, end) = schema::dentry_range(dir);
+        if let Some(a) = after {
+            start = schema::dentry_key(dir, a);
+            start.push(0);
+        }
+        let page = self.tx.snapshot_get_range(&start, &end, batch, false)?;
+        let mut subdirs = Vec::new();
+        for (_, v) in &page {
+            let d = Dentry::decode(v)?;
+            if d.kind == FileType::Dir {
+                subdirs.push(d.ino);
+            }
+        }
+        let next = (page.len() == batch).then(|| schema::dentry_name(&page[batch - 1].0).to_vec());
+        Ok((subdirs, next))
+    }
+
     /// Deletes an orphan (unlinked while open) if it is still one.
     pub(crate) fn reap_orphan(&mut self, ino: u64) -> Result<()> {
         if self.tx.get(&schema::orphan_key(ino))?.is_none() {
