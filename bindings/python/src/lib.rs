@@ -556,6 +556,20 @@ impl FileSystem {
         Ok(data.len())
     }
 
+    /// For the benchmark: runs `stat(path)` `n` times inside Rust (no Python in the loop) and
+    /// returns the seconds it took, so that the binding's per-call overhead can be measured
+    /// as the difference to the same calls made from Python.
+    fn _time_core_stat(&self, py: Python<'_>, path: &Bound<'_, PyAny>, n: u64) -> PyResult<f64> {
+        let p = path_of(path)?.bytes;
+        run!(self, py, |fs| {
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(fs.stat(&p)?);
+            }
+            Ok(t.elapsed().as_secs_f64())
+        })
+    }
+
     /// Opens a file with POSIX `open(2)` flags (`os.O_RDONLY`, `os.O_CREAT`, ...) and returns
     /// the native handle. Most code wants `open()`, which wraps it in `io` objects.
     /// `write_back` buffers sequential writes until flush/close (store handles only).

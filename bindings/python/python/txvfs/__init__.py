@@ -113,7 +113,7 @@ class RawFile(io.RawIOBase):
         self._mode = mode
 
     @property
-    def mode(self) -> str:  # type: ignore[override]
+    def mode(self) -> str:
         """The mode the file was opened with, as ``io.FileIO`` reports it (``"rb"``, ...)."""
         return self._mode
 

@@ -30,7 +30,7 @@ from . import open as _open_store
 __all__ = ["TxvfsFileSystem"]
 
 
-class TxvfsTransaction(_FsspecTransaction):
+class TxvfsTransaction(_FsspecTransaction):  # type: ignore[misc]
     """``fs.transaction`` of :class:`TxvfsFileSystem`: one txvfs transaction. Every call on
     the file system inside the ``with`` block belongs to it; it commits when the block ends
     normally (raising ``txvfs.TransactionConflict`` if another writer got in the way) and
@@ -128,7 +128,7 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
 
     def unstrip_protocol(self, name: str) -> str:
         """``txvfs://`` plus the absolute path."""
-        return "txvfs://" + self._strip_protocol(name)
+        return "txvfs://" + str(self._strip_protocol(name))
 
     # ------------------------------------------------------------------ metadata
 

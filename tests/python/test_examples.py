@@ -1,0 +1,43 @@
+"""The examples in examples/python and the README's Python block run and print what they say."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+EXAMPLES = ROOT / "examples" / "python"
+
+
+def run(path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+
+
+def test_quickstart() -> None:
+    r = run(os.fspath(EXAMPLES / "quickstart.py"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "['a.txt', 'b.txt'] part one\n"
+    assert r.stderr == "done\n"
+
+
+def test_fsspec_pandas() -> None:
+    r = run(os.fspath(EXAMPLES / "fsspec_pandas.py"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "['/data/new.csv']"
+    assert lines[1] == "['x,y', '1,2', '3,4']"
+    assert lines[2] in ("pandas sum: 6", "pandas not installed")
+
+
+def test_readme_python_block_is_the_quickstart() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert blocks, "README has no python block"
+    example = (EXAMPLES / "quickstart.py").read_text()
+    # The README shows the example without its docstring and trailing line.
+    body = example.split('"""', 2)[2].strip()
+    body = body.rsplit("\n\n", 1)[0]
+    assert blocks[0].strip() == body
