@@ -522,30 +522,14 @@ impl FileSystem {
 
     /// The whole contents of a file.
     fn read_bytes<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let p = path_of(path)?.bytes;
-        let v = run!(self, py, |fs| fs.read_file(&p))?;
-        Ok(PyBytes::new(py, &v))
+        self.read_range(py, path, 0, usize::MAX)
     }
 
     /// Reads `length` bytes (fewer at the end of the file) from `offset` without keeping
-    /// a handle open: one transaction.
+    /// a handle open, at one consistent snapshot (one transaction).
     fn read_range<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
         let p = path_of(path)?.bytes;
-        let v = run!(self, py, |fs| {
-            let f = fs.open(&p, &OpenOptions::new().read(true))?;
-            let size = f.stat()?.size;
-            let n = length.min(size.saturating_sub(offset) as usize);
-            let mut buf = vec![0u8; n];
-            let mut got = 0;
-            while got < n {
-                match f.read_at(&mut buf[got..], offset + got as u64)? {
-                    0 => break,
-                    k => got += k,
-                }
-            }
-            buf.truncate(got);
-            Ok(buf)
-        })?;
+        let v = run!(self, py, |fs| fs.read_snapshot(&p, offset, length))?;
         Ok(PyBytes::new(py, &v))
     }
 
@@ -766,14 +750,15 @@ impl Handle {
         self.with(py, |f| {
             let n = f.stat()?.size.saturating_sub(f.position()) as usize;
             let mut buf = vec![0u8; n];
-            let mut got = 0;
-            loop {
-                if got == buf.len() {
-                    buf.resize(got + 65536, 0);
-                }
-                match f.read(&mut buf[got..])? {
-                    0 => break,
-                    k => got += k,
+            let mut got = read_full(f, &mut buf)?;
+            if got == n {
+                // The file may have grown since the stat: read on until the end.
+                loop {
+                    buf.resize(got + READ_CHUNK, 0);
+                    match read_full(f, &mut buf[got..])? {
+                        0 => break,
+                        k => got += k,
+                    }
                 }
             }
             buf.truncate(got);
@@ -781,15 +766,57 @@ impl Handle {
         })
     }
 
-    /// Reads up to `n` bytes at the current position (one core read).
+    /// Reads up to `n` bytes at the current position (short only at the end of the file).
     fn read_some(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u8>> {
         self.with(py, |f| {
             let mut buf = vec![0u8; n];
-            let k = f.read(&mut buf)?;
+            let k = read_full(f, &mut buf)?;
             buf.truncate(k);
             Ok(buf)
         })
     }
+}
+
+/// Reading a range of a file at one snapshot: a store reads inside a short transaction of its
+/// own (so a concurrent writer cannot tear the result), a transaction reads in itself.
+trait ReadSnapshot {
+    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>>;
+}
+
+impl ReadSnapshot for CoreStore {
+    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>> {
+        self.begin()?.read_snapshot(path, offset, length)
+    }
+}
+
+impl ReadSnapshot for CoreTransaction {
+    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>> {
+        let f = self.open(path, &OpenOptions::new().read(true))?;
+        let size = f.stat()?.size;
+        let mut buf = vec![0u8; length.min(size.saturating_sub(offset) as usize)];
+        f.seek(SeekFrom::Start(offset))?;
+        let got = read_full(&f, &mut buf)?;
+        buf.truncate(got);
+        Ok(buf)
+    }
+}
+
+/// Core reads are issued in pieces of this size: one core read of many megabytes is slower
+/// than several of 1 MiB (measured with benches/python_bench.py).
+const READ_CHUNK: usize = 1 << 20;
+
+/// Fills `buf` from the file's position in `READ_CHUNK` pieces; returns the bytes read,
+/// fewer than `buf.len()` only at the end of the file.
+fn read_full(f: &txvfs::File, buf: &mut [u8]) -> txvfs::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        let end = buf.len().min(got + READ_CHUNK);
+        match f.read(&mut buf[got..end])? {
+            0 => break,
+            k => got += k,
+        }
+    }
+    Ok(got)
 }
 
 #[pymethods]
