@@ -138,16 +138,19 @@ pub extern "C" fn txvfs_strerror(code: c_int) -> *const c_char {
     })
 }
 
-/// The core's description as a static C string (built once per kind).
+/// The core's description as a static C string. The table is built once from every code the
+/// core produces (errno values are below 4096, txvfs's own codes from 10001) and lives for the
+/// whole process.
 fn static_description(kind: ErrorKind) -> &'static CStr {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<i32, &'static CStr>>> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    cache.entry(kind.code()).or_insert_with(|| {
-        let c = CString::new(kind.description()).unwrap_or_default();
-        Box::leak(c.into_boxed_c_str())
-    })
+    use std::sync::OnceLock;
+    static TABLE: OnceLock<Vec<(i32, CString)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        (1..4096)
+            .chain(10001..10100)
+            .filter_map(|c| ErrorKind::from_code(c).map(|k| (c, CString::new(k.description()).unwrap_or_default())))
+            .collect()
+    });
+    table.iter().find(|(c, _)| *c == kind.code()).map(|(_, s)| s.as_c_str()).unwrap_or(c"unknown error")
 }
 
 fn null(what: &str) -> Fail {
