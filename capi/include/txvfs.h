@@ -375,8 +375,9 @@ const char *txvfs_version(void);
  * what failed (usually naming the path). Never NULL: an empty string before any failure.
  * Successful calls leave it unchanged.
  *
- * Ownership: the string belongs to the library and stays valid until the next failing call
- * on the same thread; copy it to keep it.
+ * Ownership: the string belongs to the library. The pointer stays valid as long as the
+ * thread lives, but the next failing call on the thread overwrites the text: copy it to keep
+ * it. Messages longer than 9215 bytes are cut.
  */
 const char *txvfs_last_error(void);
 

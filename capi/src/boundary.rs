@@ -62,14 +62,26 @@ impl From<Error> for Fail {
 
 pub(crate) type R<T = ()> = Result<T, Fail>;
 
+/// Room for the longest message: a function name, two 4096-byte paths and some words.
+const LAST_ERROR_CAP: usize = 9216;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The thread's last message, NUL-terminated, in a buffer that never moves or shrinks: a
+    /// pointer from `txvfs_last_error` stays valid (its text may change) until the thread ends.
+    static LAST_ERROR: RefCell<[u8; LAST_ERROR_CAP]> = const { RefCell::new([0; LAST_ERROR_CAP]) };
 }
 
 fn set_last_error(message: &str) {
-    let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
     // A thread being torn down has no slot any more; there is nobody left to read it then.
-    let _ = LAST_ERROR.try_with(|l| *l.borrow_mut() = c);
+    let _ = LAST_ERROR.try_with(|l| {
+        let mut buf = l.borrow_mut();
+        let mut n = 0;
+        for b in message.bytes().take(LAST_ERROR_CAP - 1) {
+            buf[n] = if b == 0 { b'?' } else { b };
+            n += 1;
+        }
+        buf[n] = 0;
+    });
 }
 
 /// Runs `f` inside the panic boundary of the exported function `name`: `Ok` gives 0, an error
@@ -106,12 +118,13 @@ pub(crate) fn boundary_or<T>(fallback: T, f: impl FnOnce() -> T) -> T {
 /// what failed (usually naming the path). Never NULL: an empty string before any failure.
 /// Successful calls leave it unchanged.
 ///
-/// Ownership: the string belongs to the library and stays valid until the next failing call
-/// on the same thread; copy it to keep it.
+/// Ownership: the string belongs to the library. The pointer stays valid as long as the
+/// thread lives, but the next failing call on the thread overwrites the text: copy it to keep
+/// it. Messages longer than 9215 bytes are cut.
 #[no_mangle]
 pub extern "C" fn txvfs_last_error() -> *const c_char {
     boundary_or(c"".as_ptr(), || {
-        LAST_ERROR.try_with(|l| l.borrow().as_ptr()).unwrap_or(c"".as_ptr())
+        LAST_ERROR.try_with(|l| l.borrow().as_ptr().cast()).unwrap_or(c"".as_ptr())
     })
 }
 

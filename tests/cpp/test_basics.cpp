@@ -39,6 +39,11 @@ TEST_CASE("last_error: never NULL, per thread, names the function and the path",
     // A success leaves it unchanged.
     OK(txvfs_stat(s, nullptr, "/", &a));
     REQUIRE(std::string(txvfs_last_error()) == msg);
+    // The pointer stays valid; a later failure rewrites its text.
+    const char *p = txvfs_last_error();
+    REQUIRE(txvfs_mkdir(s, nullptr, "/nope/deeper", 0755) == -ENOENT);
+    REQUIRE(txvfs_last_error() == p);
+    REQUIRE(std::string(p).find("txvfs_mkdir") != std::string::npos);
     // Another thread has its own.
     std::string other;
     std::thread([&] { other = txvfs_last_error(); }).join();
