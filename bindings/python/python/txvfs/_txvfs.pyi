@@ -3,8 +3,25 @@
 import os
 from typing import Any, List, Optional, Tuple, Union, final
 
+from typing_extensions import disjoint_base
+
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 
+__all__ = [
+    "FileSystem",
+    "Store",
+    "Transaction",
+    "Handle",
+    "StatResult",
+    "StatVfsResult",
+    "TxvfsError",
+    "TransactionConflict",
+    "TransactionTooLarge",
+    "strerror",
+    "CONFLICT",
+    "TOO_LARGE",
+    "__version__",
+]
 __version__: str
 CONFLICT: int
 TOO_LARGE: int
@@ -80,7 +97,7 @@ class StatVfsResult:
 @final
 class Handle:
     """A native open file (no buffering)."""
-    def read(self, size: int = -1) -> bytes: ...
+    def read(self, size: int = ...) -> bytes: ...
     def readall(self) -> bytes: ...
     def readinto(self, buffer: Any) -> int: ...
     def pread(self, size: int, offset: int) -> bytes: ...
@@ -100,6 +117,7 @@ class Handle:
     @property
     def closed(self) -> bool: ...
 
+@disjoint_base
 class FileSystem:
     """The file-system calls shared by Store and Transaction."""
     def stat(self, path: _Path, *, follow_symlinks: bool = True) -> StatResult: ...
@@ -137,6 +155,7 @@ class FileSystem:
     def _time_core_stat(self, path: _Path, n: int) -> float: ...
     def open_raw(self, path: _Path, flags: int = 0, mode: int = 0o644, *, write_back: bool = False) -> Handle: ...
 
+@disjoint_base
 class Store(FileSystem):
     """An open store; every call auto-commits."""
     def __new__(
