@@ -52,7 +52,7 @@ pub unsafe extern "C" fn txvfs_exists(store: *mut txvfs_store, tx: *mut txvfs_tx
 pub unsafe extern "C" fn txvfs_mkdir(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
     boundary("txvfs_mkdir", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.mkdir(p, mode)?))
+        with_fs!(store, tx, |fs| Ok(fs.mkdir(p, mode)?))
     })
 }
 
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn txvfs_mkdir(store: *mut txvfs_store, tx: *mut txvfs_tx,
 pub unsafe extern "C" fn txvfs_mkdir_all(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
     boundary("txvfs_mkdir_all", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.mkdir_all(p, mode)?))
+        with_fs!(store, tx, |fs| Ok(fs.mkdir_all(p, mode)?))
     })
 }
 
@@ -71,7 +71,7 @@ pub unsafe extern "C" fn txvfs_mkdir_all(store: *mut txvfs_store, tx: *mut txvfs
 pub unsafe extern "C" fn txvfs_rmdir(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char) -> c_int {
     boundary("txvfs_rmdir", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.rmdir(p)?))
+        with_fs!(store, tx, |fs| Ok(fs.rmdir(p)?))
     })
 }
 
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn txvfs_rmdir(store: *mut txvfs_store, tx: *mut txvfs_tx,
 pub unsafe extern "C" fn txvfs_unlink(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char) -> c_int {
     boundary("txvfs_unlink", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.unlink(p)?))
+        with_fs!(store, tx, |fs| Ok(fs.unlink(p)?))
     })
 }
 
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn txvfs_rename(
             no_replace: flags & TXVFS_RENAME_NOREPLACE != 0,
             exchange: flags & TXVFS_RENAME_EXCHANGE != 0,
         };
-        Ok(with_fs!(store, tx, |fs| fs.rename_with(f, t, flags)?))
+        with_fs!(store, tx, |fs| Ok(fs.rename_with(f, t, flags)?))
     })
 }
 
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn txvfs_rename(
 pub unsafe extern "C" fn txvfs_link(store: *mut txvfs_store, tx: *mut txvfs_tx, from: *const c_char, to: *const c_char) -> c_int {
     boundary("txvfs_link", || {
         let (f, t) = (cstr(from, "from")?, cstr(to, "to")?);
-        Ok(with_fs!(store, tx, |fs| fs.link(f, t)?))
+        with_fs!(store, tx, |fs| Ok(fs.link(f, t)?))
     })
 }
 
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn txvfs_symlink(
 ) -> c_int {
     boundary("txvfs_symlink", || {
         let (t, l) = (cstr(target, "target")?, cstr(linkpath, "linkpath")?);
-        Ok(with_fs!(store, tx, |fs| fs.symlink(t, l)?))
+        with_fs!(store, tx, |fs| Ok(fs.symlink(t, l)?))
     })
 }
 
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn txvfs_readlink(
 pub unsafe extern "C" fn txvfs_chmod(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
     boundary("txvfs_chmod", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.chmod(p, mode)?))
+        with_fs!(store, tx, |fs| Ok(fs.chmod(p, mode)?))
     })
 }
 
@@ -171,7 +171,7 @@ pub unsafe extern "C" fn txvfs_chown(store: *mut txvfs_store, tx: *mut txvfs_tx,
     boundary("txvfs_chown", || {
         let p = cstr(path, "path")?;
         let id = |v: u32| (v != TXVFS_ID_UNCHANGED).then_some(v);
-        Ok(with_fs!(store, tx, |fs| fs.chown(p, id(uid), id(gid))?))
+        with_fs!(store, tx, |fs| Ok(fs.chown(p, id(uid), id(gid))?))
     })
 }
 
@@ -192,7 +192,7 @@ pub unsafe extern "C" fn txvfs_utimens(
             TXVFS_UTIME_NOW => SetTime::Now,
             v => SetTime::At(v),
         };
-        Ok(with_fs!(store, tx, |fs| fs.utimens(p, t(atime_ns), t(mtime_ns))?))
+        with_fs!(store, tx, |fs| Ok(fs.utimens(p, t(atime_ns), t(mtime_ns))?))
     })
 }
 
@@ -201,7 +201,7 @@ pub unsafe extern "C" fn txvfs_utimens(
 pub unsafe extern "C" fn txvfs_truncate(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, size: u64) -> c_int {
     boundary("txvfs_truncate", || {
         let p = cstr(path, "path")?;
-        Ok(with_fs!(store, tx, |fs| fs.truncate(p, size)?))
+        with_fs!(store, tx, |fs| Ok(fs.truncate(p, size)?))
     })
 }
 
@@ -275,7 +275,7 @@ pub unsafe extern "C" fn txvfs_write_file(
 ) -> c_int {
     boundary("txvfs_write_file", || {
         let (p, d) = (cstr(path, "path")?, bytes(data, len, "data")?);
-        Ok(with_fs!(store, tx, |fs| fs.write_file(p, d)?))
+        with_fs!(store, tx, |fs| Ok(fs.write_file(p, d)?))
     })
 }
 
@@ -321,7 +321,7 @@ pub unsafe extern "C" fn txvfs_setxattr(
             TXVFS_XATTR_REPLACE => XattrFlags::Replace,
             f => return Err(Fail::invalid(format!("unknown setxattr flags {f}"))),
         };
-        Ok(with_fs!(store, tx, |fs| fs.setxattr(p, n, v, flags)?))
+        with_fs!(store, tx, |fs| Ok(fs.setxattr(p, n, v, flags)?))
     })
 }
 
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn txvfs_listxattr(
 pub unsafe extern "C" fn txvfs_removexattr(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, name: *const c_char) -> c_int {
     boundary("txvfs_removexattr", || {
         let (p, n) = (cstr(path, "path")?, cstr(name, "name")?);
-        Ok(with_fs!(store, tx, |fs| fs.removexattr(p, n)?))
+        with_fs!(store, tx, |fs| Ok(fs.removexattr(p, n)?))
     })
 }
 
