@@ -14,6 +14,7 @@
 //! | `O` | `O` ino | inode unlinked while open; deleted at last close or at the next open |
 //! | `C` | `C` chunk-id | immutable data written ahead of the commit that references it |
 //! | `M` | `M` name | store-wide counters (atomic add) and allocator high-water marks |
+//! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //!
 //! A directory's mtime, ctime and link count change with every create and delete inside it.
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
@@ -34,6 +35,7 @@ const XATTR: u8 = b'X';
 const ORPHAN: u8 = b'O';
 const CHUNK: u8 = b'C';
 const META: u8 = b'M';
+const LOCK: u8 = b'L';
 
 fn key(scope: u8, ino: u64, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + rest.len());
@@ -115,6 +117,84 @@ pub fn orphan_ino(key: &[u8]) -> Result<u64> {
 pub fn chunk_key(id: u64) -> Vec<u8> {
     key(CHUNK, id, &[])
 }
+/// The lock record of `owner` (a handle) of `process` on file `ino`.
+pub fn lock_key(ino: u64, process: u64, owner: u64) -> Vec<u8> {
+    let mut rest = [0u8; 16];
+    rest[..8].copy_from_slice(&process.to_be_bytes());
+    rest[8..].copy_from_slice(&owner.to_be_bytes());
+    key(LOCK, ino, &rest)
+}
+/// All lock records of one file.
+pub fn lock_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(LOCK, ino, &[]), key(LOCK, ino + 1, &[]))
+}
+/// The process and owner of a lock key.
+pub fn lock_holder(key: &[u8]) -> Result<(u64, u64)> {
+    let num = |r: std::ops::Range<usize>| key.get(r).map(|b| u64::from_be_bytes(b.try_into().unwrap()));
+    num(9..17).zip(num(17..25)).ok_or_else(|| corrupt("lock key too short"))
+}
+
+/// One lock in a lock record: a whole-file (`flock`) lock or a byte range `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockSpec {
+    /// A whole-file lock (flock) rather than a byte range (fcntl); the two never conflict.
+    pub whole_file: bool,
+    /// Exclusive (write) rather than shared (read).
+    pub exclusive: bool,
+    /// First byte (0 for whole-file locks).
+    pub start: u64,
+    /// End, exclusive (`u64::MAX`: to the end of the file and beyond).
+    pub end: u64,
+}
+
+impl LockSpec {
+    /// True if the two locks, held by different owners, cannot coexist.
+    pub fn conflicts(&self, other: &LockSpec) -> bool {
+        self.whole_file == other.whole_file
+            && (self.exclusive || other.exclusive)
+            && self.start < other.end
+            && other.start < self.end
+    }
+}
+
+/// A holder's locks on one file, valid until `expires_ms` (Unix time in milliseconds) unless
+/// renewed: a crashed holder's locks lapse by themselves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockRecord {
+    /// Lease expiry, in milliseconds since the Unix epoch.
+    pub expires_ms: u64,
+    /// The locks held.
+    pub locks: Vec<LockSpec>,
+}
+
+impl LockRecord {
+    /// Encodes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![FORMAT_VERSION];
+        v.extend_from_slice(&self.expires_ms.to_le_bytes());
+        v.extend_from_slice(&(self.locks.len() as u32).to_le_bytes());
+        for l in &self.locks {
+            v.push(l.whole_file as u8 | (l.exclusive as u8) << 1);
+            v.extend_from_slice(&l.start.to_le_bytes());
+            v.extend_from_slice(&l.end.to_le_bytes());
+        }
+        v
+    }
+    /// Decodes a record.
+    pub fn decode(v: &[u8]) -> Result<LockRecord> {
+        check_version(v, "lock record")?;
+        let mut r = Reader { buf: &v[1..], what: "lock record" };
+        let expires_ms = r.u64()?;
+        let n = r.u32()?;
+        let mut locks = Vec::new();
+        for _ in 0..n {
+            let flags = r.u8()?;
+            locks.push(LockSpec { whole_file: flags & 1 != 0, exclusive: flags & 2 != 0, start: r.u64()?, end: r.u64()? });
+        }
+        Ok(LockRecord { expires_ms, locks })
+    }
+}
+
 /// A store-wide counter or allocator key.
 pub fn meta_key(name: Meta) -> Vec<u8> {
     vec![META, name as u8]

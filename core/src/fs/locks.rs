@@ -1,9 +1,16 @@
-//! In-process file locks: `flock`-style whole-file locks and POSIX byte-range locks, both owned
-//! by a file handle (like Linux open-file-description locks) and released when it closes.
+//! File locks: `flock`-style whole-file locks and POSIX byte-range locks, both owned by a file
+//! handle (like Linux open-file-description locks) and released when it closes. This table
+//! decides between the handles of one process; on a backend shared by several processes, each
+//! change is also published as a leased lock record ([`super::leases`]) and refused if another
+//! process holds a conflicting lock.
 
+use super::leases::LeaseTable;
 use crate::error::{Error, ErrorKind, Result};
-use parking_lot::{Condvar, Mutex};
+use crate::schema::LockSpec;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A whole-file lock request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +47,7 @@ pub struct RangeLock {
     pub len: u64,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct FileLocks {
     shared: Vec<u64>,
     exclusive: Option<u64>,
@@ -59,6 +66,20 @@ impl FileLocks {
             start: r.1,
             len: if r.2 == u64::MAX { 0 } else { r.2 - r.1 },
         })
+    }
+    /// Everything `owner` holds, as published to other processes.
+    fn specs_of(&self, owner: u64) -> Vec<LockSpec> {
+        let mut specs = Vec::new();
+        let whole = |exclusive| LockSpec { whole_file: true, exclusive, start: 0, end: u64::MAX };
+        if self.exclusive == Some(owner) {
+            specs.push(whole(true));
+        } else if self.shared.contains(&owner) {
+            specs.push(whole(false));
+        }
+        for r in self.ranges.iter().filter(|r| r.0 == owner) {
+            specs.push(LockSpec { whole_file: false, exclusive: r.3, start: r.1, end: r.2 });
+        }
+        specs
     }
     /// Removes `owner`'s locks from `[start, end)`, splitting ranges that stick out.
     fn carve(&mut self, owner: u64, start: u64, end: u64) {
@@ -84,7 +105,13 @@ impl FileLocks {
 pub(crate) struct LockTable {
     files: Mutex<HashMap<u64, FileLocks>>,
     changed: Condvar,
+    /// Lock records shared with other processes, when the backend is shared.
+    shared: Option<Arc<LeaseTable>>,
 }
+
+/// How often a waiter looks again for a lock held by another process (no wake-up crosses
+/// processes).
+const REMOTE_POLL: Duration = Duration::from_millis(20);
 
 fn would_block() -> Error {
     Error::new(ErrorKind::WouldBlock, "file is locked by another handle")
@@ -98,6 +125,28 @@ fn range_end(start: u64, len: u64) -> Result<u64> {
 }
 
 impl LockTable {
+    /// A table that also publishes locks through `shared` (for backends shared by processes).
+    pub(crate) fn new(shared: Option<Arc<LeaseTable>>) -> LockTable {
+        LockTable { shared, ..LockTable::default() }
+    }
+
+    /// Publishes `owner`'s locks on `ino` as they stand in `f`; false if another process holds
+    /// a conflicting lock (then nothing was published).
+    fn publish(&self, ino: u64, owner: u64, f: &FileLocks) -> Result<bool> {
+        match &self.shared {
+            Some(shared) => Ok(shared.publish(ino, owner, &f.specs_of(owner))?.is_none()),
+            None => Ok(true),
+        }
+    }
+
+    fn wait(&self, files: &mut MutexGuard<'_, HashMap<u64, FileLocks>>) {
+        if self.shared.is_some() {
+            self.changed.wait_for(files, REMOTE_POLL);
+        } else {
+            self.changed.wait(files);
+        }
+    }
+
     pub(crate) fn flock(&self, ino: u64, owner: u64, op: FlockOp, wait: bool) -> Result<()> {
         let mut files = self.files.lock();
         loop {
@@ -112,23 +161,28 @@ impl LockTable {
                 FlockOp::Exclusive => f.exclusive.is_none() && f.shared.is_empty(),
             };
             if free {
+                let mut next = f.clone();
                 match op {
-                    FlockOp::Shared => f.shared.push(owner),
-                    FlockOp::Exclusive => f.exclusive = Some(owner),
+                    FlockOp::Shared => next.shared.push(owner),
+                    FlockOp::Exclusive => next.exclusive = Some(owner),
                     FlockOp::Unlock => {}
                 }
-                if f.is_empty() {
-                    files.remove(&ino);
+                if self.publish(ino, owner, &next)? {
+                    *f = next;
+                    if f.is_empty() {
+                        files.remove(&ino);
+                    }
+                    self.changed.notify_all();
+                    return Ok(());
                 }
-                self.changed.notify_all();
-                return Ok(());
             }
             // Converting drops the old lock first, as flock(2) does; others may now proceed.
+            self.publish(ino, owner, f)?;
             self.changed.notify_all();
             if !wait {
                 return Err(would_block());
             }
-            self.changed.wait(&mut files);
+            self.wait(&mut files);
         }
     }
 
@@ -145,15 +199,19 @@ impl LockTable {
         let mut files = self.files.lock();
         loop {
             let f = files.entry(ino).or_default();
-            if kind == RangeLockKind::Unlock {
-                f.carve(owner, start, end);
-            } else if f.range_conflict(owner, start, end, kind == RangeLockKind::Write).is_none() {
-                f.carve(owner, start, end);
-                f.ranges.push((owner, start, end, kind == RangeLockKind::Write));
+            let write = kind == RangeLockKind::Write;
+            let mut next = f.clone();
+            next.carve(owner, start, end);
+            if kind != RangeLockKind::Unlock {
+                next.ranges.push((owner, start, end, write));
+            }
+            let free = kind == RangeLockKind::Unlock || f.range_conflict(owner, start, end, write).is_none();
+            if free && self.publish(ino, owner, &next)? {
+                *f = next;
             } else if !wait {
                 return Err(would_block());
             } else {
-                self.changed.wait(&mut files);
+                self.wait(&mut files);
                 continue;
             }
             if f.is_empty() {
@@ -166,7 +224,17 @@ impl LockTable {
 
     pub(crate) fn test_range(&self, ino: u64, owner: u64, write: bool, start: u64, len: u64) -> Result<Option<RangeLock>> {
         let end = range_end(start, len)?;
-        Ok(self.files.lock().get(&ino).and_then(|f| f.range_conflict(owner, start, end, write)))
+        if let Some(local) = self.files.lock().get(&ino).and_then(|f| f.range_conflict(owner, start, end, write)) {
+            return Ok(Some(local));
+        }
+        let Some(shared) = &self.shared else { return Ok(None) };
+        let wanted = LockSpec { whole_file: false, exclusive: write, start, end };
+        Ok(shared.test(ino, &wanted)?.map(|b| RangeLock {
+            owner: b.owner,
+            kind: if b.lock.exclusive { RangeLockKind::Write } else { RangeLockKind::Read },
+            start: b.lock.start,
+            len: if b.lock.end == u64::MAX { 0 } else { b.lock.end - b.lock.start },
+        }))
     }
 
     pub(crate) fn release_all(&self, ino: u64, owner: u64) {
@@ -181,6 +249,10 @@ impl LockTable {
                 files.remove(&ino);
             }
             self.changed.notify_all();
+            if let Some(shared) = &self.shared {
+                // A failure leaves the record to lapse with its lease.
+                let _ = shared.publish(ino, owner, &[]);
+            }
         }
     }
 }

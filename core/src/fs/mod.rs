@@ -3,12 +3,14 @@
 //! number of files into one atomic, isolated, durable change.
 
 mod file;
+pub mod leases;
 mod locks;
 mod ops;
 pub(crate) mod path;
 mod types;
 
 pub use file::File;
+use leases::{LeaseTable, SystemClock, DEFAULT_LEASE};
 pub use locks::{FlockOp, RangeLock, RangeLockKind};
 #[doc(hidden)]
 pub use ops::Ops;
@@ -137,18 +139,27 @@ impl Inner {
     }
 
     /// Deletes inodes left unlinked-but-open by a previous run (none can be open now).
+    /// On a backend shared by several processes, unlinked files may still be open in another
+    /// process, so only detached directory trees ([`Store::remove_all`]) are finished here.
     fn reap_orphans(self: &Arc<Self>) -> Result<()> {
         if self.read_only {
             return Ok(());
         }
+        let (mut start, end) = schema::orphan_range();
         loop {
-            let (s, e) = schema::orphan_range();
-            let batch = self.retry(|tx| tx.get_range(&s, &e, 100, false), false)?;
-            if batch.is_empty() {
-                return Ok(());
-            }
-            for (k, _) in batch {
-                self.reap_tree(schema::orphan_ino(&k)?)?;
+            let batch = self.retry(|tx| tx.get_range(&start, &end, 100, false), false)?;
+            let Some((last, _)) = batch.last() else { return Ok(()) };
+            start = last.clone();
+            start.push(0);
+            for (k, _) in &batch {
+                let ino = schema::orphan_ino(k)?;
+                if self.backend.shared() {
+                    let is_dir = self.run(None, |ops| Ok(ops.load_inode(ino)?.is_some_and(|i| i.kind == crate::FileType::Dir)))?;
+                    if !is_dir {
+                        continue;
+                    }
+                }
+                self.reap_tree(ino)?;
             }
         }
     }
@@ -257,6 +268,11 @@ impl Store {
         let sb = format_or_read(&*backend, &options)?;
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
+        let shared_locks = backend.shared().then(|| {
+            let table = LeaseTable::new(backend.clone(), Arc::new(SystemClock), DEFAULT_LEASE);
+            table.start_renewer();
+            table
+        });
         let inner = Arc::new(Inner {
             backend,
             block_size: sb.block_size,
@@ -268,7 +284,7 @@ impl Store {
             space,
             ino_range: Mutex::new((0, 0)),
             open_files: Mutex::new(HashMap::new()),
-            locks: LockTable::default(),
+            locks: LockTable::new(shared_locks),
             next_handle: AtomicU64::new(1),
         });
         inner.reap_orphans()?;

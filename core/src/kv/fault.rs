@@ -160,4 +160,7 @@ impl Backend for FaultyBackend {
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())
     }
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
 }

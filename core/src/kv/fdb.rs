@@ -131,6 +131,11 @@ impl Backend for FdbBackend {
     fn describe(&self) -> String {
         self.uri.clone()
     }
+
+    /// Many processes and machines share a cluster.
+    fn shared(&self) -> bool {
+        true
+    }
 }
 
 struct FdbTxn {

@@ -64,6 +64,11 @@ pub trait Backend: Send + Sync + 'static {
     fn sync(&self) -> Result<()>;
     /// A short description for messages, such as `rocksdb:/path`.
     fn describe(&self) -> String;
+    /// True if several processes may use this backend at once (FoundationDB): file locks are
+    /// then also kept in the backend, under leases, so that they hold between processes.
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 impl std::fmt::Debug for dyn Backend {

@@ -1,0 +1,297 @@
+//! Locks shared between processes through the backend, held under leases.
+//!
+//! On a backend that several processes use at once (FoundationDB), a lock taken in one process
+//! must stop the others. Each holder (an open file handle) keeps one record per file, under
+//! `L ino process owner`, listing its locks and a lease expiry. Taking or changing locks is one
+//! transaction: read the file's records, check the live ones of other processes for a conflict,
+//! write the holder's new record. Records whose lease ran out are deleted on the way.
+//!
+//! A thread renews the leases of held locks every third of the lease. A crashed process stops
+//! renewing, so its locks lapse after one lease and others can take them. A process that cannot
+//! renew in time (paused, cut off) loses its locks the same way; [`LeaseTable::renew`] reports
+//! them. Within one process the in-process table (`locks.rs`) decides, as before.
+
+use crate::error::Result;
+use crate::kv::Backend;
+use crate::schema::{self, LockRecord, LockSpec};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How long a lock outlives its holder's last renewal.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// Wall-clock time for leases. Every process sharing a store must agree on it to within a
+/// small fraction of the lease (NTP does).
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    }
+}
+
+/// A clock that moves only when told to (for tests).
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock standing at `ms`.
+    pub fn new(ms: u64) -> ManualClock {
+        ManualClock(AtomicU64::new(ms))
+    }
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.0.fetch_add(by.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A lock of another holder that stands in the way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocker {
+    /// The holder's process.
+    pub process: u64,
+    /// The holder (a handle id in its process).
+    pub owner: u64,
+    /// The lock.
+    pub lock: LockSpec,
+}
+
+/// This process's view of the shared lock records of one store.
+pub struct LeaseTable {
+    backend: Arc<dyn Backend>,
+    clock: Arc<dyn Clock>,
+    lease_ms: u64,
+    process: u64,
+    /// The locks this process holds, by (ino, owner), to renew.
+    held: Mutex<HashMap<(u64, u64), Vec<LockSpec>>>,
+}
+
+impl LeaseTable {
+    /// A table for one process on `backend`, with leases of `lease` measured by `clock`.
+    pub fn new(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, lease: Duration) -> Arc<LeaseTable> {
+        Arc::new(LeaseTable {
+            backend,
+            clock,
+            lease_ms: lease.as_millis().max(1) as u64,
+            process: random_id(),
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// This process's id in lock records (random per table).
+    pub fn process_id(&self) -> u64 {
+        self.process
+    }
+
+    /// Replaces `owner`'s locks on `ino` by `locks`, unless a live lock of another process
+    /// conflicts with one of them: then nothing changes and that lock is returned.
+    pub fn publish(&self, ino: u64, owner: u64, locks: &[LockSpec]) -> Result<Option<Blocker>> {
+        let key = schema::lock_key(ino, self.process, owner);
+        let blocker = self.transact(|tx, now| {
+            if let Some(b) = self.find_blocker(tx, ino, locks, now, true)? {
+                return Ok(Some(b));
+            }
+            if locks.is_empty() {
+                tx.clear(&key)?;
+            } else {
+                let record = LockRecord { expires_ms: now + self.lease_ms, locks: locks.to_vec() };
+                tx.set(&key, &record.encode())?;
+            }
+            Ok(None)
+        })?;
+        if blocker.is_none() {
+            let mut held = self.held.lock();
+            if locks.is_empty() {
+                held.remove(&(ino, owner));
+            } else {
+                held.insert((ino, owner), locks.to_vec());
+            }
+        }
+        Ok(blocker)
+    }
+
+    /// The first live lock of another process on `ino` that conflicts with `lock`.
+    pub fn test(&self, ino: u64, lock: &LockSpec) -> Result<Option<Blocker>> {
+        self.transact(|tx, now| self.find_blocker(tx, ino, std::slice::from_ref(lock), now, false))
+    }
+
+    /// Extends the lease of every lock this process holds. Returns the (ino, owner) pairs
+    /// whose locks were lost because their lease ran out first; they are no longer held.
+    pub fn renew(&self) -> Result<Vec<(u64, u64)>> {
+        let held: Vec<_> = self.held.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let mut lost = Vec::new();
+        for ((ino, owner), locks) in held {
+            let key = schema::lock_key(ino, self.process, owner);
+            let kept = self.transact(|tx, now| {
+                let alive = match tx.get(&key)? {
+                    Some(v) => LockRecord::decode(&v)?.expires_ms > now,
+                    None => false,
+                };
+                if alive {
+                    tx.set(&key, &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }.encode())?;
+                } else {
+                    tx.clear(&key)?;
+                }
+                Ok(alive)
+            })?;
+            if !kept {
+                self.held.lock().remove(&(ino, owner));
+                lost.push((ino, owner));
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Starts the thread that renews this table's leases every third of the lease, until the
+    /// table is dropped.
+    pub fn start_renewer(self: &Arc<Self>) {
+        let weak: Weak<LeaseTable> = Arc::downgrade(self);
+        let period = Duration::from_millis(self.lease_ms / 3);
+        let _ = std::thread::Builder::new().name("txvfs-lease".into()).spawn(move || loop {
+            std::thread::sleep(period);
+            let Some(table) = weak.upgrade() else { return };
+            // A failed renewal is retried next period; a lease that lapses meanwhile is lost.
+            let _ = table.renew();
+        });
+    }
+
+    fn find_blocker(
+        &self,
+        tx: &mut dyn crate::kv::Txn,
+        ino: u64,
+        locks: &[LockSpec],
+        now: u64,
+        collect_lapsed: bool,
+    ) -> Result<Option<Blocker>> {
+        let (s, e) = schema::lock_range(ino);
+        for (k, v) in tx.get_range(&s, &e, 0, false)? {
+            let (process, owner) = schema::lock_holder(&k)?;
+            if process == self.process {
+                continue; // the in-process table decides between our own handles
+            }
+            let record = LockRecord::decode(&v)?;
+            if record.expires_ms <= now {
+                if collect_lapsed {
+                    tx.clear(&k)?;
+                }
+                continue;
+            }
+            let hit = record.locks.iter().find(|theirs| locks.iter().any(|ours| ours.conflicts(theirs)));
+            if let Some(&lock) = hit {
+                return Ok(Some(Blocker { process, owner, lock }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs `f` in a backend transaction and commits it, retrying conflicts.
+    fn transact<R>(&self, mut f: impl FnMut(&mut dyn crate::kv::Txn, u64) -> Result<R>) -> Result<R> {
+        let mut attempt = 0;
+        loop {
+            let mut tx = self.backend.begin()?;
+            let r = f(&mut *tx, self.clock.now_ms()).and_then(|r| tx.commit(false).map(|()| r));
+            match r {
+                Err(e) if e.is_retryable() && attempt < 20 => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// A process id that is unique in practice: the time, the pid and the std hasher's random keys.
+fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::{Limits, MemoryBackend};
+
+    const WHOLE_EX: LockSpec = LockSpec { whole_file: true, exclusive: true, start: 0, end: u64::MAX };
+    const WHOLE_SH: LockSpec = LockSpec { whole_file: true, exclusive: false, start: 0, end: u64::MAX };
+
+    fn range(start: u64, end: u64, exclusive: bool) -> LockSpec {
+        LockSpec { whole_file: false, exclusive, start, end }
+    }
+
+    /// Two "processes" (tables) on one backend and one manual clock.
+    fn two_processes() -> (Arc<LeaseTable>, Arc<LeaseTable>, Arc<ManualClock>) {
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let a = LeaseTable::new(backend.clone(), clock.clone(), Duration::from_secs(10));
+        let b = LeaseTable::new(backend, clock.clone(), Duration::from_secs(10));
+        (a, b, clock)
+    }
+
+    #[test]
+    fn conflicts_between_processes() {
+        let (a, b, _) = two_processes();
+        assert_eq!(a.publish(7, 1, &[WHOLE_EX]).unwrap(), None);
+        let blocker = b.publish(7, 1, &[WHOLE_SH]).unwrap().expect("exclusive lock blocks");
+        assert_eq!((blocker.process, blocker.owner, blocker.lock), (a.process_id(), 1, WHOLE_EX));
+        // Other files, and byte ranges (which never conflict with flock), are free.
+        assert_eq!(b.publish(8, 1, &[WHOLE_EX]).unwrap(), None);
+        assert_eq!(b.publish(7, 2, &[range(0, 10, true)]).unwrap(), None);
+        // Ranges conflict only where they overlap and one of them writes.
+        assert!(a.publish(7, 3, &[range(5, 20, false)]).unwrap().is_some());
+        assert_eq!(a.publish(7, 3, &[range(10, 20, true)]).unwrap(), None);
+        assert_eq!(b.publish(7, 4, &[range(0, 5, false)]).unwrap(), None);
+        assert!(b.test(7, &range(15, 16, false)).unwrap().is_some());
+        // Releasing lets the other process in.
+        assert_eq!(a.publish(7, 1, &[]).unwrap(), None);
+        assert_eq!(b.publish(7, 1, &[WHOLE_SH]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_crashed_holder_loses_its_locks_after_one_lease() {
+        let (a, b, clock) = two_processes();
+        a.publish(7, 1, &[WHOLE_EX]).unwrap();
+        clock.advance(Duration::from_secs(9));
+        assert!(b.publish(7, 1, &[WHOLE_EX]).unwrap().is_some(), "still within the lease");
+        // `a` stops renewing (it crashed): one lease later, `b` takes the lock.
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(b.publish(7, 1, &[WHOLE_EX]).unwrap(), None);
+        // If `a` was only paused, its next renewal reports the loss.
+        assert_eq!(a.renew().unwrap(), vec![(7, 1)]);
+        assert!(a.publish(7, 1, &[WHOLE_SH]).unwrap().is_some());
+    }
+
+    #[test]
+    fn renewal_keeps_locks_alive() {
+        let (a, b, clock) = two_processes();
+        a.publish(7, 1, &[WHOLE_EX]).unwrap();
+        for _ in 0..10 {
+            clock.advance(Duration::from_secs(4));
+            assert_eq!(a.renew().unwrap(), vec![]);
+            assert!(b.publish(7, 1, &[WHOLE_SH]).unwrap().is_some(), "a renewed lease holds");
+        }
+    }
+
+    #[test]
+    fn lock_records_round_trip() {
+        let r = LockRecord { expires_ms: 42, locks: vec![WHOLE_EX, range(3, u64::MAX, false)] };
+        assert_eq!(LockRecord::decode(&r.encode()).unwrap(), r);
+    }
+}
