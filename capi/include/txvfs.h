@@ -858,8 +858,8 @@ int txvfs_store_open(const char *uri,
 
 /**
  * Closes the store handle: closes every descriptor still open on it (releasing their locks)
- * and frees it. Transactions begun on it stay usable until freed, but need a store handle
- * for their calls, so free them first. NULL is a no-op.
+ * and frees it. It must be the last call with this handle: no other thread may be using it.
+ * Free its transactions first (their calls need the store handle). NULL is a no-op.
  */
 void txvfs_store_free(struct txvfs_store *store);
 
@@ -911,8 +911,9 @@ int txvfs_tx_commit(struct txvfs_tx *tx);
 int txvfs_tx_rollback(struct txvfs_tx *tx);
 
 /**
- * Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open. NULL, and
- * a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
+ * Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
+ * the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. NULL,
+ * and a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
  * no-ops.
  */
 void txvfs_tx_free(struct txvfs_tx *tx);

@@ -57,8 +57,8 @@ pub unsafe extern "C" fn txvfs_store_open(
 }
 
 /// Closes the store handle: closes every descriptor still open on it (releasing their locks)
-/// and frees it. Transactions begun on it stay usable until freed, but need a store handle
-/// for their calls, so free them first. NULL is a no-op.
+/// and frees it. It must be the last call with this handle: no other thread may be using it.
+/// Free its transactions first (their calls need the store handle). NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_store_free(store: *mut txvfs_store) {
     boundary_or((), || {

@@ -114,8 +114,9 @@ pub unsafe extern "C" fn txvfs_tx_rollback(tx: *mut txvfs_tx) -> c_int {
     })
 }
 
-/// Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open. NULL, and
-/// a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
+/// Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
+/// the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. NULL,
+/// and a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
 /// no-ops.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_tx_free(tx: *mut txvfs_tx) {
