@@ -377,21 +377,28 @@ impl<'a> Ops<'a> {
         Ok(())
     }
 
-    /// Removes an empty directory.
-    pub fn rmdir(&mut self, p: &[u8]) -> Result<()> {
+    /// The parent, name and entry of `p` for removal (not followed if a symlink): `Busy` for
+    /// the root, `Invalid` for a path ending in `.` or `..`, `NotFound` if missing.
+    fn removable_entry(&mut self, p: &[u8]) -> Result<(u64, Vec<u8>, Dentry)> {
         let r = self.resolve(p, false)?;
         let Some(name) = r.name else {
             let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
             return Err(Error::at(kind, p));
         };
         let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
+        Ok((r.parent, name, e))
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&mut self, p: &[u8]) -> Result<()> {
+        let (parent, name, e) = self.removable_entry(p)?;
         if e.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, p));
         }
-        self.may_delete(r.parent, e.ino, p)?;
-        self.remove_dir(r.parent, e.ino, p)?;
-        self.clear(&schema::dentry_key(r.parent, &name))?;
-        self.touch_dir(r.parent, now_ns())
+        self.may_delete(parent, e.ino, p)?;
+        self.remove_dir(parent, e.ino, p)?;
+        self.clear(&schema::dentry_key(parent, &name))?;
+        self.touch_dir(parent, now_ns())
     }
 
     /// Removes a name of a non-directory.
@@ -1002,20 +1009,15 @@ impl<'a> Ops<'a> {
     /// batches ([`Ops::reap_batch`]). Returns the detached directory, or `None` when `p` was a
     /// file or symlink (then simply unlinked).
     pub fn detach_tree(&mut self, p: &[u8]) -> Result<Option<u64>> {
-        let r = self.resolve(p, false)?;
-        let Some(name) = r.name else {
-            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
-            return Err(Error::at(kind, p));
-        };
-        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
+        let (parent, name, e) = self.removable_entry(p)?;
         if e.kind != FileType::Dir {
             self.unlink(p)?;
             return Ok(None);
         }
-        self.may_delete(r.parent, e.ino, p)?;
-        self.clear(&schema::dentry_key(r.parent, &name))?;
-        self.add(&schema::dir_attr_key(r.parent, DirAttr::Nlink), -1)?;
-        self.touch_dir(r.parent, now_ns())?;
+        self.may_delete(parent, e.ino, p)?;
+        self.clear(&schema::dentry_key(parent, &name))?;
+        self.add(&schema::dir_attr_key(parent, DirAttr::Nlink), -1)?;
+        self.touch_dir(parent, now_ns())?;
         self.set(&schema::orphan_key(e.ino), &[])?;
         Ok(Some(e.ino))
     }
