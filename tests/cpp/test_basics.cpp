@@ -107,7 +107,7 @@ TEST_CASE("options: invalid values fail at open with EINVAL, read-only refuses c
     REQUIRE(txvfs_mkdir(r, nullptr, "/d", 0755) == -EROFS);
 }
 
-TEST_CASE("store: RocksDB store keeps data across handles; a bare path is RocksDB", "[basics]") {
+TEST_CASE("store: RocksDB store keeps data across handles, a bare path is RocksDB", "[basics]") {
     TempDir dir;
     std::string path = dir.path + "/db";
     {
