@@ -235,6 +235,10 @@ fn main() {
         assert_eq!(total as u64, s.big_file);
     });
     rows.push(Row { name: format!("sequential read {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
+    // The whole file in one call: one core read of the full size (no raw RocksDB equivalent).
+    let (t_tx, _) = time(|| assert_eq!(store.read_file("/big").unwrap().len() as u64, s.big_file));
+    let (t_fs, _) = time(|| assert_eq!(std::fs::read(native.join("big")).unwrap().len() as u64, s.big_file));
+    rows.push(Row { name: format!("read {mb} MiB in one call"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: None, ops: mb });
 
     // --- random 4 KiB pread in the big file ---
     let mut rng = SmallRng::seed_from_u64(11);

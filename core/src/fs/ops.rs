@@ -11,6 +11,9 @@ use std::collections::VecDeque;
 
 /// Largest file size (4 PiB): keeps block arithmetic far from overflow.
 pub const MAX_FILE_SIZE: u64 = 1 << 52;
+/// Blocks fetched per backend read in a large read (1 MiB with 64 KiB blocks).
+const READ_PIECE_BLOCKS: u64 = 16;
+
 /// Largest extended attribute name and value (Linux's limits).
 pub const XATTR_NAME_MAX: usize = 255;
 /// Largest extended attribute value.
@@ -788,6 +791,22 @@ impl<'a> Ops<'a> {
         out.fill(0);
         let bs = self.inner.block_size as u64;
         let (first, last) = (off / bs, (end - 1) / bs);
+        // Large reads go in pieces of READ_PIECE_BLOCKS blocks: the values of one piece are
+        // freed before the next is fetched, so the allocator reuses their memory instead of
+        // faulting in fresh pages for the whole read (a 256 MiB read ran 5x slower at once).
+        let mut piece = first;
+        while piece <= last {
+            let piece_last = last.min(piece + READ_PIECE_BLOCKS - 1);
+            self.copy_blocks(ino, piece, piece_last, off, end, out)?;
+            piece = piece_last + 1;
+        }
+        Ok(out.len())
+    }
+
+    /// Copies the stored blocks `first..=last` of `ino` into `out`, which holds the file's
+    /// bytes `[off, end)` (missing blocks stay as they are: zeros).
+    fn copy_blocks(&mut self, ino: u64, first: u64, last: u64, off: u64, end: u64, out: &mut [u8]) -> Result<()> {
+        let bs = self.inner.block_size as u64;
         let blocks = if first == last {
             // One block: a point read is much cheaper than a range iterator.
             let k = schema::block_key(ino, first);
@@ -813,7 +832,7 @@ impl<'a> Ops<'a> {
                     .copy_from_slice(&data[(from - bstart) as usize..(to - bstart) as usize]);
             }
         }
-        Ok(out.len())
+        Ok(())
     }
 
     fn block_bytes(&mut self, v: &[u8]) -> Result<Vec<u8>> {
