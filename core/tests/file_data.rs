@@ -81,3 +81,18 @@ fn readdir_pages_with_a_cursor() {
     assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
     assert_eq!(s.readdir("/d/n001", None, 0).unwrap_err().kind(), ErrorKind::NotDir);
 }
+
+#[test]
+fn mkdir_all_and_fallocate_errors_match_linux() {
+    let store = Store::open("memory:").unwrap();
+    store.write_file("/file", b"x").unwrap();
+    // `mkdir -p /file/sub`: ENOTDIR; `mkdir -p /file`: EEXIST.
+    assert_eq!(store.mkdir_all("/file/sub", 0o755).unwrap_err().kind(), ErrorKind::NotDir);
+    assert_eq!(store.mkdir_all("/file", 0o755).unwrap_err().kind(), ErrorKind::Exists);
+    store.mkdir_all("/a/b", 0o755).unwrap();
+    store.mkdir_all("/a/b", 0o755).unwrap();
+    // fallocate past the largest file size, even when offset + length overflows: EFBIG.
+    let f = store.open("/file", &OpenOptions::new().write(true)).unwrap();
+    assert_eq!(f.allocate(FallocateMode::Allocate, u64::MAX - 1, 10).unwrap_err().kind(), ErrorKind::FileTooBig);
+    assert_eq!(f.allocate(FallocateMode::Allocate, 0, 0).unwrap_err().kind(), ErrorKind::Invalid);
+}

@@ -641,11 +641,18 @@ pub trait FileSystem: sealed::Sealed {
         self.ctx().run(|ops| {
             let (comps, _) = path::split(p)?;
             let mut cur = Vec::new();
-            for c in comps {
+            let count = comps.len();
+            for (i, c) in comps.into_iter().enumerate() {
                 cur.push(b'/');
                 cur.extend_from_slice(c);
                 match ops.mkdir(&cur, mode) {
-                    Err(e) if e.kind() == ErrorKind::Exists && ops.stat(&cur, true)?.is_dir() => {}
+                    Err(e) if e.kind() == ErrorKind::Exists => {
+                        if !ops.stat(&cur, true)?.is_dir() {
+                            // Like `mkdir -p`: EEXIST for the last name, ENOTDIR for a parent.
+                            let kind = if i + 1 == count { ErrorKind::Exists } else { ErrorKind::NotDir };
+                            return Err(Error::at(kind, p));
+                        }
+                    }
                     r => r?,
                 }
             }

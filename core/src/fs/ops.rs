@@ -975,9 +975,11 @@ impl<'a> Ops<'a> {
     /// `fallocate`: mode 0 extends the size; `keep_size` does not; `punch_hole` (with
     /// `keep_size`) zeroes the range.
     pub fn fallocate_ino(&mut self, ino: u64, mode: FallocateMode, off: u64, len: u64) -> Result<()> {
-        let end = off.checked_add(len).filter(|_| len > 0).ok_or_else(|| {
-            Error::new(ErrorKind::Invalid, "fallocate: length must be positive and the range must not overflow")
-        })?;
+        if len == 0 {
+            return Err(Error::new(ErrorKind::Invalid, "fallocate: length must be positive"));
+        }
+        // Like Linux: a range past the largest file size, even one that overflows, is EFBIG.
+        let end = off.checked_add(len).unwrap_or(u64::MAX);
         if end > MAX_FILE_SIZE {
             return Err(Error::new(ErrorKind::FileTooBig, "fallocate beyond the maximum file size"));
         }
