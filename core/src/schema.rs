@@ -12,7 +12,9 @@
 //! | `B` | `B` ino block-index | block bytes, or a reference to an immutable chunk; missing reads as zeros |
 //! | `X` | `X` ino name | extended attribute value |
 //! | `O` | `O` ino | inode unlinked while open; deleted at last close or at the next open |
-//! | `C` | `C` chunk-id | immutable data written ahead of the commit that references it |
+//! | `C` | `C` ino block-index chunk-id | a block's data written ahead of its transaction's commit; the block's `B` key refers to it |
+//! | `T` | `T` txid | a live transaction that writes blocks ahead (staging record: owner and lease) |
+//! | `U` | `U` txid ino block-index chunk-id | the chunks staged by `txid`, to collect them if it never commits |
 //! | `M` | `M` name | store-wide counters (atomic add) and allocator high-water marks |
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //!
@@ -34,6 +36,8 @@ const BLOCK: u8 = b'B';
 const XATTR: u8 = b'X';
 const ORPHAN: u8 = b'O';
 const CHUNK: u8 = b'C';
+const STAGE: u8 = b'T';
+const STAGED: u8 = b'U';
 const META: u8 = b'M';
 const LOCK: u8 = b'L';
 
@@ -113,9 +117,68 @@ pub fn orphan_ino(key: &[u8]) -> Result<u64> {
         .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
         .ok_or_else(|| corrupt("orphan key too short"))
 }
-/// An immutable chunk's key.
-pub fn chunk_key(id: u64) -> Vec<u8> {
-    key(CHUNK, id, &[])
+fn nums<const N: usize>(ns: [u64; N]) -> Vec<u8> {
+    ns.iter().flat_map(|n| n.to_be_bytes()).collect()
+}
+/// The chunk `chunk_id` holding block `idx` of `ino`, written ahead by a transaction. Chunk ids
+/// are `txid << CHUNK_SEQ_BITS | seq`, unique per staged write.
+pub fn chunk_key(ino: u64, idx: u64, chunk_id: u64) -> Vec<u8> {
+    key(CHUNK, ino, &nums([idx, chunk_id]))
+}
+/// Bits of a chunk id that number the chunks of one transaction.
+pub const CHUNK_SEQ_BITS: u32 = 24;
+/// The staging record of transaction `txid`.
+pub fn stage_key(txid: u64) -> Vec<u8> {
+    key(STAGE, txid, &[])
+}
+/// All staging records.
+pub fn stage_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![STAGE], vec![STAGE + 1])
+}
+/// The transaction of a staging key.
+pub fn stage_txid(key: &[u8]) -> Result<u64> {
+    key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())).ok_or_else(|| corrupt("staging key too short"))
+}
+/// The index entry for chunk `chunk_id` (block `idx` of `ino`) staged by `txid`.
+pub fn staged_key(txid: u64, ino: u64, idx: u64, chunk_id: u64) -> Vec<u8> {
+    key(STAGED, txid, &nums([ino, idx, chunk_id]))
+}
+/// Every index entry of `txid`.
+pub fn staged_range(txid: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(STAGED, txid, &[]), key(STAGED, txid + 1, &[]))
+}
+/// The chunk key named by a staged-index key.
+pub fn staged_chunk(key: &[u8]) -> Result<Vec<u8>> {
+    let num = |i: usize| key.get(9 + 8 * i..17 + 8 * i).map(|b| u64::from_be_bytes(b.try_into().unwrap()));
+    match (num(0), num(1), num(2)) {
+        (Some(ino), Some(idx), Some(id)) => Ok(chunk_key(ino, idx, id)),
+        _ => Err(corrupt("staged-index key too short")),
+    }
+}
+
+/// A transaction that writes blocks ahead: who runs it and until when it counts as alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageRecord {
+    /// The process running it (see `fs::leases`).
+    pub process: u64,
+    /// Lease expiry, in milliseconds since the Unix epoch.
+    pub expires_ms: u64,
+}
+
+impl StageRecord {
+    /// Encodes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![FORMAT_VERSION];
+        v.extend_from_slice(&self.process.to_le_bytes());
+        v.extend_from_slice(&self.expires_ms.to_le_bytes());
+        v
+    }
+    /// Decodes a record.
+    pub fn decode(v: &[u8]) -> Result<StageRecord> {
+        check_version(v, "staging record")?;
+        let mut r = Reader { buf: &v[1..], what: "staging record" };
+        Ok(StageRecord { process: r.u64()?, expires_ms: r.u64()? })
+    }
 }
 /// The lock record of `owner` (a handle) of `process` on file `ino`.
 pub fn lock_key(ino: u64, process: u64, owner: u64) -> Vec<u8> {
@@ -210,6 +273,8 @@ pub enum Meta {
     Inodes = b'n',
     /// Bytes of file data (sum of file sizes; atomic add).
     Bytes = b'b',
+    /// Next transaction id for staging blocks ahead.
+    NextTxn = b't',
 }
 
 /// A directory's hot attributes, kept out of the inode value.
@@ -386,6 +451,9 @@ pub struct Inode {
     pub ctime: i64,
     /// True while the data lives in `inline` rather than in blocks.
     pub is_inline: bool,
+    /// True once a block of the file may be held in a chunk (`C` keys), which must then be
+    /// deleted with the block.
+    pub has_chunks: bool,
     /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
     pub inline: Vec<u8>,
 }
@@ -403,7 +471,7 @@ impl Inode {
         for t in [self.atime, self.mtime, self.ctime] {
             v.extend_from_slice(&t.to_le_bytes());
         }
-        v.push(self.is_inline as u8);
+        v.push(self.is_inline as u8 | (self.has_chunks as u8) << 1);
         v.extend_from_slice(&self.inline);
         v
     }
@@ -415,12 +483,13 @@ impl Inode {
         let (perm, uid, gid, nlink) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
         let size = r.u64()?;
         let (atime, mtime, ctime) = (r.i64()?, r.i64()?, r.i64()?);
-        let is_inline = r.u8()? != 0;
+        let flags = r.u8()?;
+        let (is_inline, has_chunks) = (flags & 1 != 0, flags & 2 != 0);
         let inline = r.buf.to_vec();
         if is_inline && inline.len() as u64 != size {
             return Err(corrupt("inline data length differs from size"));
         }
-        Ok(Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, inline })
+        Ok(Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, inline })
     }
 }
 
@@ -487,7 +556,7 @@ mod tests {
     fn values_round_trip() {
         let ino = Inode {
             kind: FileType::File, perm: 0o644, uid: 1, gid: 2, nlink: 1, size: 3, atime: -5,
-            mtime: 6, ctime: 7, is_inline: true, inline: b"abc".to_vec(),
+            mtime: 6, ctime: 7, is_inline: true, has_chunks: true, inline: b"abc".to_vec(),
         };
         assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
         let d = Dentry { ino: 42, kind: FileType::Dir };

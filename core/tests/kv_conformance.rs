@@ -405,7 +405,26 @@ mod rocksdb_store {
     }
 
     #[test]
+    fn a_full_memory_backend_refuses_commits_and_changes_nothing() {
+        let b = kv::open("memory:?limits=foundationdb&capacity=1000").unwrap();
+        assert_eq!(b.describe(), "memory:?limits=foundationdb&capacity=1000");
+        set(&*b, &[(b"a", &[1; 500])]);
+        let mut tx = b.begin().unwrap();
+        tx.set(b"b", &[2; 600]).unwrap();
+        assert_eq!(tx.commit(false).unwrap_err().kind(), ErrorKind::NoSpace);
+        assert_eq!(get(&*b, b"b"), None);
+        // Freeing space makes room again.
+        let mut tx = b.begin().unwrap();
+        tx.clear(b"a").unwrap();
+        tx.commit(false).unwrap();
+        set(&*b, &[(b"b", &[2; 600])]);
+        assert_eq!(get(&*b, b"b").map(|v| v.len()), Some(600));
+    }
+
+    #[test]
     fn bad_uris_are_refused() {
+        assert_eq!(kv::open("memory:?capacity=lots").unwrap_err().kind(), ErrorKind::Invalid);
+        assert_eq!(kv::open("memory:limits").unwrap_err().kind(), ErrorKind::Invalid);
         assert_eq!(kv::open("").unwrap_err().kind(), ErrorKind::Invalid);
         assert_eq!(kv::open("memory:?what").unwrap_err().kind(), ErrorKind::Invalid);
         assert_eq!(kv::open("fdb:?color=red").unwrap_err().kind(), ErrorKind::Invalid);

@@ -216,7 +216,7 @@ impl LeaseTable {
 }
 
 /// A process id that is unique in practice: the time, the pid and the std hasher's random keys.
-fn random_id() -> u64 {
+pub(crate) fn random_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));

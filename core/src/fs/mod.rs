@@ -5,6 +5,7 @@
 mod file;
 pub mod leases;
 mod locks;
+mod staging;
 mod ops;
 pub(crate) mod path;
 mod types;
@@ -19,9 +20,10 @@ pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};
 pub use types::*;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{self, Backend, Txn};
+use crate::kv::{self, Backend, JournalTxn, Txn};
 use crate::schema::{self, Inode, Meta, Superblock, FORMAT_VERSION, ROOT_INO};
 use locks::LockTable;
+use staging::Staging;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,6 +80,8 @@ pub(crate) struct Inner {
     open_files: Mutex<HashMap<u64, usize>>,
     pub(crate) locks: LockTable,
     next_handle: AtomicU64,
+    /// This process's id in staging records (random per open).
+    process: u64,
 }
 
 impl Inner {
@@ -183,7 +187,7 @@ impl Inner {
         let mut orphaned = Vec::new();
         let r = self.retry(
             |tx| {
-                let mut ops = Ops { tx, inner: self, cred, wrote: false, orphaned: Vec::new() };
+                let mut ops = Ops { tx, inner: self, cred, wrote: false, orphaned: Vec::new(), staging: None };
                 let r = f(&mut ops);
                 orphaned = ops.orphaned;
                 r
@@ -286,8 +290,10 @@ impl Store {
             open_files: Mutex::new(HashMap::new()),
             locks: LockTable::new(shared_locks),
             next_handle: AtomicU64::new(1),
+            process: leases::random_id(),
         });
         inner.reap_orphans()?;
+        inner.collect_dead_stages()?;
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&inner));
         Ok(Store { inner, cred })
@@ -301,11 +307,18 @@ impl Store {
     /// Starts an explicit transaction. Nothing it does is visible to others until
     /// [`Transaction::commit`]; dropping it rolls back.
     pub fn begin(&self) -> Result<Transaction> {
-        let kv = self.inner.backend.begin()?;
+        let backend = &self.inner.backend;
+        let limits = backend.limits();
+        // On a backend with a time limit, the transaction renews its backend transaction
+        // before it runs out (kv::JournalTxn), so it may last as long as it needs.
+        let kv: Box<dyn Txn> = match limits.max_txn_duration {
+            Some(limit) => Box::new(JournalTxn::begin(backend.clone(), limit / 2)?),
+            None => backend.begin()?,
+        };
         Ok(Transaction {
             shared: Arc::new(TxShared {
                 store: self.clone(),
-                state: Mutex::new(TxState::Active(kv)),
+                state: Mutex::new(TxState::Active(kv, Staging::new(limits))),
                 orphaned: Mutex::new(Vec::new()),
             }),
         })
@@ -436,7 +449,7 @@ fn format_or_read(backend: &dyn Backend, o: &Options) -> Result<Superblock> {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let root = Inode {
             kind: schema::FileType::Dir, perm: 0o755, uid, gid, nlink: 2, size: 0,
-            atime: now, mtime: now, ctime: now, is_inline: true, inline: Vec::new(),
+            atime: now, mtime: now, ctime: now, is_inline: true, has_chunks: false, inline: Vec::new(),
         };
         tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;
         tx.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;
@@ -449,7 +462,7 @@ fn format_or_read(backend: &dyn Backend, o: &Options) -> Result<Superblock> {
 }
 
 enum TxState {
-    Active(Box<dyn Txn>),
+    Active(Box<dyn Txn>, Staging),
     /// An operation failed after writing part of its changes; only rollback is possible.
     Failed(Error),
     Done,
@@ -487,10 +500,18 @@ impl Transaction {
     pub fn commit_durable(self, durable: bool) -> Result<()> {
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
-            TxState::Active(kv) => {
-                kv.commit(durable)?;
+            TxState::Active(mut kv, staging) => {
+                let inner = &self.shared.store.inner;
+                let committed = match staging.txid {
+                    None => kv.commit(durable),
+                    Some(txid) => finish_stage(kv.as_mut(), txid, inner.backend.shared()).and_then(|()| kv.commit(durable)).inspect_err(|_| {
+                        // Not committed (the staging record is still there): free the chunks.
+                        let _ = inner.collect_stage(txid, None);
+                    }),
+                };
+                committed?;
                 let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
-                self.shared.store.inner.reap_closed(&orphaned);
+                inner.reap_closed(&orphaned);
                 Ok(())
             }
             TxState::Failed(e) => Err(Error::new(
@@ -503,13 +524,42 @@ impl Transaction {
 
     /// Discards every change of the transaction.
     pub fn rollback(self) {
-        *self.shared.state.lock() = TxState::Done;
+        self.end();
     }
+
+    /// Ends the transaction without committing; frees what it wrote ahead (a failure leaves
+    /// that to the next open).
+    fn end(&self) {
+        let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
+        if let TxState::Active(_, Staging { txid: Some(txid), .. }) = state {
+            let _ = self.shared.store.inner.collect_stage(txid, None);
+        }
+    }
+}
+
+/// In the final commit of a transaction that wrote ahead: hands its chunks to their blocks by
+/// deleting its staging record and index, after checking that they were not collected.
+fn finish_stage(kv: &mut dyn Txn, txid: u64, shared: bool) -> Result<()> {
+    // Only on a shared backend can another process collect a live transaction's chunks (when
+    // its lease ran out); there the transaction reads its staging record at a fresh snapshot
+    // (later than its own staging writes), so a collector that deletes it conflicts.
+    if shared {
+        kv.refresh()?;
+        if kv.get(&schema::stage_key(txid))?.is_none() {
+            return Err(Error::new(
+                ErrorKind::TooOld,
+                "data this transaction wrote ahead was collected: it stayed idle longer than its lease",
+            ));
+        }
+    }
+    kv.clear(&schema::stage_key(txid))?;
+    let (s, e) = schema::staged_range(txid);
+    kv.clear_range(&s, &e)
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        *self.shared.state.lock() = TxState::Done;
+        self.end();
     }
 }
 
@@ -536,7 +586,7 @@ impl Ctx {
     pub(crate) fn is_finished(&self) -> bool {
         match self {
             Ctx::Auto(_) => false,
-            Ctx::Tx(t) => !matches!(*t.state.lock(), TxState::Active(_)),
+            Ctx::Tx(t) => !matches!(*t.state.lock(), TxState::Active(..)),
         }
     }
 
@@ -545,8 +595,8 @@ impl Ctx {
             Ctx::Auto(s) => s.inner.run(s.cred.as_deref(), f),
             Ctx::Tx(t) => {
                 let mut state = t.state.lock();
-                let kv = match &mut *state {
-                    TxState::Active(kv) => kv,
+                let (kv, staging) = match &mut *state {
+                    TxState::Active(kv, staging) => (kv, staging),
                     TxState::Failed(e) => {
                         return Err(Error::new(e.kind(), format!("transaction failed earlier: {}", e.message())))
                     }
@@ -559,12 +609,15 @@ impl Ctx {
                     cred: store.cred.as_deref(),
                     wrote: false,
                     orphaned: Vec::new(),
+                    staging: Some(staging),
                 };
                 let r = f(&mut ops);
                 t.orphaned.lock().append(&mut ops.orphaned);
-                if let Err(e) = &r {
-                    if ops.wrote {
-                        *state = TxState::Failed(e.clone());
+                let wrote = ops.wrote;
+                if let (Err(e), true) = (&r, wrote) {
+                    // Only a rollback is possible now: free what the transaction wrote ahead.
+                    if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(e.clone())) {
+                        let _ = store.inner.collect_stage(txid, None);
                     }
                 }
                 r

@@ -3,6 +3,7 @@
 
 use super::path::{self, show, SYMLINK_MAX};
 use super::types::*;
+use super::staging::Staging;
 use super::Inner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{decode_counter, Txn};
@@ -53,6 +54,8 @@ pub struct Ops<'a> {
     /// Inodes this operation kept as orphans because they were open; once the transaction
     /// commits, the caller frees those whose last handle closed in the meantime.
     pub(crate) orphaned: Vec<u64>,
+    /// The explicit transaction's write-ahead state (`None` for auto-commit calls).
+    pub(crate) staging: Option<&'a mut Staging>,
 }
 
 impl<'a> Ops<'a> {
@@ -313,6 +316,7 @@ impl<'a> Ops<'a> {
             mtime: now,
             ctime: now,
             is_inline: true,
+            has_chunks: false,
             inline: data.to_vec(),
         };
         self.store_inode(ino, &inode)?;
@@ -330,6 +334,7 @@ impl<'a> Ops<'a> {
 
     /// Deletes an inode and everything it owns.
     pub(crate) fn delete_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
+        self.drop_chunks(ino, inode, 0, None)?;
         self.clear_range(schema::inode_range(ino))?;
         self.clear_range(schema::block_range(ino, 0))?;
         self.clear_range(schema::xattr_range(ino))?;
@@ -816,12 +821,13 @@ impl<'a> Ops<'a> {
             self.tx.get_range(&s, &schema::block_key(ino, last + 1), 0, false)?
         };
         for (k, v) in blocks {
-            let bstart = schema::block_index(&k)? * bs;
+            let idx = schema::block_index(&k)?;
+            let bstart = idx * bs;
             let chunk;
             let data: &[u8] = match v.first() {
                 Some(0) => &v[1..],
                 _ => {
-                    chunk = self.block_bytes(&v)?;
+                    chunk = self.block_bytes(ino, idx, &v)?;
                     &chunk
                 }
             };
@@ -835,19 +841,44 @@ impl<'a> Ops<'a> {
         Ok(())
     }
 
-    fn block_bytes(&mut self, v: &[u8]) -> Result<Vec<u8>> {
+    /// The bytes of block `idx` of `ino` stored as `v`: inline data, or a chunk written ahead.
+    /// Chunks never change, so they are read outside the transaction (one written ahead by
+    /// this transaction is not in its snapshot).
+    fn block_bytes(&mut self, ino: u64, idx: u64, v: &[u8]) -> Result<Vec<u8>> {
         match Block::decode(v)? {
             Block::Data(d) => Ok(d),
             Block::Chunk { id, offset, len } => {
-                let chunk = self.tx.get(&schema::chunk_key(id))?.ok_or_else(|| {
-                    Error::new(ErrorKind::Corrupt, format!("corrupt store: block refers to missing chunk {id}"))
+                let stored = self.inner.backend.begin()?.snapshot_get(&schema::chunk_key(ino, idx, id))?.ok_or_else(|| {
+                    // Deleted with its block by a transaction newer than this one's snapshot.
+                    Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
                 })?;
+                let Block::Data(chunk) = Block::decode(&stored)? else {
+                    return Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk"));
+                };
                 chunk
                     .get(offset as usize..offset as usize + len as usize)
                     .map(<[u8]>::to_vec)
                     .ok_or_else(|| Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"))
             }
         }
+    }
+
+    /// Before blocks `first..end` (`None`: to the end) of `ino` are overwritten or deleted:
+    /// deletes the chunks they refer to. Only files that ever had a chunk pay for this.
+    fn drop_chunks(&mut self, ino: u64, inode: &Inode, first: u64, end: Option<u64>) -> Result<()> {
+        if !inode.has_chunks {
+            return Ok(());
+        }
+        let (s, to_end) = schema::block_range(ino, first);
+        let e = end.map_or(to_end, |end| schema::block_key(ino, end));
+        for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
+            if v.first() == Some(&1) {
+                if let Block::Chunk { id, .. } = Block::decode(&v)? {
+                    self.clear(&schema::chunk_key(ino, schema::block_index(&k)?, id))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes `data` at `off` (at the end of the file when `append`); returns the offset
@@ -872,7 +903,7 @@ impl<'a> Ops<'a> {
             }
             inode.inline[off as usize..end as usize].copy_from_slice(data);
         } else {
-            self.write_blocks(ino, off, data)?;
+            self.write_blocks(ino, &mut inode, off, data)?;
         }
         inode.size = old_size.max(end);
         inode.is_inline = inode.is_inline && inode.inline.len() as u64 == inode.size;
@@ -890,12 +921,20 @@ impl<'a> Ops<'a> {
     fn spill_inline(&mut self, ino: u64, inode: &mut Inode) -> Result<()> {
         let data = std::mem::take(&mut inode.inline);
         inode.is_inline = false;
-        self.write_blocks(ino, 0, &data)
+        self.write_blocks(ino, inode, 0, &data)
     }
 
-    fn write_blocks(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<()> {
+    /// Writes `data` at `off` into the blocks of `ino`. In a transaction that has written
+    /// enough, full blocks are written ahead as chunks and only referenced here (staging.rs).
+    fn write_blocks(&mut self, ino: u64, inode: &mut Inode, off: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let bs = self.inner.block_size as u64;
         let end = off + data.len() as u64;
+        self.drop_chunks(ino, inode, off / bs, Some((end - 1) / bs + 1))?;
+        let stage = self.staging.as_mut().is_some_and(|s| s.should_stage(data.len()));
+        let mut ahead: Vec<(u64, &[u8])> = Vec::new();
         let mut pos = off;
         while pos < end {
             let idx = pos / bs;
@@ -904,10 +943,14 @@ impl<'a> Ops<'a> {
             let src = &data[(pos - off) as usize..(to - off) as usize];
             let key = schema::block_key(ino, idx);
             if pos == bstart && to == bstart + bs {
-                self.set(&key, &Block::encode_data(src))?;
+                if stage {
+                    ahead.push((idx, src));
+                } else {
+                    self.set(&key, &Block::encode_data(src))?;
+                }
             } else {
                 let mut block = match self.tx.get(&key)? {
-                    Some(v) => self.block_bytes(&v)?,
+                    Some(v) => self.block_bytes(ino, idx, &v)?,
                     None => Vec::new(),
                 };
                 let (a, b) = ((pos - bstart) as usize, (to - bstart) as usize);
@@ -918,6 +961,14 @@ impl<'a> Ops<'a> {
                 self.set(&key, &Block::encode_data(&block))?;
             }
             pos = to;
+        }
+        if let (false, Some(staging)) = (ahead.is_empty(), self.staging.as_deref_mut()) {
+            let ids = self.inner.stage(staging, ino, &ahead)?;
+            inode.has_chunks = true;
+            for ((idx, src), id) in ahead.iter().zip(ids) {
+                let block = Block::Chunk { id, offset: 0, len: src.len() as u32 };
+                self.set(&schema::block_key(ino, *idx), &block.encode())?;
+            }
         }
         Ok(())
     }
@@ -946,11 +997,12 @@ impl<'a> Ops<'a> {
             inode.inline.resize(size as usize, 0);
         } else if size < old {
             let bs = self.inner.block_size as u64;
+            self.drop_chunks(ino, inode, size / bs, None)?;
             self.clear_range(schema::block_range(ino, size.div_ceil(bs)))?;
             if size % bs != 0 {
                 let key = schema::block_key(ino, size / bs);
                 if let Some(v) = self.tx.get(&key)? {
-                    let mut b = self.block_bytes(&v)?;
+                    let mut b = self.block_bytes(ino, size / bs, &v)?;
                     if b.len() as u64 > size % bs {
                         b.truncate((size % bs) as usize);
                         self.set(&key, &Block::encode_data(&b))?;
@@ -1005,17 +1057,18 @@ impl<'a> Ops<'a> {
                     let bs = self.inner.block_size as u64;
                     let (full_from, full_to) = (off.div_ceil(bs), end / bs);
                     if full_from < full_to {
+                        self.drop_chunks(ino, &inode, full_from, Some(full_to))?;
                         let (s, _) = schema::block_range(ino, full_from);
                         self.clear_range((s, schema::block_key(ino, full_to)))?;
                     }
                     // Zero the partial blocks at either end.
                     let head_end = end.min(full_from * bs);
                     if off < head_end {
-                        self.write_blocks(ino, off, &vec![0; (head_end - off) as usize])?;
+                        self.write_blocks(ino, &mut inode, off, &vec![0; (head_end - off) as usize])?;
                     }
                     let tail_start = off.max(full_to * bs);
                     if full_to >= full_from && tail_start < end {
-                        self.write_blocks(ino, tail_start, &vec![0; (end - tail_start) as usize])?;
+                        self.write_blocks(ino, &mut inode, tail_start, &vec![0; (end - tail_start) as usize])?;
                     }
                 }
                 inode.mtime = now_ns();

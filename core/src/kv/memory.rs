@@ -3,7 +3,7 @@
 
 use super::occ::{Engine, Mutation, OccStore};
 use super::{Backend, Limits, Txn};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -17,6 +17,10 @@ struct MemEngine {
     map: RwLock<BTreeMap<Vec<u8>, Versions>>,
     /// Keys deleted at a version, dropped from the map once no snapshot can see them.
     tombstones: Mutex<VecDeque<(u64, Vec<Vec<u8>>)>>,
+    /// Most bytes of live keys and values the backend holds, like a disk's size.
+    capacity: Option<u64>,
+    /// Bytes of live keys and values (latest versions).
+    live_bytes: Mutex<u64>,
 }
 
 fn visible(versions: &Versions, at: u64) -> Option<&Arc<[u8]>> {
@@ -81,10 +85,28 @@ impl Engine for MemEngine {
 
     fn apply(&self, batch: Vec<Mutation>, version: u64, oldest: u64) -> Result<()> {
         let mut map = self.map.write();
+        let mut live = self.live_bytes.lock();
+        if let Some(capacity) = self.capacity {
+            // Counts every set as new bytes: a full backend refuses a little early, never late.
+            let added: u64 = batch.iter().map(|m| if let Mutation::Set(k, v) = m { (k.len() + v.len()) as u64 } else { 0 }).sum();
+            if added > 0 && *live + added > capacity {
+                return Err(Error::new(ErrorKind::NoSpace, format!("memory backend is full ({capacity} bytes)")));
+            }
+        }
+        let live_size = |map: &BTreeMap<Vec<u8>, Versions>, k: &[u8]| {
+            map.get(k).and_then(|vs| vs.last()).and_then(|(_, v)| v.as_ref()).map_or(0, |v| (k.len() + v.len()) as u64)
+        };
         let mut deleted = Vec::new();
         for m in batch {
+            *live -= match &m {
+                Mutation::Set(k, _) | Mutation::Clear(k) => live_size(&map, k),
+                Mutation::ClearRange(..) => 0,
+            };
             match m {
-                Mutation::Set(k, v) => Self::write(&mut map, k, Some(v.into()), version, oldest),
+                Mutation::Set(k, v) => {
+                    *live += (k.len() + v.len()) as u64;
+                    Self::write(&mut map, k, Some(v.into()), version, oldest)
+                }
                 Mutation::Clear(k) => {
                     if map.contains_key(&k) {
                         deleted.push(k.clone());
@@ -98,6 +120,7 @@ impl Engine for MemEngine {
                         .map(|(k, _)| k.clone())
                         .collect();
                     for k in keys {
+                        *live -= live_size(&map, &k);
                         deleted.push(k.clone());
                         Self::write(&mut map, k, None, version, oldest);
                     }
@@ -134,7 +157,14 @@ impl MemoryBackend {
     /// A new, empty memory backend enforcing `limits` (use [`Limits::FOUNDATIONDB`] to test
     /// code that must run on FoundationDB).
     pub fn new(limits: Limits) -> MemoryBackend {
-        MemoryBackend { occ: OccStore::new(MemEngine::default(), limits) }
+        MemoryBackend::with_capacity(limits, None)
+    }
+
+    /// Like [`MemoryBackend::new`], holding at most `capacity` bytes of keys and values: a
+    /// commit that would exceed it fails with `NoSpace`, as on a full disk.
+    pub fn with_capacity(limits: Limits, capacity: Option<u64>) -> MemoryBackend {
+        let engine = MemEngine { capacity, ..MemEngine::default() };
+        MemoryBackend { occ: OccStore::new(engine, limits) }
     }
 }
 
@@ -149,10 +179,13 @@ impl Backend for MemoryBackend {
         self.occ.sync_all()
     }
     fn describe(&self) -> String {
+        let mut params = Vec::new();
         if self.occ.limits() == Limits::FOUNDATIONDB {
-            "memory:?limits=foundationdb".into()
-        } else {
-            "memory:".into()
+            params.push("limits=foundationdb".to_string());
         }
+        if let Some(c) = self.occ.engine().capacity {
+            params.push(format!("capacity={c}"));
+        }
+        if params.is_empty() { "memory:".into() } else { format!("memory:?{}", params.join("&")) }
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod fault;
+mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
 mod memory;
@@ -20,6 +21,7 @@ mod occ;
 mod rocks;
 
 pub use fault::{FaultPlan, FaultyBackend};
+pub use journal::JournalTxn;
 #[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use memory::MemoryBackend;
@@ -108,19 +110,35 @@ pub trait Txn: Send {
     fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()>;
     /// Commits. With `durable`, the commit survives power loss once this returns.
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
+    /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and
+    /// its writes), so that its next reads see every commit made so far. The default does
+    /// nothing; [`JournalTxn`] renews itself.
+    fn refresh(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
-/// Opens a backend by URI: `memory:`, `memory:?limits=foundationdb`, `rocksdb:/path`, a bare
+/// Opens a backend by URI: `memory:` (options `?limits=foundationdb` and `capacity=BYTES`, as
+/// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path`, a bare
 /// path (RocksDB), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the cargo feature
 /// `foundationdb`). Opening the same RocksDB directory twice in one process returns the same
 /// shared instance.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
-        return match rest {
-            "" => Ok(Arc::new(MemoryBackend::new(Limits::UNLIMITED))),
-            "?limits=foundationdb" => Ok(Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB))),
-            _ => Err(Error::new(ErrorKind::Invalid, format!("{uri}: unknown memory option"))),
+        let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
+        let query = match rest {
+            "" => "",
+            _ => rest.strip_prefix('?').ok_or_else(|| bad("expected memory:?options"))?,
         };
+        let (mut limits, mut capacity) = (Limits::UNLIMITED, None);
+        for param in query.split('&').filter(|p| !p.is_empty()) {
+            match param.split_once('=') {
+                Some(("limits", "foundationdb")) => limits = Limits::FOUNDATIONDB,
+                Some(("capacity", n)) => capacity = Some(n.parse().map_err(|_| bad("capacity must be a number of bytes"))?),
+                _ => return Err(bad(&format!("unknown memory option {param:?} (known: limits=foundationdb, capacity=BYTES)"))),
+            }
+        }
+        return Ok(Arc::new(MemoryBackend::with_capacity(limits, capacity)));
     }
     if uri.starts_with("fdb:") {
         #[cfg(feature = "foundationdb")]

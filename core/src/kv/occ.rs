@@ -79,6 +79,10 @@ impl<E: Engine> OccStore<E> {
         })
     }
 
+    pub(crate) fn engine(&self) -> &E {
+        &self.engine
+    }
+
     pub(crate) fn limits(&self) -> Limits {
         self.limits
     }
