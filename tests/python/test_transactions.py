@@ -170,11 +170,19 @@ def test_transaction_is_serializable_no_write_skew(store: txvfs.Store) -> None:
 
 def test_transaction_too_large_is_reported() -> None:
     with txvfs.open("memory:?limits=foundationdb") as s:
+        # File data beyond the 10 MB limit is written ahead as chunks: this commits.
+        with s.transaction() as tx:
+            for i in range(20):
+                tx.write_bytes("/f%d" % i, b"x" * (1 << 20))
+        assert s.stat("/f19").st_size == 1 << 20
+        # Metadata is not written ahead: 12 MB of extended attributes is too large.
+        s.write_bytes("/meta", b"")
         with pytest.raises(txvfs.TransactionTooLarge) as e:
             with s.transaction() as tx:
-                for i in range(20):
-                    tx.write_bytes("/f%d" % i, b"x" * (1 << 20))
+                for i in range(200):
+                    tx.setxattr("/meta", "user.k%d" % i, b"v" * 60_000)
         assert e.value.errno == txvfs._txvfs.TOO_LARGE
+        assert s.listxattr("/meta") == []
     assert issubclass(txvfs.TransactionTooLarge, txvfs.TxvfsError)
 
 
