@@ -1,0 +1,37 @@
+//! The CLI's error: one message line and an exit code.
+
+/// A failed command: what to print after `txvfs: ` and the errno to exit with (0 means 1).
+#[derive(Debug)]
+pub struct Fail {
+    /// The message.
+    pub msg: String,
+    /// The errno (or txvfs code) behind it, 0 if none.
+    pub code: i32,
+}
+
+impl Fail {
+    /// A failure with a message and exit code 1.
+    pub fn msg(msg: impl Into<String>) -> Fail {
+        Fail { msg: msg.into(), code: 0 }
+    }
+
+    /// An I/O error on a host path.
+    pub fn io(what: &std::path::Path, e: std::io::Error) -> Fail {
+        Fail { msg: format!("{}: {e}", what.display()), code: e.raw_os_error().unwrap_or(0) }
+    }
+
+    /// The process exit code: the errno when it is one, else 1.
+    pub fn exit_code(&self) -> i32 {
+        if (1..=125).contains(&self.code) {
+            self.code
+        } else {
+            1
+        }
+    }
+}
+
+impl From<txvfs::Error> for Fail {
+    fn from(e: txvfs::Error) -> Fail {
+        Fail { msg: e.to_string(), code: e.code() }
+    }
+}
