@@ -25,17 +25,16 @@ fn rocks_dir(uri: &str) -> Option<&Path> {
     Some(Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri)))
 }
 
-/// Opens an existing store; a RocksDB path without a store is an error (only `init` creates).
-pub fn open_store(uri: &str) -> Res<Store> {
-    if let Some(dir) = rocks_dir(uri) {
-        if !dir.join("CURRENT").exists() {
-            return Err(Fail {
-                msg: format!("{uri}: no store there (create one with `txvfs init`)"),
-                code: libc::ENOENT,
-            });
-        }
+/// Fails unless a store exists at `uri`: a RocksDB path without one is an error (only `init`
+/// creates stores).
+fn check_exists(uri: &str) -> Res {
+    match rocks_dir(uri) {
+        Some(dir) if !dir.join("CURRENT").exists() => Err(Fail {
+            msg: format!("{uri}: no store there (create one with `txvfs init`)"),
+            code: libc::ENOENT,
+        }),
+        _ => Ok(()),
     }
-    Ok(Store::open(uri)?)
 }
 
 /// Runs one command on the store at `uri`.
@@ -49,10 +48,11 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
         return Ok(());
     }
     if let Command::Fsck { repair } = cmd {
-        open_store(uri)?;
+        check_exists(uri)?;
         return fsck::run(uri, repair);
     }
-    let store = open_store(uri)?;
+    check_exists(uri)?;
+    let store = Store::open(uri)?;
     let out = &mut std::io::stdout().lock();
     match cmd {
         Command::Ls { long, recursive, paths } => {
