@@ -191,9 +191,15 @@ fn check(backend: &dyn Backend) -> Res<Report> {
             live_bytes += i.size;
         }
         if ino != ROOT_INO && n == 0 && !orphans.contains(&ino) {
+            // The next open deletes orphans: files once their link count is 0, directories
+            // as detached trees.
+            let mut fixes = vec![Fix::Set(schema::orphan_key(ino), vec![])];
+            if i.kind != FileType::Dir {
+                fixes.push(Fix::Set(schema::inode_key(ino), Inode { nlink: 0, ..i.clone() }.encode()));
+            }
             r.problem(
                 format!("inode {ino} ({:?}) is in no directory and not an orphan: marked orphan (deleted at next open)", i.kind),
-                vec![Fix::Set(schema::orphan_key(ino), vec![])],
+                fixes,
             );
             continue;
         }
