@@ -67,7 +67,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
         Command::Cat { paths } => {
             for p in paths {
                 let f = store.open(p.as_bytes(), &OpenOptions::new().read(true))?;
-                copy_out(|b| Ok(f.read(b)?), out)?;
+                copy_out(|b| Ok(f.read(b)?), out, Path::new("-"))?;
             }
         }
         Command::Put { host, path } => transfer::put(&store, &host, path.as_bytes())?,
@@ -191,15 +191,15 @@ pub fn w(out: &mut impl Write, b: &[u8]) -> Res {
     out.write_all(b).map_err(stdout_err)
 }
 
-/// Copies everything `read` gives to `out`.
-pub fn copy_out(mut read: impl FnMut(&mut [u8]) -> Res<usize>, out: &mut impl Write) -> Res {
+/// Copies everything `read` gives to `out`, the host file `what` (`-` for standard output).
+pub fn copy_out(mut read: impl FnMut(&mut [u8]) -> Res<usize>, out: &mut impl Write, what: &Path) -> Res {
     let mut buf = vec![0; CHUNK];
     loop {
         let n = read(&mut buf)?;
         if n == 0 {
             return Ok(());
         }
-        w(out, &buf[..n])?;
+        out.write_all(&buf[..n]).map_err(|e| if what.as_os_str() == "-" { stdout_err(e) } else { Fail::io(what, e) })?;
     }
 }
 

@@ -1,6 +1,6 @@
 //! Moving files between the host and the store: `put`, `get`, `import`, `export`.
 
-use crate::cmds::{copy_out, join, list, pump, Res, CHUNK};
+use crate::cmds::{copy_out, join, list, pump, Res};
 use crate::fail::Fail;
 use crate::progress::Progress;
 use std::collections::HashMap;
@@ -40,11 +40,11 @@ pub fn get(store: &Store, path: &[u8], host: &Path) -> Res {
     let read = |b: &mut [u8]| Ok(f.read(b)?);
     if is_dash(host) {
         let out = &mut std::io::stdout().lock();
-        copy_out(read, out)?;
+        copy_out(read, out, host)?;
         std::io::Write::flush(out).map_err(|e| Fail::io(host, e))
     } else {
         let mut out = std::fs::File::create(host).map_err(|e| Fail::io(host, e))?;
-        copy_out(read, &mut out)
+        copy_out(read, &mut out, host)
     }
 }
 
@@ -363,14 +363,7 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
                 }
                 let f = store.open(p, &OpenOptions::new().read(true))?;
                 let mut out = std::fs::File::create(h).map_err(io(h))?;
-                let mut buf = vec![0; CHUNK];
-                loop {
-                    let n = f.read(&mut buf)?;
-                    if n == 0 {
-                        break;
-                    }
-                    std::io::Write::write_all(&mut out, &buf[..n]).map_err(io(h))?;
-                }
+                copy_out(|b| Ok(f.read(b)?), &mut out, h)?;
                 std::fs::set_permissions(h, std::fs::Permissions::from_mode(st.mode & 0o7777)).map_err(io(h))?;
             }
         }
