@@ -87,9 +87,7 @@ pub fn block_range(ino: u64, first: u64) -> (Vec<u8>, Vec<u8>) {
 }
 /// The block index of a block key.
 pub fn block_index(key: &[u8]) -> Result<u64> {
-    key.get(9..17)
-        .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
-        .ok_or_else(|| corrupt("block key too short"))
+    be_u64_at(key, 9).ok_or_else(|| corrupt("block key too short"))
 }
 /// An extended attribute's key.
 pub fn xattr_key(ino: u64, name: &[u8]) -> Vec<u8> {
@@ -113,9 +111,11 @@ pub fn orphan_range() -> (Vec<u8>, Vec<u8>) {
 }
 /// The inode number of an orphan key.
 pub fn orphan_ino(key: &[u8]) -> Result<u64> {
-    key.get(1..9)
-        .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
-        .ok_or_else(|| corrupt("orphan key too short"))
+    be_u64_at(key, 1).ok_or_else(|| corrupt("orphan key too short"))
+}
+/// The big-endian number at byte `at` of a key, if the key is long enough.
+fn be_u64_at(key: &[u8], at: usize) -> Option<u64> {
+    key.get(at..at + 8).map(|b| u64::from_be_bytes(b.try_into().unwrap()))
 }
 fn nums<const N: usize>(ns: [u64; N]) -> Vec<u8> {
     ns.iter().flat_map(|n| n.to_be_bytes()).collect()
@@ -137,7 +137,7 @@ pub fn stage_range() -> (Vec<u8>, Vec<u8>) {
 }
 /// The transaction of a staging key.
 pub fn stage_txid(key: &[u8]) -> Result<u64> {
-    key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())).ok_or_else(|| corrupt("staging key too short"))
+    be_u64_at(key, 1).ok_or_else(|| corrupt("staging key too short"))
 }
 /// The index entry for chunk `chunk_id` (block `idx` of `ino`) staged by `txid`.
 pub fn staged_key(txid: u64, ino: u64, idx: u64, chunk_id: u64) -> Vec<u8> {
@@ -149,8 +149,7 @@ pub fn staged_range(txid: u64) -> (Vec<u8>, Vec<u8>) {
 }
 /// The chunk key named by a staged-index key.
 pub fn staged_chunk(key: &[u8]) -> Result<Vec<u8>> {
-    let num = |i: usize| key.get(9 + 8 * i..17 + 8 * i).map(|b| u64::from_be_bytes(b.try_into().unwrap()));
-    match (num(0), num(1), num(2)) {
+    match (be_u64_at(key, 9), be_u64_at(key, 17), be_u64_at(key, 25)) {
         (Some(ino), Some(idx), Some(id)) => Ok(chunk_key(ino, idx, id)),
         _ => Err(corrupt("staged-index key too short")),
     }
@@ -193,8 +192,7 @@ pub fn lock_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
 }
 /// The process and owner of a lock key.
 pub fn lock_holder(key: &[u8]) -> Result<(u64, u64)> {
-    let num = |r: std::ops::Range<usize>| key.get(r).map(|b| u64::from_be_bytes(b.try_into().unwrap()));
-    num(9..17).zip(num(17..25)).ok_or_else(|| corrupt("lock key too short"))
+    be_u64_at(key, 9).zip(be_u64_at(key, 17)).ok_or_else(|| corrupt("lock key too short"))
 }
 
 /// One lock in a lock record: a whole-file (`flock`) lock or a byte range `[start, end)`.

@@ -198,20 +198,10 @@ impl LeaseTable {
         Ok(None)
     }
 
-    /// Runs `f` in a backend transaction and commits it, retrying conflicts.
+    /// Runs `f` in a backend transaction at the clock's current time and commits it,
+    /// retrying conflicts.
     fn transact<R>(&self, mut f: impl FnMut(&mut dyn crate::kv::Txn, u64) -> Result<R>) -> Result<R> {
-        let mut attempt = 0;
-        loop {
-            let mut tx = self.backend.begin()?;
-            let r = f(&mut *tx, self.clock.now_ms()).and_then(|r| tx.commit(false).map(|()| r));
-            match r {
-                Err(e) if e.is_retryable() && attempt < 20 => {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
-                }
-                r => return r,
-            }
-        }
+        crate::kv::run(&*self.backend, 20, false, |tx| f(tx, self.clock.now_ms()))
     }
 }
 

@@ -28,7 +28,6 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
 
 /// Options for opening a store.
 #[derive(Clone, Debug)]
@@ -129,17 +128,8 @@ impl Inner {
     }
 
     /// Runs `f` in a fresh kv transaction and commits it, retrying conflicts with backoff.
-    fn retry<R>(&self, mut f: impl FnMut(&mut dyn Txn) -> Result<R>, durable: bool) -> Result<R> {
-        let mut attempt = 0;
-        loop {
-            let mut tx = self.backend.begin()?;
-            let r = f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v));
-            match r {
-                Err(e) if e.is_retryable() && attempt < self.max_retries => backoff(attempt),
-                r => return r,
-            }
-            attempt += 1;
-        }
+    fn retry<R>(&self, f: impl FnMut(&mut dyn Txn) -> Result<R>, durable: bool) -> Result<R> {
+        kv::run(&*self.backend, self.max_retries, durable, f)
     }
 
     /// Deletes inodes left unlinked-but-open by a previous run (none can be open now).
@@ -213,17 +203,6 @@ impl Inner {
 /// Entries deleted per transaction by [`Store::remove_all`] and the orphan reaper: about
 /// 200 bytes of writes each, so a batch stays far below FoundationDB's 10 MB and 5 s.
 pub const REMOVE_BATCH: usize = 1000;
-
-/// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
-fn backoff(attempt: u32) {
-    let cap = Duration::from_millis(1 << attempt.min(7)).min(Duration::from_millis(100));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0) as u64;
-    let jitter = nanos % (cap.as_nanos() as u64 + 1);
-    std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
-}
 
 fn shared_stores() -> &'static Mutex<HashMap<usize, Weak<Inner>>> {
     static STORES: OnceLock<Mutex<HashMap<usize, Weak<Inner>>>> = OnceLock::new();
@@ -332,7 +311,7 @@ impl Store {
         loop {
             let tx = self.begin()?;
             match f(&tx).and_then(|v| tx.commit().map(|()| v)) {
-                Err(e) if e.is_retryable() && attempt < self.inner.max_retries => backoff(attempt),
+                Err(e) if e.is_retryable() && attempt < self.inner.max_retries => kv::backoff(attempt),
                 r => return r,
             }
             attempt += 1;

@@ -161,6 +161,37 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
 }
 
+/// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
+pub fn backoff(attempt: u32) {
+    let cap = Duration::from_millis(1 << attempt.min(7)).min(Duration::from_millis(100));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64;
+    let jitter = nanos % (cap.as_nanos() as u64 + 1);
+    std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
+}
+
+/// Runs `f` in a fresh transaction of `backend` and commits it; retries retryable errors
+/// (conflicts, too-old snapshots) up to `max_retries` times with [`backoff`]. This is the
+/// one retry loop of the core (the shape of foundationdb-rs `db.run`).
+pub fn run<R>(
+    backend: &dyn Backend,
+    max_retries: u32,
+    durable: bool,
+    mut f: impl FnMut(&mut dyn Txn) -> Result<R>,
+) -> Result<R> {
+    let mut attempt = 0;
+    loop {
+        let mut tx = backend.begin()?;
+        match f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v)) {
+            Err(e) if e.is_retryable() && attempt < max_retries => backoff(attempt),
+            r => return r,
+        }
+        attempt += 1;
+    }
+}
+
 /// Decodes an 8-byte little-endian counter as written by the atomic operations.
 pub fn decode_counter(v: Option<&[u8]>) -> u64 {
     match v {
