@@ -163,7 +163,7 @@ impl Inner {
     fn reap_tree(&self, ino: u64) -> Result<()> {
         let mut pending = vec![ino];
         while let Some(&dir) = pending.last() {
-            let (subdirs, done) = self.run(None, |ops| ops.reap_batch(dir, REMOVE_BATCH))?;
+            let (subdirs, _, done) = self.run(None, |ops| ops.reap_batch(dir, REMOVE_BATCH))?;
             if done {
                 pending.pop();
             }

@@ -1099,15 +1099,16 @@ impl<'a> Ops<'a> {
     /// One bounded step of deleting the orphan `ino`: a file orphan is freed if no link is
     /// left; a detached directory loses up to `batch` entries (files unlinked, subdirectories
     /// turned into orphans of their own, returned so the caller reaps them too) and is freed
-    /// once empty. Returns the new orphan directories and whether `ino` is gone. Each step is
-    /// one transaction, so an interrupted removal resumes from the orphan records.
-    pub(crate) fn reap_batch(&mut self, ino: u64, batch: usize) -> Result<(Vec<u64>, bool)> {
+    /// once empty. Returns the new orphan directories, the number of entries removed, and
+    /// whether `ino` is gone. Each step is one transaction, so an interrupted removal resumes
+    /// from the orphan records.
+    pub(crate) fn reap_batch(&mut self, ino: u64, batch: usize) -> Result<(Vec<u64>, usize, bool)> {
         if self.tx.get(&schema::orphan_key(ino))?.is_none() {
-            return Ok((Vec::new(), true));
+            return Ok((Vec::new(), 0, true));
         }
         let inode = match self.load_inode(ino)? {
             Some(inode) if inode.kind == FileType::Dir => inode,
-            _ => return self.reap_orphan(ino).map(|()| (Vec::new(), true)),
+            _ => return self.reap_orphan(ino).map(|()| (Vec::new(), 0, true)),
         };
         let (s, e) = schema::dentry_range(ino);
         let entries = self.tx.get_range(&s, &e, batch, false)?;
@@ -1126,7 +1127,7 @@ impl<'a> Ops<'a> {
         if done {
             self.delete_inode(ino, &inode)?;
         }
-        Ok((subdirs, done))
+        Ok((subdirs, entries.len(), done))
     }
 
     /// Checks, without changing anything, that the caller may delete every entry of `dir`
