@@ -153,17 +153,21 @@ impl Inner {
                         continue;
                     }
                 }
-                self.reap_tree(ino)?;
+                self.reap_tree(ino, &mut |_| {})?;
             }
         }
     }
 
     /// Deletes the orphan `ino` and, for a detached directory, everything below it, one
-    /// bounded transaction ([`REMOVE_BATCH`] entries) at a time.
-    fn reap_tree(&self, ino: u64) -> Result<()> {
+    /// bounded transaction ([`REMOVE_BATCH`] entries) at a time. After each committed batch,
+    /// calls `progress` with the entries removed so far, `ino` itself counting once it is gone.
+    fn reap_tree(&self, ino: u64, progress: &mut dyn FnMut(u64)) -> Result<()> {
         let mut pending = vec![ino];
+        let mut removed = 0;
         while let Some(&dir) = pending.last() {
-            let (subdirs, _, done) = self.run(None, |ops| ops.reap_batch(dir, REMOVE_BATCH))?;
+            let (subdirs, entries, done) = self.run(None, |ops| ops.reap_batch(dir, REMOVE_BATCH))?;
+            removed += entries as u64 + u64::from(done && dir == ino);
+            progress(removed);
             if done {
                 pending.pop();
             }
@@ -332,16 +336,32 @@ impl Store {
     /// Errors: `NotFound`, `Busy` for the root, `Access`/`NotPermitted`, and backend errors;
     /// an error after the detach leaves the rest for the next open (or the next call to
     /// [`Store::remove_all`] on another path, which does not resume it).
+    ///
+    /// [`Store::remove_all_with`] does the same and reports its progress.
     pub fn remove_all(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.remove_all_with(path, &mut |_| {})
+    }
+
+    /// [`Store::remove_all`], calling `progress` after each committed batch with the number
+    /// of entries removed so far, for a progress display. The count grows to the number of
+    /// names in the tree, the top included: each file, symlink and directory name counts
+    /// once (for a tree without hard links, the number of inodes freed). Removing a file or
+    /// symlink reports 1. The total is not known in advance; the first call comes after the
+    /// detach and the first batch. On an error, the last count reported is what was
+    /// deleted for good.
+    pub fn remove_all_with(&self, path: impl AsRef<[u8]>, progress: &mut dyn FnMut(u64)) -> Result<()> {
         let p = path.as_ref();
         let cred = self.cred.as_deref();
         if cred.is_some_and(|c| c.uid != 0) {
             self.check_tree_removable(p)?;
         }
-        if let Some(ino) = self.inner.run(cred, |ops| ops.detach_tree(p))? {
-            self.inner.reap_tree(ino)?;
+        match self.inner.run(cred, |ops| ops.detach_tree(p))? {
+            Some(ino) => self.inner.reap_tree(ino, progress),
+            None => {
+                progress(1);
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// Walks the tree at `p` in read-only pages, checking that every directory may be emptied.
