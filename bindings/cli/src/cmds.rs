@@ -1,6 +1,7 @@
 //! The commands that work on single files and small trees, and the store-opening rules.
 
 use crate::fail::Fail;
+use crate::progress::Progress;
 use crate::{fsck, transfer, Command};
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -87,7 +88,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
             for p in paths {
                 let st = store.lstat(p.as_bytes())?;
                 match (st.is_dir(), recursive) {
-                    (true, true) => store.remove_all(p.as_bytes())?,
+                    (true, true) => remove_tree(&store, p.as_bytes())?,
                     (true, false) => {
                         return Err(Fail {
                             msg: format!("{}: is a directory (use rm -r)", p.to_string_lossy()),
@@ -359,6 +360,18 @@ fn du(store: &Store, out: &mut impl Write, path: &[u8], summary: bool, top: bool
         w(out, b"\n")?;
     }
     Ok(total)
+}
+
+/// `rm -r` of one tree, with the progress display (entries removed; the total is not known).
+fn remove_tree(store: &Store, path: &[u8]) -> Res {
+    let mut progress = Progress::new("rm: removed", 0);
+    let mut shown = 0;
+    let r = store.remove_all_with(path, &mut |n| {
+        progress.add(n - shown);
+        shown = n;
+    });
+    progress.finish();
+    Ok(r?)
 }
 
 /// Copies one file's data inside the store, as one transaction.

@@ -163,6 +163,40 @@ fn file_commands() {
     assert_eq!(env.ok(&["fsck"]), "clean\n");
 }
 
+/// `rm -r` of a tree of several batches: nothing on standard error when it is not a terminal;
+/// on a terminal (through util-linux `script`, when installed) the progress line shows the
+/// entries removed and the rate, and is cleared at the end.
+#[test]
+fn rm_recursive_progress() {
+    let env = Env::new().init();
+    let many = env.host("many");
+    for d in 0..3 {
+        std::fs::create_dir_all(many.join(format!("d{d}"))).unwrap();
+        for f in 0..1000 {
+            std::fs::write(many.join(format!("d{d}/f{f}")), b"x").unwrap();
+        }
+    }
+    env.ok(&["import", many.to_str().unwrap(), "/t"]);
+    let o = env.run(&["rm", "-r", "/t"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "piped rm -r must stay quiet: {:?}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(env.ok(&["ls"]), "");
+
+    env.ok(&["import", many.to_str().unwrap(), "/t"]);
+    let line = format!("'{BIN}' --store '{}' rm -r /t", env.store().display());
+    match Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output() {
+        Ok(o) => {
+            let tty = String::from_utf8_lossy(&o.stdout);
+            assert!(o.status.success(), "{tty}");
+            assert!(tty.contains("rm: removed ") && tty.contains("/s"), "no progress line on a terminal: {tty:?}");
+            assert!(tty.trim_end_matches(['\r', '\n']).ends_with("\r\x1b[K"), "progress line not cleared: {tty:?}");
+        }
+        Err(e) => eprintln!("terminal display not checked (`script`: {e})"),
+    }
+    assert_eq!(env.ok(&["ls"]), "");
+    assert_eq!(env.ok(&["fsck"]), "clean\n");
+}
+
 fn set_times(p: &Path, sec: i64, nsec: i64) {
     let c = CString::new(p.as_os_str().as_bytes()).unwrap();
     let t = libc::timespec { tv_sec: sec, tv_nsec: nsec };
