@@ -192,6 +192,26 @@
 #define TXVFS_DT_LNK 10
 
 /**
+ * Directory entry type of a named pipe (`DT_FIFO`).
+ */
+#define TXVFS_DT_FIFO 1
+
+/**
+ * Directory entry type of a character device (`DT_CHR`).
+ */
+#define TXVFS_DT_CHR 2
+
+/**
+ * Directory entry type of a block device (`DT_BLK`).
+ */
+#define TXVFS_DT_BLK 6
+
+/**
+ * Directory entry type of a Unix domain socket (`DT_SOCK`).
+ */
+#define TXVFS_DT_SOCK 12
+
+/**
  * `txvfs_chown`: keep the owner or group unchanged (`(uid_t)-1`).
  */
 #define TXVFS_ID_UNCHANGED 4294967295
@@ -308,7 +328,8 @@ typedef struct txvfs_dirent {
      */
     uint64_t ino;
     /**
-     * `TXVFS_DT_REG`, `TXVFS_DT_DIR` or `TXVFS_DT_LNK`.
+     * `TXVFS_DT_REG`, `TXVFS_DT_DIR`, `TXVFS_DT_LNK`, or for a special file (made by
+     * another binding or the FUSE mount) `TXVFS_DT_FIFO`, `_CHR`, `_BLK` or `_SOCK`.
      */
     uint8_t type;
     /**

@@ -58,6 +58,14 @@ pub const TXVFS_DT_REG: u8 = 8;
 pub const TXVFS_DT_DIR: u8 = 4;
 /// Directory entry type of a symbolic link (`DT_LNK`).
 pub const TXVFS_DT_LNK: u8 = 10;
+/// Directory entry type of a named pipe (`DT_FIFO`).
+pub const TXVFS_DT_FIFO: u8 = 1;
+/// Directory entry type of a character device (`DT_CHR`).
+pub const TXVFS_DT_CHR: u8 = 2;
+/// Directory entry type of a block device (`DT_BLK`).
+pub const TXVFS_DT_BLK: u8 = 6;
+/// Directory entry type of a Unix domain socket (`DT_SOCK`).
+pub const TXVFS_DT_SOCK: u8 = 12;
 
 /// `txvfs_chown`: keep the owner or group unchanged (`(uid_t)-1`).
 pub const TXVFS_ID_UNCHANGED: u32 = 0xFFFF_FFFF;
@@ -149,7 +157,8 @@ impl From<StatFs> for txvfs_usage {
 pub struct txvfs_dirent {
     /// Inode number.
     pub ino: u64,
-    /// `TXVFS_DT_REG`, `TXVFS_DT_DIR` or `TXVFS_DT_LNK`.
+    /// `TXVFS_DT_REG`, `TXVFS_DT_DIR`, `TXVFS_DT_LNK`, or for a special file (made by
+    /// another binding or the FUSE mount) `TXVFS_DT_FIFO`, `_CHR`, `_BLK` or `_SOCK`.
     pub r#type: u8,
     /// Length of `name` in bytes (without the NUL).
     pub name_len: u16,
@@ -173,6 +182,10 @@ fn dt(kind: FileType) -> u8 {
         FileType::File => TXVFS_DT_REG,
         FileType::Dir => TXVFS_DT_DIR,
         FileType::Symlink => TXVFS_DT_LNK,
+        FileType::Fifo => TXVFS_DT_FIFO,
+        FileType::CharDevice => TXVFS_DT_CHR,
+        FileType::BlockDevice => TXVFS_DT_BLK,
+        FileType::Socket => TXVFS_DT_SOCK,
     }
 }
 

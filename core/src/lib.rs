@@ -26,7 +26,7 @@ pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
 pub use fs::{
-    Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, OpenOptions, Options, RangeLock,
-    RangeLockKind, RenameFlags, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
+    Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,
+    RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
 };
 pub use schema::FileType;

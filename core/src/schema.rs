@@ -6,7 +6,7 @@
 //! | scope | key | value |
 //! | --- | --- | --- |
 //! | `S` | `S` | superblock: format version, block size, inline limit, creation time |
-//! | `I` | `I` ino | inode attributes, and the data of a small file or a symlink target inline |
+//! | `I` | `I` ino | inode attributes, and the data of a small file, a symlink target or a device number inline |
 //! | `I` | `I` ino `m`/`c`/`n` | a directory's hot attributes: mtime, ctime (atomic max), link-count delta (atomic add) |
 //! | `D` | `D` parent-ino name | child ino and type: lookup is one get, readdir one range scan |
 //! | `B` | `B` ino block-index | block bytes, or a reference to an immutable chunk; missing reads as zeros |
@@ -373,6 +373,14 @@ pub enum FileType {
     Dir,
     /// A symbolic link.
     Symlink,
+    /// A named pipe (FIFO): only its name and attributes live in the store.
+    Fifo,
+    /// A character device node (its device number is kept, never opened by the store).
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
+    /// A Unix domain socket's name.
+    Socket,
 }
 
 impl FileType {
@@ -382,13 +390,39 @@ impl FileType {
             FileType::File => libc::S_IFREG,
             FileType::Dir => libc::S_IFDIR,
             FileType::Symlink => libc::S_IFLNK,
+            FileType::Fifo => libc::S_IFIFO,
+            FileType::CharDevice => libc::S_IFCHR,
+            FileType::BlockDevice => libc::S_IFBLK,
+            FileType::Socket => libc::S_IFSOCK,
         }
+    }
+    /// The type whose `S_IFMT` bits `mode` carries, if any.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        [
+            FileType::File,
+            FileType::Dir,
+            FileType::Symlink,
+            FileType::Fifo,
+            FileType::CharDevice,
+            FileType::BlockDevice,
+            FileType::Socket,
+        ]
+        .into_iter()
+        .find(|t| t.mode_bits() == mode & libc::S_IFMT)
+    }
+    /// True for the special files (FIFOs, device nodes, sockets): attributes without data.
+    pub fn is_special(self) -> bool {
+        !matches!(self, FileType::File | FileType::Dir | FileType::Symlink)
     }
     fn from_u8(b: u8) -> Result<FileType> {
         match b {
             1 => Ok(FileType::File),
             2 => Ok(FileType::Dir),
             3 => Ok(FileType::Symlink),
+            4 => Ok(FileType::Fifo),
+            5 => Ok(FileType::CharDevice),
+            6 => Ok(FileType::BlockDevice),
+            7 => Ok(FileType::Socket),
             _ => Err(corrupt("unknown file type")),
         }
     }
@@ -397,6 +431,10 @@ impl FileType {
             FileType::File => 1,
             FileType::Dir => 2,
             FileType::Symlink => 3,
+            FileType::Fifo => 4,
+            FileType::CharDevice => 5,
+            FileType::BlockDevice => 6,
+            FileType::Socket => 7,
         }
     }
 }
@@ -453,10 +491,19 @@ pub struct Inode {
     /// deleted with the block.
     pub has_chunks: bool,
     /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
+    /// A device node keeps its device number here (8 bytes, little-endian, not inline).
     pub inline: Vec<u8>,
 }
 
 impl Inode {
+    /// The device number of a device node (0 for every other type).
+    pub fn rdev(&self) -> u64 {
+        match (self.kind, <[u8; 8]>::try_from(self.inline.as_slice())) {
+            (FileType::CharDevice | FileType::BlockDevice, Ok(b)) => u64::from_le_bytes(b),
+            _ => 0,
+        }
+    }
+
     /// Encodes the inode.
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(48 + self.inline.len());

@@ -210,6 +210,7 @@ fn run(fs: &Store, op: &str, a: &[String]) -> Result<Option<Vec<u8>>, Error> {
                 FileType::File => "file",
                 FileType::Dir => "dir",
                 FileType::Symlink => "symlink",
+                _ => "special",
             };
             some(t.as_bytes().to_vec())
         }

@@ -311,6 +311,10 @@ fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> Res {
         FileType::File => "regular file",
         FileType::Dir => "directory",
         FileType::Symlink => "symbolic link",
+        FileType::Fifo => "fifo",
+        FileType::CharDevice => "character special file",
+        FileType::BlockDevice => "block special file",
+        FileType::Socket => "socket",
     };
     w(out, b"  File: ")?;
     w(out, path)?;
@@ -397,7 +401,8 @@ fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> Res {
     match st.kind {
         FileType::File => copy_file(store, src, dst, st.mode & 0o7777),
         FileType::Symlink => Ok(store.symlink(store.readlink(src)?, dst)?),
-        FileType::Dir => {
+        kind if kind.is_special() => Ok(store.mknod(dst, kind, st.mode & 0o7777, st.rdev)?),
+        FileType::Dir | _ => {
             if dst.starts_with(src) && dst.get(src.len()) == Some(&b'/') {
                 return Err(Fail {
                     msg: format!("cannot copy {} into itself", String::from_utf8_lossy(src)),

@@ -352,7 +352,14 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
             FileType::Symlink => {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&store.readlink(p)?), h).map_err(io(h))?;
             }
-            FileType::File => {
+            kind if kind.is_special() => {
+                let c = cstr(h)?;
+                // SAFETY: valid C string; mknod copies nothing from us but the arguments.
+                if unsafe { libc::mknod(c.as_ptr(), kind.mode_bits() | (st.mode & 0o7777), st.rdev as libc::dev_t) } < 0 {
+                    return Err(Fail::io(h, std::io::Error::last_os_error()));
+                }
+            }
+            FileType::File | _ => {
                 if st.nlink > 1 {
                     if let Some(first) = links.get(&st.ino) {
                         std::fs::hard_link(first, h).map_err(io(h))?;

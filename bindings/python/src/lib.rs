@@ -126,8 +126,10 @@ fn kind_name(k: FileType) -> &'static str {
         FileType::File => "file",
         FileType::Dir => "dir",
         FileType::Symlink => "symlink",
-        #[allow(unreachable_patterns)]
-        _ => "other",
+        FileType::Fifo => "fifo",
+        FileType::CharDevice => "chardev",
+        FileType::BlockDevice => "blockdev",
+        FileType::Socket => "socket",
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::types::{FallocateMode, OpenOptions, Stat};
-use super::Ctx;
+use super::{Ctx, Ops};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 use parking_lot::Mutex;
@@ -32,6 +32,15 @@ const WRITE_BACK_MAX: usize = 4 << 20;
 
 impl File {
     pub(crate) fn open(ctx: Ctx, path: &[u8], options: &OpenOptions) -> Result<File> {
+        Self::open_with(ctx, options, |ops| ops.open(path, options))
+    }
+
+    /// Opens the file that `open` finds (or creates) inside the operation.
+    pub(crate) fn open_with(
+        ctx: Ctx,
+        options: &OpenOptions,
+        mut open: impl FnMut(&mut Ops<'_>) -> Result<(u64, FileType)>,
+    ) -> Result<File> {
         let inner = &ctx.store().inner;
         // Count the handle as open from inside the operation, so that an unlink racing with
         // this open sees it and keeps the inode as an orphan.
@@ -40,7 +49,7 @@ impl File {
             if let Some(ino) = counted.take() {
                 inner.closed(ino);
             }
-            let (ino, kind) = ops.open(path, options)?;
+            let (ino, kind) = open(ops)?;
             inner.opened(ino);
             counted = Some(ino);
             Ok((ino, kind))

@@ -3,6 +3,7 @@
 //! number of files into one atomic, isolated, durable change.
 
 mod file;
+mod inodes;
 pub mod leases;
 mod locks;
 mod staging;
@@ -11,10 +12,12 @@ pub(crate) mod path;
 mod types;
 
 pub use file::File;
+pub use inodes::{InodeFileSystem, SetAttr};
 use leases::{LeaseTable, SystemClock, DEFAULT_LEASE};
 pub use locks::{FlockOp, RangeLock, RangeLockKind};
 #[doc(hidden)]
 pub use ops::Ops;
+use ops::Target;
 pub use ops::{MAX_FILE_SIZE, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};
 pub use types::*;
@@ -711,6 +714,12 @@ pub trait FileSystem: sealed::Sealed {
             Ok(())
         })
     }
+    /// Creates a special file at `path`: a FIFO, a socket's name, or a device node numbered
+    /// `rdev` ([`FileType::Fifo`](crate::FileType), `Socket`, `CharDevice`, `BlockDevice`).
+    /// Only its name and attributes are stored: opening it through the store is refused.
+    fn mknod(&self, path: impl AsRef<[u8]>, kind: crate::FileType, mode: u32, rdev: u64) -> Result<()> {
+        self.ctx().run(|ops| ops.mknod(b(&path), kind, mode, rdev))
+    }
     /// Removes an empty directory.
     fn rmdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
         self.ctx().run(|ops| ops.rmdir(b(&path)))
@@ -766,19 +775,19 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Reads an extended attribute (ENODATA if absent).
     fn getxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.ctx().run(|ops| ops.getxattr(b(&path), b(&name)))
+        self.ctx().run(|ops| ops.getxattr(Target::Path(b(&path)), b(&name)))
     }
     /// Sets an extended attribute; see [`XattrFlags`].
     fn setxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>, value: &[u8], flags: XattrFlags) -> Result<()> {
-        self.ctx().run(|ops| ops.setxattr(b(&path), b(&name), value, flags))
+        self.ctx().run(|ops| ops.setxattr(Target::Path(b(&path)), b(&name), value, flags))
     }
     /// Lists extended attribute names.
     fn listxattr(&self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
-        self.ctx().run(|ops| ops.listxattr(b(&path)))
+        self.ctx().run(|ops| ops.listxattr(Target::Path(b(&path))))
     }
     /// Removes an extended attribute (ENODATA if absent).
     fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        self.ctx().run(|ops| ops.removexattr(b(&path), b(&name)))
+        self.ctx().run(|ops| ops.removexattr(Target::Path(b(&path)), b(&name)))
     }
     /// Store-wide usage in O(1).
     fn statfs(&self) -> Result<StatFs> {

@@ -31,6 +31,13 @@ pub(crate) fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+fn check_symlink_target(target: &[u8]) -> Result<()> {
+    if target.is_empty() || target.contains(&0) || target.len() > path::PATH_MAX {
+        return Err(Error::new(ErrorKind::Invalid, format!("{}: invalid symlink target", show(target))));
+    }
+    Ok(())
+}
+
 /// A resolved path: the directory that holds the last name, and what the name refers to.
 pub(crate) struct Resolved {
     /// Directory holding the last component.
@@ -42,6 +49,25 @@ pub(crate) struct Resolved {
     pub entry: Option<Dentry>,
     /// Directories from the root down to `parent`, inclusive.
     pub ancestors: Vec<u64>,
+}
+
+/// What a call names: a path (resolved from the root) or an inode.
+#[derive(Clone, Copy)]
+pub enum Target<'p> {
+    /// An absolute path.
+    Path(&'p [u8]),
+    /// An inode number.
+    Ino(u64),
+}
+
+impl<'p> Target<'p> {
+    /// The path, for messages (empty for an inode).
+    fn path(self) -> &'p [u8] {
+        match self {
+            Target::Path(p) => p,
+            Target::Ino(_) => b"",
+        }
+    }
 }
 
 /// Operations over one kv transaction.
@@ -295,29 +321,83 @@ impl<'a> Ops<'a> {
         }
     }
 
+    /// The directory `dir`, for looking up `name` in it: it must be a directory the caller
+    /// may search.
+    fn search_dir(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+        path::check_name(name)?;
+        let d = self.inode(dir)?;
+        if d.kind != FileType::Dir {
+            return Err(Error::at(ErrorKind::NotDir, name));
+        }
+        self.access(&d, X_OK).map_err(|_| Error::at(ErrorKind::Access, name))
+    }
+
+    /// Checks that `name` may be created in directory `dir` (it is free and the caller may
+    /// write there).
+    fn create_check(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+        self.search_dir(dir, name)?;
+        if self.lookup(dir, name)?.is_some() {
+            return Err(Error::at(ErrorKind::Exists, name));
+        }
+        self.access_ino(dir, W_OK | X_OK, name)
+    }
+
+    /// The entry `name` of directory `dir`, as a resolved path.
+    fn resolved_at(&mut self, dir: u64, name: &[u8]) -> Result<Resolved> {
+        self.search_dir(dir, name)?;
+        let entry = self.lookup(dir, name)?;
+        Ok(Resolved { parent: dir, name: Some(name.to_vec()), entry, ancestors: vec![dir] })
+    }
+
+    /// `lookup`: the attributes of `name` in directory `dir`.
+    pub fn lookup_at(&mut self, dir: u64, name: &[u8]) -> Result<Stat> {
+        let r = self.resolved_at(dir, name)?;
+        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, name))?;
+        self.stat_ino(e.ino)
+    }
+
+    /// Checks that the caller may access `ino` for `mask` (`R_OK | W_OK | X_OK` bits, 0 for
+    /// existence), like `access(2)` with the caller's credential.
+    pub fn access_check(&mut self, ino: u64, mask: u32) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.access(&inode, mask & 7)
+    }
+
+    /// Creates a node of `kind` named `name` in `dir`: a directory, an empty file, a symlink
+    /// (`data` is its target) or a special file (`rdev` is a device's number).
+    pub fn mknod_at(&mut self, dir: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8], rdev: u64) -> Result<u64> {
+        if kind == FileType::Symlink {
+            check_symlink_target(data)?;
+        }
+        self.create_check(dir, name)?;
+        self.create_node(dir, name, kind, perm, data, rdev)
+    }
+
     // ---- creating and deleting ----
 
     fn alloc_ino(&mut self) -> Result<u64> {
         self.inner.alloc_ino()
     }
 
-    fn create_node(&mut self, parent: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8]) -> Result<u64> {
+    fn create_node(&mut self, parent: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8], rdev: u64) -> Result<u64> {
         let ino = self.alloc_ino()?;
         let now = now_ns();
         let (uid, gid) = self.new_owner();
+        let device = matches!(kind, FileType::CharDevice | FileType::BlockDevice);
         let inode = Inode {
             kind,
             perm: perm & 0o7777,
             uid,
             gid,
             nlink: if kind == FileType::Dir { 2 } else { 1 },
-            size: data.len() as u64,
+            size: if kind.is_special() { 0 } else { data.len() as u64 },
             atime: now,
             mtime: now,
             ctime: now,
-            is_inline: true,
+            // A special file has no data; a device keeps its number where data would be.
+            is_inline: !kind.is_special(),
             has_chunks: false,
-            inline: data.to_vec(),
+            inline: if device { rdev.to_le_bytes().to_vec() } else if kind.is_special() { Vec::new() } else { data.to_vec() },
         };
         self.store_inode(ino, &inode)?;
         self.set(&schema::dentry_key(parent, name), &Dentry { ino, kind }.encode())?;
@@ -381,7 +461,17 @@ impl<'a> Ops<'a> {
     /// Creates a directory.
     pub fn mkdir(&mut self, p: &[u8], mode: u32) -> Result<()> {
         let (parent, name) = self.for_create(p)?;
-        self.create_node(parent, &name, FileType::Dir, mode, &[])?;
+        self.create_node(parent, &name, FileType::Dir, mode, &[], 0)?;
+        Ok(())
+    }
+
+    /// Creates a special file (FIFO, device node or socket) at `p`.
+    pub fn mknod(&mut self, p: &[u8], kind: FileType, mode: u32, rdev: u64) -> Result<()> {
+        if !kind.is_special() {
+            return Err(Error::new(ErrorKind::Invalid, format!("{}: mknod makes only special files", show(p))));
+        }
+        let (parent, name) = self.for_create(p)?;
+        self.create_node(parent, &name, kind, mode, &[], rdev)?;
         Ok(())
     }
 
@@ -400,18 +490,39 @@ impl<'a> Ops<'a> {
     /// Removes an empty directory.
     pub fn rmdir(&mut self, p: &[u8]) -> Result<()> {
         let (parent, name, e) = self.removable_entry(p)?;
+        self.rmdir_entry(parent, &name, e, p)
+    }
+
+    /// Removes the empty directory `name` of `dir`.
+    pub fn rmdir_at(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+        let r = self.resolved_at(dir, name)?;
+        let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, name))?;
+        self.rmdir_entry(dir, name, e, name)
+    }
+
+    fn rmdir_entry(&mut self, parent: u64, name: &[u8], e: Dentry, p: &[u8]) -> Result<()> {
         if e.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, p));
         }
         self.may_delete(parent, e.ino, p)?;
         self.remove_dir(parent, e.ino, p)?;
-        self.clear(&schema::dentry_key(parent, &name))?;
+        self.clear(&schema::dentry_key(parent, name))?;
         self.touch_dir(parent, now_ns())
     }
 
     /// Removes a name of a non-directory.
     pub fn unlink(&mut self, p: &[u8]) -> Result<()> {
         let r = self.resolve(p, false)?;
+        self.unlink_resolved(r, p)
+    }
+
+    /// Removes the name `name` of a non-directory in `dir`.
+    pub fn unlink_at(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+        let r = self.resolved_at(dir, name)?;
+        self.unlink_resolved(r, name)
+    }
+
+    fn unlink_resolved(&mut self, r: Resolved, p: &[u8]) -> Result<()> {
         let (Some(name), Some(e)) = (r.name, r.entry) else {
             let kind = if r.entry.is_some() { ErrorKind::IsDir } else { ErrorKind::NotFound };
             return Err(Error::at(kind, p));
@@ -432,6 +543,22 @@ impl<'a> Ops<'a> {
         }
         let s = self.resolve(from, false)?;
         let d = self.resolve(to, false)?;
+        self.rename_resolved(s, d, from, to, flags)
+    }
+
+    /// Renames `name` of `dir` to `new_name` of `new_dir`. Unlike the path form, this cannot
+    /// see whether `new_dir` lies inside a directory being moved (the tree keeps no parent
+    /// links): a caller such as the kernel must refuse such a move first.
+    pub fn rename_at(&mut self, dir: u64, name: &[u8], new_dir: u64, new_name: &[u8], flags: RenameFlags) -> Result<()> {
+        if flags.no_replace && flags.exchange {
+            return Err(Error::new(ErrorKind::Invalid, "rename: no_replace and exchange exclude each other"));
+        }
+        let s = self.resolved_at(dir, name)?;
+        let d = self.resolved_at(new_dir, new_name)?;
+        self.rename_resolved(s, d, name, new_name, flags)
+    }
+
+    fn rename_resolved(&mut self, s: Resolved, d: Resolved, from: &[u8], to: &[u8], flags: RenameFlags) -> Result<()> {
         let bad_end = |r: &Resolved, p: &[u8]| {
             let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
             Error::at(kind, p)
@@ -513,31 +640,50 @@ impl<'a> Ops<'a> {
 
     /// Creates a hard link `to` to the non-directory `from`.
     pub fn link(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
-        let (ino, mut inode) = self.existing(from, false)?;
+        let (ino, inode) = self.existing(from, false)?;
         let (parent, name) = self.for_create(to)?;
+        self.add_link(ino, inode, parent, &name, from)
+    }
+
+    /// Creates a hard link `name` in `dir` to the non-directory `ino`.
+    pub fn link_at(&mut self, ino: u64, dir: u64, name: &[u8]) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.create_check(dir, name)?;
+        self.add_link(ino, inode, dir, name, name)
+    }
+
+    fn add_link(&mut self, ino: u64, mut inode: Inode, parent: u64, name: &[u8], from: &[u8]) -> Result<()> {
         if inode.kind == FileType::Dir {
             return Err(Error::new(ErrorKind::NotPermitted, format!("{}: cannot hard-link a directory", show(from))));
         }
         inode.nlink += 1;
         inode.ctime = now_ns();
         self.store_inode(ino, &inode)?;
-        self.set(&schema::dentry_key(parent, &name), &Dentry { ino, kind: inode.kind }.encode())?;
+        self.set(&schema::dentry_key(parent, name), &Dentry { ino, kind: inode.kind }.encode())?;
         self.touch_dir(parent, inode.ctime)
     }
 
     /// Creates a symbolic link at `link` pointing to `target`.
     pub fn symlink(&mut self, target: &[u8], link: &[u8]) -> Result<()> {
-        if target.is_empty() || target.contains(&0) || target.len() > path::PATH_MAX {
-            return Err(Error::new(ErrorKind::Invalid, format!("{}: invalid symlink target", show(target))));
-        }
+        check_symlink_target(target)?;
         let (parent, name) = self.for_create(link)?;
-        self.create_node(parent, &name, FileType::Symlink, 0o777, target)?;
+        self.create_node(parent, &name, FileType::Symlink, 0o777, target, 0)?;
         Ok(())
     }
 
     /// Reads a symbolic link's target.
     pub fn readlink(&mut self, p: &[u8]) -> Result<Vec<u8>> {
         let (_, inode) = self.existing(p, false)?;
+        Self::link_target(inode, p)
+    }
+
+    /// Reads the target of symlink `ino`.
+    pub fn readlink_ino(&mut self, ino: u64) -> Result<Vec<u8>> {
+        let inode = self.inode(ino)?;
+        Self::link_target(inode, b"")
+    }
+
+    fn link_target(inode: Inode, p: &[u8]) -> Result<Vec<u8>> {
         if inode.kind != FileType::Symlink {
             return Err(Error::new(ErrorKind::Invalid, format!("{}: not a symbolic link", show(p))));
         }
@@ -560,7 +706,17 @@ impl<'a> Ops<'a> {
 
     /// Changes permission bits.
     pub fn chmod(&mut self, p: &[u8], mode: u32) -> Result<()> {
-        let (ino, mut inode) = self.existing(p, true)?;
+        let (ino, inode) = self.existing(p, true)?;
+        self.chmod_inode(ino, inode, mode, p)
+    }
+
+    /// Changes the permission bits of `ino`.
+    pub fn chmod_ino(&mut self, ino: u64, mode: u32) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.chmod_inode(ino, inode, mode, b"")
+    }
+
+    fn chmod_inode(&mut self, ino: u64, mut inode: Inode, mode: u32, p: &[u8]) -> Result<()> {
         self.owner_or_root(&inode, p)?;
         inode.perm = mode & 0o7777;
         inode.ctime = now_ns();
@@ -569,7 +725,17 @@ impl<'a> Ops<'a> {
 
     /// Changes owner and/or group (`None` leaves one unchanged).
     pub fn chown(&mut self, p: &[u8], uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<()> {
-        let (ino, mut inode) = self.existing(p, follow)?;
+        let (ino, inode) = self.existing(p, follow)?;
+        self.chown_inode(ino, inode, uid, gid, p)
+    }
+
+    /// Changes the owner and/or group of `ino`.
+    pub fn chown_ino(&mut self, ino: u64, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.chown_inode(ino, inode, uid, gid, b"")
+    }
+
+    fn chown_inode(&mut self, ino: u64, mut inode: Inode, uid: Option<u32>, gid: Option<u32>, p: &[u8]) -> Result<()> {
         if let Some(c) = self.cred.filter(|c| c.uid != 0) {
             let uid_ok = uid.is_none_or(|u| u == inode.uid);
             let gid_ok = gid.is_none_or(|g| g == inode.gid || c.in_group(g));
@@ -585,7 +751,17 @@ impl<'a> Ops<'a> {
 
     /// Sets access and modification times.
     pub fn utimens(&mut self, p: &[u8], atime: SetTime, mtime: SetTime, follow: bool) -> Result<()> {
-        let (ino, mut inode) = self.existing(p, follow)?;
+        let (ino, inode) = self.existing(p, follow)?;
+        self.utimens_inode(ino, inode, atime, mtime, p)
+    }
+
+    /// Sets the access and modification times of `ino`.
+    pub fn utimens_ino(&mut self, ino: u64, atime: SetTime, mtime: SetTime) -> Result<()> {
+        let inode = self.inode(ino)?;
+        self.utimens_inode(ino, inode, atime, mtime, b"")
+    }
+
+    fn utimens_inode(&mut self, ino: u64, mut inode: Inode, atime: SetTime, mtime: SetTime, p: &[u8]) -> Result<()> {
         let explicit = matches!(atime, SetTime::At(_)) || matches!(mtime, SetTime::At(_));
         if explicit {
             self.owner_or_root(&inode, p)?;
@@ -612,6 +788,16 @@ impl<'a> Ops<'a> {
     /// Lists a directory: up to `limit` entries (0: all) with names after `after`.
     pub fn readdir(&mut self, p: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
         let (ino, inode) = self.existing(p, true)?;
+        self.list_dir(ino, inode, after, limit, p)
+    }
+
+    /// Lists directory `ino` like [`Ops::readdir`].
+    pub fn readdir_ino(&mut self, ino: u64, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+        let inode = self.inode(ino)?;
+        self.list_dir(ino, inode, after, limit, b"")
+    }
+
+    fn list_dir(&mut self, ino: u64, inode: Inode, after: Option<&[u8]>, limit: usize, p: &[u8]) -> Result<Vec<DirEntry>> {
         if inode.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, p));
         }
@@ -648,8 +834,16 @@ impl<'a> Ops<'a> {
 
     // ---- extended attributes ----
 
-    fn xattr_target(&mut self, p: &[u8], write: bool) -> Result<u64> {
-        let (ino, inode) = self.existing(p, true)?;
+    /// The inode whose attributes an xattr call names: `Path` follows symlinks, `Ino` is
+    /// taken as it is.
+    fn xattr_target(&mut self, at: Target<'_>, write: bool) -> Result<u64> {
+        let (ino, inode, p) = match at {
+            Target::Path(p) => {
+                let (ino, inode) = self.existing(p, true)?;
+                (ino, inode, p)
+            }
+            Target::Ino(ino) => (ino, self.inode(ino)?, &b""[..]),
+        };
         if write {
             self.owner_or_root(&inode, p).or_else(|_| self.access(&inode, W_OK))
                 .map_err(|_| Error::at(ErrorKind::Access, p))?;
@@ -670,21 +864,23 @@ impl<'a> Ops<'a> {
     }
 
     /// Reads an extended attribute.
-    pub fn getxattr(&mut self, p: &[u8], name: &[u8]) -> Result<Vec<u8>> {
+    pub fn getxattr(&mut self, at: Target<'_>, name: &[u8]) -> Result<Vec<u8>> {
         Self::check_xattr_name(name)?;
-        let ino = self.xattr_target(p, false)?;
+        let p = at.path();
+        let ino = self.xattr_target(at, false)?;
         self.tx.get(&schema::xattr_key(ino, name))?.ok_or_else(|| {
             Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name)))
         })
     }
 
     /// Sets an extended attribute.
-    pub fn setxattr(&mut self, p: &[u8], name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+    pub fn setxattr(&mut self, at: Target<'_>, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
         Self::check_xattr_name(name)?;
         if value.len() > XATTR_SIZE_MAX {
             return Err(Error::new(ErrorKind::TooBig, "extended attribute value larger than 64 KiB"));
         }
-        let ino = self.xattr_target(p, true)?;
+        let p = at.path();
+        let ino = self.xattr_target(at, true)?;
         let key = schema::xattr_key(ino, name);
         let exists = self.tx.get(&key)?.is_some();
         match flags {
@@ -701,16 +897,17 @@ impl<'a> Ops<'a> {
     }
 
     /// Lists extended attribute names.
-    pub fn listxattr(&mut self, p: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let ino = self.xattr_target(p, false)?;
+    pub fn listxattr(&mut self, at: Target<'_>) -> Result<Vec<Vec<u8>>> {
+        let ino = self.xattr_target(at, false)?;
         let (s, e) = schema::xattr_range(ino);
         Ok(self.tx.get_range(&s, &e, 0, false)?.into_iter().map(|(k, _)| schema::xattr_name(&k).to_vec()).collect())
     }
 
     /// Removes an extended attribute.
-    pub fn removexattr(&mut self, p: &[u8], name: &[u8]) -> Result<()> {
+    pub fn removexattr(&mut self, at: Target<'_>, name: &[u8]) -> Result<()> {
         Self::check_xattr_name(name)?;
-        let ino = self.xattr_target(p, true)?;
+        let p = at.path();
+        let ino = self.xattr_target(at, true)?;
         let key = schema::xattr_key(ino, name);
         if self.tx.get(&key)?.is_none() {
             return Err(Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name))));
@@ -723,13 +920,36 @@ impl<'a> Ops<'a> {
 
     /// Opens (and maybe creates or truncates) a file; returns its inode number and type.
     pub fn open(&mut self, p: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
+        Self::check_open_options(o, p)?;
+        let r = self.resolve(p, !(o.create_new || o.no_follow))?;
+        self.open_resolved(r, o, p)
+    }
+
+    fn check_open_options(o: &OpenOptions, p: &[u8]) -> Result<()> {
         if o.truncate && !o.write {
             return Err(Error::new(ErrorKind::Invalid, format!("{}: truncate needs write access", show(p))));
         }
         if !o.read && !o.write {
             return Err(Error::new(ErrorKind::Invalid, format!("{}: open for neither reading nor writing", show(p))));
         }
-        let r = self.resolve(p, !(o.create_new || o.no_follow))?;
+        Ok(())
+    }
+
+    /// Opens (and maybe creates, see [`OpenOptions`]) the entry `name` of directory `dir`.
+    pub fn open_at(&mut self, dir: u64, name: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
+        Self::check_open_options(o, name)?;
+        let r = self.resolved_at(dir, name)?;
+        self.open_resolved(r, o, name)
+    }
+
+    /// Opens the existing inode `ino`, checking the caller's permission for `o`.
+    pub fn open_ino(&mut self, ino: u64, o: &OpenOptions) -> Result<(u64, FileType)> {
+        Self::check_open_options(o, b"")?;
+        let kind = self.inode(ino)?.kind;
+        self.open_resolved(Resolved { parent: ino, name: None, entry: Some(Dentry { ino, kind }), ancestors: vec![] }, o, b"")
+    }
+
+    fn open_resolved(&mut self, r: Resolved, o: &OpenOptions, p: &[u8]) -> Result<(u64, FileType)> {
         let e = match (r.entry, o.create || o.create_new) {
             (Some(_), _) if o.create_new => return Err(Error::at(ErrorKind::Exists, p)),
             (Some(e), _) => e,
@@ -740,7 +960,7 @@ impl<'a> Ops<'a> {
                 }
                 let name = r.name.expect("a missing entry has a name");
                 self.access_ino(r.parent, W_OK | X_OK, p)?;
-                let ino = self.create_node(r.parent, &name, FileType::File, o.mode, &[])?;
+                let ino = self.create_node(r.parent, &name, FileType::File, o.mode, &[], 0)?;
                 return Ok((ino, FileType::File));
             }
         };
@@ -748,6 +968,9 @@ impl<'a> Ops<'a> {
         match inode.kind {
             FileType::Symlink => return Err(Error::at(ErrorKind::Loop, p)),
             FileType::Dir if o.write => return Err(Error::at(ErrorKind::IsDir, p)),
+            kind if kind.is_special() => {
+                return Err(Error::new(ErrorKind::Invalid, format!("{}: a {kind:?} has no data to open in a store", show(p))))
+            }
             _ => {}
         }
         let mask = if o.read { R_OK } else { 0 } | if o.write { W_OK } else { 0 };
@@ -974,12 +1197,22 @@ impl<'a> Ops<'a> {
     }
 
     /// Sets the size of file `ino`: shrinking drops data, growing reads as zeros.
+    /// `truncate(2)` of `ino`: needs write permission, unlike a handle's `set_len`.
+    pub fn truncate_checked(&mut self, ino: u64, size: u64) -> Result<()> {
+        let inode = self.inode(ino)?;
+        if inode.kind == FileType::File {
+            self.access(&inode, W_OK)?;
+        }
+        self.truncate_ino(ino, size)
+    }
+
+    /// Sets the size of file `ino` (no permission check: the caller holds a writable handle).
     pub fn truncate_ino(&mut self, ino: u64, size: u64) -> Result<()> {
         let mut inode = self.inode(ino)?;
         match inode.kind {
             FileType::Dir => return Err(Error::new(ErrorKind::IsDir, "truncate of a directory")),
-            FileType::Symlink => return Err(Error::new(ErrorKind::Invalid, "truncate of a symlink")),
             FileType::File => {}
+            _ => return Err(Error::new(ErrorKind::Invalid, "truncate of a symlink or special file")),
         }
         if size > MAX_FILE_SIZE {
             return Err(Error::new(ErrorKind::FileTooBig, "size beyond the maximum file size"));

@@ -47,6 +47,8 @@ pub struct Stat {
     pub mtime_ns: i64,
     /// Status change time, ns since the epoch.
     pub ctime_ns: i64,
+    /// Device number of a character or block device node (0 otherwise).
+    pub rdev: u64,
 }
 
 impl Stat {
@@ -64,6 +66,7 @@ impl Stat {
             atime_ns: i.atime,
             mtime_ns: i.mtime,
             ctime_ns: i.ctime,
+            rdev: i.rdev(),
         }
     }
 
