@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::Duration;
 use txvfs::{DirEntry, FileSystem, FileType, OpenOptions, Options, Stat, Store};
 
 /// Result of a command.
@@ -51,6 +52,17 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
     if let Command::Fsck { repair } = cmd {
         check_exists(uri)?;
         return fsck::run(uri, repair);
+    }
+    if let Command::Mount { mountpoint, read_only, allow_other, cache_ttl } = cmd {
+        check_exists(uri)?;
+        let ttl = Duration::try_from_secs_f64(cache_ttl)
+            .map_err(|_| Fail { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
+        let store = Store::open_with(uri, Options { read_only, ..Options::default() })?;
+        let options = txvfs_fuse::MountOptions { read_only, allow_other, ttl, ..Default::default() };
+        return txvfs_fuse::mount(store, &mountpoint, &options).map_err(|e| Fail {
+            msg: format!("mount on {}: {e}", mountpoint.display()),
+            code: e.raw_os_error().unwrap_or(libc::EIO),
+        });
     }
     check_exists(uri)?;
     let store = Store::open(uri)?;

@@ -166,10 +166,21 @@ pub enum Command {
         #[arg(long)]
         repair: bool,
     },
-    /// Mount the store with FUSE (not built yet).
+    /// Mount the store with FUSE and serve it until unmounted (`fusermount3 -u`) or
+    /// interrupted (SIGINT/SIGTERM unmount cleanly).
     Mount {
-        /// Where to mount.
-        mountpoint: Option<PathBuf>,
+        /// An existing directory to mount on.
+        mountpoint: PathBuf,
+        /// Mount read-only (the store is opened read-only).
+        #[arg(long)]
+        read_only: bool,
+        /// Let other users use the mount (FUSE's allow_other).
+        #[arg(long)]
+        allow_other: bool,
+        /// Seconds the kernel may cache attributes and names: how late changes made to the
+        /// store outside this mount can show.
+        #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+        cache_ttl: f64,
     },
 }
 
@@ -186,9 +197,6 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<(), Fail> {
-    if let Command::Mount { .. } = cli.command {
-        return Err(Fail::msg("FUSE mount is not built yet (issue 6, part 2)"));
-    }
     let uri = cli.store.ok_or_else(|| Fail::msg("no store given: use --store URI or set TXVFS_STORE"))?;
     cmds::dispatch(&uri, cli.command)
 }
