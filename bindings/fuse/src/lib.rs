@@ -55,18 +55,14 @@ impl Default for MountOptions {
 /// (`fusermount3 -u`, `umount`) or the process gets SIGINT or SIGTERM, which unmount it
 /// cleanly. Returns once unmounted, after syncing the store.
 pub fn mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<()> {
-    // Block the stop signals in every thread (those spawned later inherit the mask), so that
-    // one thread can wait for them and unmount.
-    let signals = stop_signals();
-    // SAFETY: `signals` is an initialised set; changing this thread's mask is always allowed.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
     let sync_store = store.clone();
     let mut session = Session::new(Adapter::new(store, options), mountpoint, &config(options))?;
     let mut unmounter = session.unmount_callable();
+    let stop = stop_on_signals()?;
     std::thread::Builder::new().name("txvfs-signals".into()).spawn(move || {
-        let mut sig = 0;
-        // SAFETY: valid set and out pointer.
-        if unsafe { libc::sigwait(&signals, &mut sig) } == 0 {
+        let mut byte = [0u8; 1];
+        // SAFETY: reads one byte into a local buffer from the pipe the handler writes.
+        if unsafe { libc::read(stop, byte.as_mut_ptr().cast(), 1) } == 1 {
             let _ = unmounter.unmount();
         }
     })?;
@@ -75,21 +71,43 @@ pub fn mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Res
     served.and(synced)
 }
 
+/// The write end of the pipe that SIGINT and SIGTERM write to.
+static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    let fd = STOP_PIPE.load(Ordering::Relaxed);
+    // SAFETY: write(2) is async-signal-safe; the byte is a static.
+    unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) };
+}
+
+/// Makes SIGINT and SIGTERM write a byte to a pipe (whichever thread they hit: threads the
+/// store started earlier have them unblocked), and returns the read end.
+fn stop_on_signals() -> io::Result<libc::c_int> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    STOP_PIPE.store(fds[1], Ordering::Relaxed);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a valid handler and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(sig, &action, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(fds[0])
+}
+
 /// Mounts `store` on `mountpoint` in a background thread; dropping the returned session
 /// unmounts it. For tests and programs that serve a mount next to other work.
 pub fn spawn_mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<fuser::BackgroundSession> {
     Session::new(Adapter::new(store, options), mountpoint, &config(options))?.spawn()
-}
-
-fn stop_signals() -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        set
-    }
 }
 
 fn config(options: &MountOptions) -> Config {
