@@ -7,13 +7,15 @@
 //! The kernel caches attributes and entries for [`MountOptions::ttl`]: changes made through
 //! the mount are always seen at once (the kernel invalidates what its own requests change);
 //! changes made to the store by other processes, outside this mount, show up within the ttl.
-//! POSIX record locks and `flock` are kept by the kernel for this mount (they do not reach
-//! the store's lock table, so they do not exclude programs using the library directly).
+//! POSIX record locks (`fcntl` F_SETLK, F_SETLKW, F_GETLK) go to the store's lock table, so
+//! they also exclude programs using the library on the same store (and, on a shared backend,
+//! other processes). `flock` locks stay in the kernel, for this mount only: FUSE does not
+//! tell the two apart in the requests fuser passes on.
 
 #![warn(missing_docs)]
 
 use fuser::{
-    AccessFlags, Config, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    AccessFlags, Config, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     MountOption, OpenAccMode, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, TimeOrNow, WriteFlags,
 };
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use txvfs::{
     Credential, DirEntry, Error, ErrorKind, FallocateMode, File, FileSystem, FileType, InodeFileSystem, OpenOptions,
-    RenameFlags, SetAttr, SetTime, Stat, Store, XattrFlags,
+    RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, Store, XattrFlags,
 };
 
 /// How to mount.
@@ -151,11 +153,20 @@ struct Adapter {
     ttl: Duration,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_handle: AtomicU64,
+    /// POSIX lock owners: for each (inode, kernel lock owner), a handle that holds that
+    /// owner's locks in the store, and the pid F_GETLK reports.
+    lock_owners: Mutex<HashMap<(u64, u64), (Arc<File>, u32)>>,
 }
 
 impl Adapter {
     fn new(store: Store, options: &MountOptions) -> Adapter {
-        Adapter { store, ttl: options.ttl, handles: Mutex::new(HashMap::new()), next_handle: AtomicU64::new(1) }
+        Adapter {
+            store,
+            ttl: options.ttl,
+            handles: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            lock_owners: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The store as seen by the process that made `req`.
@@ -179,6 +190,38 @@ impl Adapter {
         match &*self.handle(fh)? {
             Handle::File(f) => Ok(f.clone()),
             Handle::Dir(_) => Err(Errno::EISDIR),
+        }
+    }
+
+    /// The handle holding the POSIX locks of `owner` on `ino`, opened on first use. The
+    /// kernel has checked the descriptor's access mode against the lock type already.
+    fn lock_owner(&self, ino: u64, owner: u64, pid: u32) -> Result<Arc<File>, Errno> {
+        let mut owners = self.lock_owners.lock();
+        if let Some((f, _)) = owners.get(&(ino, owner)) {
+            return Ok(f.clone());
+        }
+        let both = OpenOptions::new().read(true).write(true);
+        // A read-only store gives read locks only (the kernel refuses write locks there).
+        let f = self
+            .store
+            .open_ino(ino, &both)
+            .or_else(|_| self.store.open_ino(ino, &OpenOptions::new().read(true)))
+            .map_err(|e| errno(&e))?;
+        let f = Arc::new(f);
+        owners.insert((ino, owner), (f.clone(), pid));
+        Ok(f)
+    }
+
+    /// Drops every POSIX lock of `owner` on `ino` (a close by that owner, as POSIX says).
+    fn release_locks(&self, ino: u64, owner: u64) {
+        let holder = self.lock_owners.lock().remove(&(ino, owner));
+        if let Some((f, _)) = holder {
+            // Unlock now even if an F_SETLKW waiter still holds the handle; what that waiter
+            // may still get is released when it ends and drops the handle.
+            let _ = f.lock_range(RangeLockKind::Unlock, 0, 0, false);
+            if let Some(f) = Arc::into_inner(f) {
+                let _ = f.close();
+            }
         }
     }
 
@@ -293,6 +336,8 @@ impl fuser::Filesystem for Adapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Times are kept in nanoseconds.
         let _ = config.set_time_granularity(Duration::from_nanos(1));
+        // Send POSIX record locks here rather than keeping them in the kernel.
+        let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
         Ok(())
     }
 
@@ -447,7 +492,9 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Any close by a process drops its POSIX locks on the file.
+        self.release_locks(ino.0, lock_owner.0);
         // Writes are committed as they arrive; only a bad handle can fail here.
         match self.handle(fh) {
             Ok(_) => reply.ok(),
@@ -458,13 +505,16 @@ impl fuser::Filesystem for Adapter {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(owner) = lock_owner {
+            self.release_locks(ino.0, owner.0);
+        }
         let h = self.handles.lock().remove(&fh.0);
         // Closing frees the file if it was unlinked while open (its last handle).
         match h.map(Arc::into_inner) {
@@ -644,6 +694,76 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: fuser::ReplyLock,
+    ) {
+        let probe = match self.lock_owner(ino.0, lock_owner.0, pid) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        match probe.test_lock(typ == libc::F_WRLCK, start, range_len(start, end)) {
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Ok(Some(l)) => {
+                let holder_pid = self
+                    .lock_owners
+                    .lock()
+                    .values()
+                    .find(|(f, _)| f.handle_id() == l.owner)
+                    .map_or(0, |(_, pid)| *pid);
+                let end = if l.len == 0 { OFFSET_MAX } else { l.start + l.len - 1 };
+                let typ = if l.kind == RangeLockKind::Write { libc::F_WRLCK } else { libc::F_RDLCK };
+                reply.locked(l.start, end, typ, holder_pid)
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let kind = match typ {
+            libc::F_RDLCK => RangeLockKind::Read,
+            libc::F_WRLCK => RangeLockKind::Write,
+            libc::F_UNLCK => RangeLockKind::Unlock,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let holder = match self.lock_owner(ino.0, lock_owner.0, pid) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        let len = range_len(start, end);
+        if !sleep || kind == RangeLockKind::Unlock {
+            return reply_empty(reply, holder.lock_range(kind, start, len, false));
+        }
+        // F_SETLKW: wait in a thread of its own, so that waiters never hold up the threads
+        // that serve requests (the holder's unlock among them).
+        let spawned = std::thread::Builder::new()
+            .name("txvfs-lock-wait".into())
+            .spawn(move || reply_empty(reply, holder.lock_range(kind, start, len, true)));
+        if let Err(e) = spawned {
+            eprintln!("txvfs mount: cannot start a lock waiter: {e}");
+        }
+    }
+
     fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         let mode = match mode {
             0 => FallocateMode::Allocate,
@@ -655,6 +775,18 @@ impl fuser::Filesystem for Adapter {
             Ok(f) => reply_empty(reply, f.allocate(mode, offset, length)),
             Err(e) => reply.error(e),
         }
+    }
+}
+
+/// The largest file offset in a lock request: "to the end of the file and beyond".
+const OFFSET_MAX: u64 = i64::MAX as u64;
+
+/// A lock's length from the kernel's inclusive end (0: to the end of the file).
+fn range_len(start: u64, end: u64) -> u64 {
+    if end >= OFFSET_MAX {
+        0
+    } else {
+        end - start + 1
     }
 }
 
