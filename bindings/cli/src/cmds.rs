@@ -55,6 +55,13 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
     }
     if let Command::Mount { mountpoint, read_only, allow_other, cache_ttl } = cmd {
         check_exists(uri)?;
+        // Checked here so that a bad mountpoint gives one line, not libfuse's messages too.
+        let on = |msg: String, code| Fail { msg: format!("mount on {}: {msg}", mountpoint.display()), code };
+        match std::fs::metadata(&mountpoint) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(on("not a directory".into(), libc::ENOTDIR)),
+            Err(e) => return Err(on(e.to_string(), e.raw_os_error().unwrap_or(libc::EIO))),
+        }
         let ttl = Duration::try_from_secs_f64(cache_ttl)
             .map_err(|_| Fail { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
         let store = Store::open_with(uri, Options { read_only, ..Options::default() })?;

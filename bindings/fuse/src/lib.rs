@@ -282,7 +282,14 @@ fn set_time(t: Option<TimeOrNow>) -> SetTime {
         Some(TimeOrNow::Now) => SetTime::Now,
         Some(TimeOrNow::SpecificTime(t)) => SetTime::At(match t.duration_since(UNIX_EPOCH) {
             Ok(d) => d.as_nanos() as i64,
-            Err(e) => -(e.duration().as_nanos() as i64),
+            Err(e) => {
+                // fuser 0.18 turns the kernel's (seconds, nanoseconds) of a time before 1970
+                // into the epoch minus (|seconds| + nanoseconds), where the time is the epoch
+                // minus |seconds| plus nanoseconds (-1.5 s comes as -2 s + 0.5 s, and fuser
+                // makes it -2.5 s): undo that (tests/mount.rs checks it).
+                let d = e.duration();
+                -(d.as_secs() as i64) * 1_000_000_000 + i64::from(d.subsec_nanos())
+            }
         }),
     }
 }
@@ -617,7 +624,8 @@ impl fuser::Filesystem for Adapter {
                 s.blocks,
                 s.blocks_free,
                 s.blocks_free,
-                s.files,
+                // The kernel wants the total, in use plus free.
+                s.files.saturating_add(s.files_free),
                 s.files_free,
                 s.block_size as u32,
                 s.name_max as u32,
