@@ -217,13 +217,11 @@ fn open_missing_and_exclusive_create() {
     assert_eq!(errno(fs::OpenOptions::new().write(true).open(m.path("d"))), libc::EISDIR);
 }
 
+/// The process's umask, read without changing it (other tests create files meanwhile).
 fn current_umask() -> u32 {
-    // SAFETY: umask only swaps the process's mask; set it back at once.
-    unsafe {
-        let old = libc::umask(0o022);
-        libc::umask(old);
-        old as u32
-    }
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let mask = status.lines().find_map(|l| l.strip_prefix("Umask:")).expect("no Umask in /proc/self/status");
+    u32::from_str_radix(mask.trim(), 8).unwrap()
 }
 
 #[test]
