@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -55,22 +55,45 @@ impl Default for MountOptions {
 
 /// Mounts `store` on `mountpoint` and serves it until the file system is unmounted
 /// (`fusermount3 -u`, `umount`) or the process gets SIGINT or SIGTERM, which unmount it
-/// cleanly. Returns once unmounted, after syncing the store.
+/// cleanly. A mount still in use (an open file, a working directory) is detached instead,
+/// like `umount -l`: it leaves the tree at once, and its users keep working until the last
+/// lets go, when this returns. Returns once unmounted, after syncing the store.
 pub fn mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<()> {
     let sync_store = store.clone();
+    let target = std::ffi::CString::new(std::fs::canonicalize(mountpoint)?.into_os_string().into_vec())?;
     let mut session = new_session(store, mountpoint, options)?;
     let mut unmounter = session.unmount_callable();
     let stop = stop_on_signals()?;
     std::thread::Builder::new().name("txvfs-signals".into()).spawn(move || {
         let mut byte = [0u8; 1];
+        let mut first = true;
         // SAFETY: reads one byte into a local buffer from the pipe the handler writes.
-        if unsafe { libc::read(stop, byte.as_mut_ptr().cast(), 1) } == 1 {
-            let _ = unmounter.unmount();
+        while unsafe { libc::read(stop, byte.as_mut_ptr().cast(), 1) } == 1 {
+            if std::mem::take(&mut first) && unmounter.unmount().is_ok() {
+                continue;
+            }
+            detach(&target);
         }
     })?;
     let served = session.run();
     let synced = sync_store.sync().map_err(io::Error::other);
     served.and(synced)
+}
+
+/// Detaches a busy mount (`umount -l`): directly as root, else through fusermount3.
+fn detach(target: &std::ffi::CStr) {
+    // SAFETY: a valid C string naming the mount point.
+    if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } == 0 {
+        eprintln!("txvfs mount: {} was busy: detached; serving its last users until they let go", target.to_string_lossy());
+        return;
+    }
+    let path = std::ffi::OsStr::from_bytes(target.to_bytes());
+    match std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(path).status() {
+        Ok(s) if s.success() => {
+            eprintln!("txvfs mount: {} was busy: detached; serving its last users until they let go", path.to_string_lossy())
+        }
+        _ => eprintln!("txvfs mount: cannot unmount {}: {}", path.to_string_lossy(), io::Error::last_os_error()),
+    }
 }
 
 /// The write end of the pipe that SIGINT and SIGTERM write to.

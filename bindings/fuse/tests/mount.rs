@@ -964,6 +964,80 @@ impl Drop for Served {
     }
 }
 
+/// Starts `txvfs mount` on `store` at `mnt` and waits until it is mounted; `None` (after
+/// saying why) where mounting is not permitted.
+fn serve(bin: &Path, store: &Path, mnt: &Path) -> Option<Served> {
+    let child = Command::new(bin)
+        .arg("mount")
+        .arg("--store")
+        .arg(store)
+        .arg(mnt)
+        .args(["--cache-ttl", "0.1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut served = Served { child, mnt: mnt.to_path_buf() };
+    let mounted = eventually(|| is_mounted(mnt) || served.child.try_wait().unwrap().is_some());
+    if let Some(status) = served.child.try_wait().unwrap() {
+        let mut err = String::new();
+        served.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        if err.contains("Operation not permitted") {
+            println!("skipped: txvfs mount is not permitted here: {err}");
+            return None;
+        }
+        panic!("txvfs mount exited with {status}: {err}");
+    }
+    assert!(mounted, "txvfs mount did not mount {} in time", mnt.display());
+    Some(served)
+}
+
+/// Waits for `served` to exit; its exit code and standard error.
+fn exit_of(served: &mut Served) -> (Option<i32>, String) {
+    let mut status = None;
+    assert!(eventually(|| {
+        status = served.child.try_wait().unwrap();
+        status.is_some()
+    }), "txvfs mount did not exit");
+    let mut err = String::new();
+    served.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.unwrap().code(), err)
+}
+
+#[test]
+fn cli_mount_in_use_is_detached_on_sigterm_and_serves_its_last_user() {
+    if let Some(why) = fuse_unavailable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let Some(bin) = txvfs_bin() else {
+        println!("skipped: the txvfs binary is not built (cargo build --release -p txvfs-cli)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = fs::canonicalize(dir.path()).unwrap();
+    let (store, mnt) = (dir_path.join("st"), dir_path.join("mnt"));
+    fs::create_dir(&mnt).unwrap();
+    drop(Store::open(store.to_str().unwrap()).unwrap());
+    let Some(mut served) = serve(&bin, &store, &mnt) else { return };
+    let mut open = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(mnt.join("busy")).unwrap();
+    open.write_all(b"before ").unwrap();
+
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) }, 0);
+    // The mount leaves the tree at once, but its user keeps working.
+    assert!(eventually(|| !is_mounted(&mnt)), "still mounted after SIGTERM");
+    assert!(served.child.try_wait().unwrap().is_none(), "txvfs mount exited while its mount was in use");
+    open.write_all(b"after").unwrap();
+    drop(open);
+    let (code, err) = exit_of(&mut served);
+    assert_eq!(code, Some(0), "txvfs mount: {err}");
+    assert!(err.contains("busy: detached"), "{err}");
+    drop(served);
+    assert_eq!(Store::open(store.to_str().unwrap()).unwrap().read_file("/busy").unwrap(), b"before after");
+}
+
 #[test]
 fn cli_mount_serves_until_sigterm() {
     if let Some(why) = fuse_unavailable() {
@@ -983,42 +1057,14 @@ fn cli_mount_serves_until_sigterm() {
         let s = Store::open(store.to_str().unwrap()).unwrap();
         s.write_file("/before", b"in the store").unwrap();
     }
-    let child = Command::new(&bin)
-        .arg("mount")
-        .arg("--store")
-        .arg(&store)
-        .arg(&mnt)
-        .args(["--cache-ttl", "0.1"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut served = Served { child, mnt: mnt.clone() };
-    let mounted = eventually(|| is_mounted(&mnt) || served.child.try_wait().unwrap().is_some());
-    if let Some(status) = served.child.try_wait().unwrap() {
-        let mut err = String::new();
-        served.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        if err.contains("Operation not permitted") {
-            println!("skipped: txvfs mount is not permitted here: {err}");
-            return;
-        }
-        panic!("txvfs mount exited with {status}: {err}");
-    }
-    assert!(mounted, "txvfs mount did not mount {} in time", mnt.display());
+    let Some(mut served) = serve(&bin, &store, &mnt) else { return };
     assert_eq!(fs::read(mnt.join("before")).unwrap(), b"in the store");
     fs::write(mnt.join("after"), b"written through the mount").unwrap();
 
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) }, 0);
-    let mut status = None;
-    assert!(eventually(|| {
-        status = served.child.try_wait().unwrap();
-        status.is_some()
-    }), "txvfs mount did not exit after SIGTERM");
-    let mut out = String::new();
-    served.child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
-    assert_eq!(status.unwrap().code(), Some(0), "txvfs mount: {out}");
+    let (code, err) = exit_of(&mut served);
+    assert_eq!(code, Some(0), "txvfs mount: {err}");
     assert!(!is_mounted(&mnt), "{} still mounted after txvfs mount exited", mnt.display());
     drop(served);
     let s = Store::open(store.to_str().unwrap()).unwrap();
