@@ -1005,20 +1005,27 @@ fn exit_of(served: &mut Served) -> (Option<i32>, String) {
     (status.unwrap().code(), err)
 }
 
-#[test]
-fn cli_mount_in_use_is_detached_on_sigterm_and_serves_its_last_user() {
+/// A scratch directory with a store path `st` (not created) and an empty mount point `mnt`,
+/// and the txvfs binary; `None` (after saying why) where FUSE or the binary is missing.
+fn cli_setup() -> Option<(tempfile::TempDir, PathBuf, PathBuf, PathBuf)> {
     if let Some(why) = fuse_unavailable() {
         println!("skipped: {why}");
-        return;
+        return None;
     }
     let Some(bin) = txvfs_bin() else {
         println!("skipped: the txvfs binary is not built (cargo build --release -p txvfs-cli)");
-        return;
+        return None;
     };
     let dir = tempfile::tempdir().unwrap();
     let dir_path = fs::canonicalize(dir.path()).unwrap();
     let (store, mnt) = (dir_path.join("st"), dir_path.join("mnt"));
     fs::create_dir(&mnt).unwrap();
+    Some((dir, bin, store, mnt))
+}
+
+#[test]
+fn cli_mount_in_use_is_detached_on_sigterm_and_serves_its_last_user() {
+    let Some((_dir, bin, store, mnt)) = cli_setup() else { return };
     drop(Store::open(store.to_str().unwrap()).unwrap());
     let Some(mut served) = serve(&bin, &store, &mnt) else { return };
     let mut open = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(mnt.join("busy")).unwrap();
@@ -1040,19 +1047,7 @@ fn cli_mount_in_use_is_detached_on_sigterm_and_serves_its_last_user() {
 
 #[test]
 fn cli_mount_serves_until_sigterm() {
-    if let Some(why) = fuse_unavailable() {
-        println!("skipped: {why}");
-        return;
-    }
-    let Some(bin) = txvfs_bin() else {
-        println!("skipped: the txvfs binary is not built (cargo build --release -p txvfs-cli)");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let dir_path = fs::canonicalize(dir.path()).unwrap();
-    let store = dir_path.join("st");
-    let mnt = dir_path.join("mnt");
-    fs::create_dir(&mnt).unwrap();
+    let Some((_dir, bin, store, mnt)) = cli_setup() else { return };
     {
         let s = Store::open(store.to_str().unwrap()).unwrap();
         s.write_file("/before", b"in the store").unwrap();
