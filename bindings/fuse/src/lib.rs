@@ -599,17 +599,11 @@ impl fuser::Filesystem for Adapter {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        // Listing needs read permission; check it now, as open(2) of a directory would.
-        let fs = self.as_caller(req);
-        let check = fs.stat_ino(ino.0).and_then(|st| {
-            if st.kind != FileType::Dir {
-                return Err(Error::new(ErrorKind::NotDir, "not a directory"));
-            }
-            fs.access_ino(ino.0, libc::R_OK as u32)
-        });
-        match check {
-            Ok(()) => {
-                let listing = Listing { ino: ino.0, entries: Vec::new(), complete: false };
+        // The first page, read with the caller's rights: listing needs a directory the caller
+        // may read, checked now as open(2) of a directory would.
+        match self.as_caller(req).readdir_ino(ino.0, None, LIST_PAGE) {
+            Ok(page) => {
+                let listing = Listing { ino: ino.0, complete: page.len() < LIST_PAGE, entries: page };
                 reply.opened(self.add_handle(Handle::Dir(Mutex::new(listing))), FopenFlags::empty())
             }
             Err(e) => reply.error(errno(&e)),

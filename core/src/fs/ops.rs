@@ -323,23 +323,24 @@ impl<'a> Ops<'a> {
 
     /// The directory `dir`, for looking up `name` in it: it must be a directory the caller
     /// may search.
-    fn search_dir(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+    fn search_dir(&mut self, dir: u64, name: &[u8]) -> Result<Inode> {
         path::check_name(name)?;
         let d = self.inode(dir)?;
         if d.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, name));
         }
-        self.access(&d, X_OK).map_err(|_| Error::at(ErrorKind::Access, name))
+        self.access(&d, X_OK).map_err(|_| Error::at(ErrorKind::Access, name))?;
+        Ok(d)
     }
 
     /// Checks that `name` may be created in directory `dir` (it is free and the caller may
     /// write there).
     fn create_check(&mut self, dir: u64, name: &[u8]) -> Result<()> {
-        self.search_dir(dir, name)?;
+        let d = self.search_dir(dir, name)?;
         if self.lookup(dir, name)?.is_some() {
             return Err(Error::at(ErrorKind::Exists, name));
         }
-        self.access_ino(dir, W_OK | X_OK, name)
+        self.access(&d, W_OK | X_OK).map_err(|_| Error::at(ErrorKind::Access, name))
     }
 
     /// The entry `name` of directory `dir`, as a resolved path.
@@ -945,8 +946,7 @@ impl<'a> Ops<'a> {
     /// Opens the existing inode `ino`, checking the caller's permission for `o`.
     pub fn open_ino(&mut self, ino: u64, o: &OpenOptions) -> Result<(u64, FileType)> {
         Self::check_open_options(o, b"")?;
-        let kind = self.inode(ino)?.kind;
-        self.open_resolved(Resolved { parent: ino, name: None, entry: Some(Dentry { ino, kind }), ancestors: vec![] }, o, b"")
+        self.open_existing(ino, o, b"")
     }
 
     fn open_resolved(&mut self, r: Resolved, o: &OpenOptions, p: &[u8]) -> Result<(u64, FileType)> {
@@ -964,7 +964,13 @@ impl<'a> Ops<'a> {
                 return Ok((ino, FileType::File));
             }
         };
-        let mut inode = self.inode(e.ino)?;
+        self.open_existing(e.ino, o, p)
+    }
+
+    /// Opens the existing inode `ino` (found as `p`) for `o`: checks its type and the
+    /// caller's access, and truncates if asked.
+    fn open_existing(&mut self, ino: u64, o: &OpenOptions, p: &[u8]) -> Result<(u64, FileType)> {
+        let mut inode = self.inode(ino)?;
         match inode.kind {
             FileType::Symlink => return Err(Error::at(ErrorKind::Loop, p)),
             FileType::Dir if o.write => return Err(Error::at(ErrorKind::IsDir, p)),
@@ -976,10 +982,10 @@ impl<'a> Ops<'a> {
         let mask = if o.read { R_OK } else { 0 } | if o.write { W_OK } else { 0 };
         self.access(&inode, mask).map_err(|_| Error::at(ErrorKind::Access, p))?;
         if o.truncate && inode.size > 0 {
-            self.truncate_inode(e.ino, &mut inode, 0)?;
-            self.store_inode(e.ino, &inode)?;
+            self.truncate_inode(ino, &mut inode, 0)?;
+            self.store_inode(ino, &inode)?;
         }
-        Ok((e.ino, inode.kind))
+        Ok((ino, inode.kind))
     }
 
     /// Reads up to `len` bytes at `off` of file `ino`.
