@@ -385,7 +385,10 @@ mod rocksdb_store {
             // Child: report what opening gives.
             match kv::open(&path) {
                 Ok(_) => std::process::exit(3),
-                Err(e) if e.kind() == ErrorKind::Busy && e.message().contains("locked by another process") => {
+                // The holder is named: txvfs's own owner lock (kv/owner.rs) answers first.
+                Err(e) if e.kind() == ErrorKind::Busy
+                    && e.message().contains(&format!("in use by process {}", std::env::var("TXVFS_PARENT").unwrap())) =>
+                {
                     std::process::exit(0)
                 }
                 Err(e) => {
@@ -399,6 +402,7 @@ mod rocksdb_store {
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error", "--nocapture"])
             .env("TXVFS_CHILD_OPEN", d.path())
+            .env("TXVFS_PARENT", std::process::id().to_string())
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(0), "child should see the store locked");

@@ -18,6 +18,8 @@ mod fdb;
 mod memory;
 mod occ;
 #[cfg(feature = "rocksdb")]
+mod owner;
+#[cfg(feature = "rocksdb")]
 mod rocks;
 
 pub use fault::{FaultPlan, FaultyBackend};
