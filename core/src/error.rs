@@ -226,6 +226,17 @@ impl From<Error> for std::io::Error {
     }
 }
 
+/// The message of a caught panic (the payload of `std::panic::catch_unwind`): the text
+/// given to `panic!` when it is a string, else "unknown panic". Every binding's panic boundary
+/// (C ABI, Python, SQLite) reports panics with it.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +249,16 @@ mod tests {
             assert_eq!(ErrorKind::from_code(k.code()), Some(*k));
         }
         assert_eq!(ErrorKind::NotFound.code(), 2);
+    }
+
+    #[test]
+    fn panic_message_reads_str_and_string_payloads() {
+        let caught = |f: fn()| std::panic::catch_unwind(f).unwrap_err();
+        let literal = caught(|| panic!("literal"));
+        let formatted = caught(|| panic!("formatted {}", 42));
+        let other = caught(|| std::panic::panic_any(7u32));
+        assert_eq!(panic_message(&*literal), "literal");
+        assert_eq!(panic_message(&*formatted), "formatted 42");
+        assert_eq!(panic_message(&*other), "unknown panic");
     }
 }

@@ -15,9 +15,7 @@ pub use file::File;
 pub use inodes::{InodeFileSystem, SetAttr};
 use leases::{LeaseTable, SystemClock, DEFAULT_LEASE};
 pub use locks::{FlockOp, RangeLock, RangeLockKind};
-#[doc(hidden)]
-pub use ops::Ops;
-use ops::Target;
+use ops::{Ops, Target};
 pub use ops::{MAX_FILE_SIZE, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};
 pub use types::*;
@@ -132,7 +130,7 @@ impl Inner {
 
     /// Runs `f` in a fresh kv transaction and commits it, retrying conflicts with backoff.
     fn retry<R>(&self, f: impl FnMut(&mut dyn Txn) -> Result<R>, durable: bool) -> Result<R> {
-        kv::run(&*self.backend, self.max_retries, durable, f)
+        kv::run_with_retries(&*self.backend, self.max_retries, durable, f)
     }
 
     /// Deletes inodes left unlinked-but-open by a previous run (none can be open now).
@@ -235,14 +233,28 @@ impl Store {
     /// Opens the store at `uri` with `options`.
     pub fn open_with(uri: &str, options: Options) -> Result<Store> {
         let backend = kv::open(uri)?;
-        let space = uri_disk_space(uri);
-        Store::with_backend(backend, options, space)
+        Store::with_backend(backend, options, None)
+    }
+
+    /// Opens the existing store at `uri` with `options`; where there is none, fails with
+    /// [`ErrorKind::NotFound`] ("no store there") and creates nothing (not even a RocksDB
+    /// directory). For tools that must not create a store by mistake.
+    pub fn open_existing(uri: &str, options: Options) -> Result<Store> {
+        let backend = kv::open_existing(uri)?;
+        Store::open_backend(backend, options, None, false)
     }
 
     /// Opens a store on an existing backend (for custom or wrapped backends). Opening the same
     /// backend again in this process shares handles, locks and open-file state; the options of
-    /// the first open stay in force, except the credential.
+    /// the first open stay in force, except the credential. `space` is the (total, free) bytes
+    /// that `statfs` reports; `None` asks the backend ([`Backend::disk_space`]).
     pub fn with_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>) -> Result<Store> {
+        Store::open_backend(backend, options, space, true)
+    }
+
+    /// [`Store::with_backend`]; without `create`, a backend without a store gives NotFound.
+    fn open_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
+        let space = space.or_else(|| backend.disk_space());
         let cred = options.credential.clone().map(Arc::new);
         let key = Arc::as_ptr(&backend) as *const () as usize;
         let mut stores = shared_stores().lock();
@@ -255,7 +267,7 @@ impl Store {
         if options.inline_limit > 65536 {
             return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
         }
-        let sb = format_or_read(&*backend, &options)?;
+        let sb = format_or_read(&*backend, &options, create)?;
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
         let shared_locks = backend.shared().then(|| {
@@ -314,15 +326,7 @@ impl Store {
     /// conflicts with another one (so `f` may run several times and must not have side
     /// effects outside the transaction). Every other error is returned at once.
     pub fn transact<R>(&self, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
-        let mut attempt = 0;
-        loop {
-            let tx = self.begin()?;
-            match f(&tx).and_then(|v| tx.commit().map(|()| v)) {
-                Err(e) if e.is_retryable() && attempt < self.inner.max_retries => kv::backoff(attempt),
-                r => return r,
-            }
-            attempt += 1;
-        }
+        kv::retry_loop(self.inner.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit().map(|()| v)))
     }
 
     /// Removes `path` and everything below it, like `rm -r`, for trees of any size.
@@ -418,28 +422,16 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn uri_disk_space(uri: &str) -> Option<(u64, u64)> {
-    if uri.starts_with("memory:") {
-        return None;
-    }
-    let path = std::ffi::CString::new(uri.strip_prefix("rocksdb:").unwrap_or(uri)).ok()?;
-    // SAFETY: `path` is a valid C string and `st` a properly sized out-parameter.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
-            return None;
-        }
-        let frsize = st.f_frsize as u64;
-        Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
-    }
-}
-
 /// Creates the superblock and root directory of a new store, or reads an existing one.
-fn format_or_read(backend: &dyn Backend, o: &Options) -> Result<Superblock> {
-    loop {
-        let mut tx = backend.begin()?;
+/// Without `create`, a backend without a store gives NotFound.
+fn format_or_read(backend: &dyn Backend, o: &Options, create: bool) -> Result<Superblock> {
+    // Durable: a new store exists once its open returns.
+    kv::run_with_retries(backend, o.max_retries, true, |tx| {
         if let Some(v) = tx.get(&schema::super_key())? {
             return Superblock::decode(&v);
+        }
+        if !create {
+            return Err(Error::new(ErrorKind::NotFound, format!("{}: no store there", backend.describe())));
         }
         if o.read_only {
             return Err(Error::new(ErrorKind::ReadOnly, "cannot create a new store read-only"));
@@ -455,12 +447,8 @@ fn format_or_read(backend: &dyn Backend, o: &Options) -> Result<Superblock> {
         };
         tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;
         tx.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;
-        match tx.commit(true) {
-            Ok(()) => return Ok(sb),
-            Err(e) if e.is_retryable() => continue,
-            Err(e) => return Err(e),
-        }
-    }
+        Ok(sb)
+    })
 }
 
 enum TxState {
@@ -488,8 +476,11 @@ pub struct Transaction {
 impl Transaction {
     /// Commits: all changes become visible at once (and durable, with the `sync` option), or
     /// none do. A [`ErrorKind::Conflict`] error means another transaction changed something
-    /// this one read; run it again (see [`Store::transact`]).
-    pub fn commit(self) -> Result<()> {
+    /// this one read; run it again (see [`Store::transact`]). Takes `&self`, so a transaction
+    /// shared between threads or held by a binding can be committed without being moved out;
+    /// once committed or rolled back, every further call (a second commit too) fails with
+    /// [`ErrorKind::Invalid`] ("already committed or rolled back").
+    pub fn commit(&self) -> Result<()> {
         let durable = self.shared.store.inner.sync;
         self.commit_durable(durable)
     }
@@ -499,7 +490,7 @@ impl Transaction {
     /// loss; `false` makes it atomic and visible at once and durable at the next
     /// [`Store::sync`] or durable commit (like an auto-commit call). The SQLite VFS maps
     /// `PRAGMA synchronous=OFF` to `false`.
-    pub fn commit_durable(self, durable: bool) -> Result<()> {
+    pub fn commit_durable(&self, durable: bool) -> Result<()> {
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
             TxState::Active(mut kv, staging) => {
@@ -524,8 +515,8 @@ impl Transaction {
         }
     }
 
-    /// Discards every change of the transaction.
-    pub fn rollback(self) {
+    /// Discards every change of the transaction (nothing happens if it already ended).
+    pub fn rollback(&self) {
         self.end();
     }
 

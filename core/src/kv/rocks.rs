@@ -213,4 +213,31 @@ impl Backend for RocksBackend {
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.occ.engine.path.display())
     }
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        disk_space(&self.occ.engine.path)
+    }
+}
+
+impl RocksBackend {
+    /// True if directory `path` holds a RocksDB database (its `CURRENT` file), so that opening
+    /// it creates nothing.
+    pub fn exists(path: &Path) -> bool {
+        path.join("CURRENT").is_file()
+    }
+}
+
+/// The (total, free) bytes of the file system holding `dir` (statvfs; free counts what an
+/// unprivileged user may use).
+fn disk_space(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `path` is a valid C string and `st` a properly sized out-parameter.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        let frsize = st.f_frsize as u64;
+        Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+    }
 }
