@@ -204,6 +204,31 @@ impl<E: Engine> Drop for OccTxn<E> {
 }
 
 impl<E: Engine> OccTxn<E> {
+    /// Fails with a conflict if a commit after this transaction's snapshot wrote anything it
+    /// read (`read_ranges` coalesced).
+    fn check_reads(&self, st: &State, read_ranges: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        for (v, other) in st.log.iter() {
+            if *v <= self.read_version {
+                continue;
+            }
+            let hit = other.points.iter().any(|k| self.read_points.contains(k) || ranges_contain(read_ranges, k))
+                || other.ranges.iter().any(|(s, e)| {
+                    self.read_points
+                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .next()
+                        .is_some()
+                        || ranges_overlap(read_ranges, s, e)
+                });
+            if hit {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    "transaction conflict: data it read was changed by a concurrent commit",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_age(&self) -> Result<()> {
         if let Some(max) = self.store.limits.max_txn_duration {
             if self.started.elapsed() > max {
@@ -470,6 +495,33 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.atomic(key, AtomicOp::Max(value))
     }
 
+    /// Moves to the latest snapshot if nothing this transaction read has changed since its
+    /// own (then its reads are equally valid at the new one); a conflict otherwise. Writes
+    /// stay buffered. Reads after this see every commit made so far.
+    fn refresh(&mut self) -> Result<()> {
+        self.check_age()?;
+        let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
+        let mut st = self.store.state.lock();
+        let checked = self.check_reads(&st, &read_ranges);
+        self.read_ranges = read_ranges;
+        checked?;
+        let new_version = st.version;
+        if new_version != self.read_version {
+            *st.live.entry(new_version).or_insert(0) += 1;
+            if let Some(n) = st.live.get_mut(&self.read_version) {
+                *n -= 1;
+                if *n == 0 {
+                    st.live.remove(&self.read_version);
+                }
+            }
+            // The old snapshot goes first, as in `drop`.
+            self.snap = None;
+            self.snap = Some(self.store.engine.snapshot(new_version));
+            self.read_version = new_version;
+        }
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
         if self.writes.is_empty() && self.cleared.is_empty() {
             // Read-only: serializable at its snapshot, nothing to check or apply.
@@ -488,26 +540,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         let store = self.store.clone();
         let version = {
             let mut st = store.state.lock();
-            for (v, other) in st.log.iter() {
-                if *v <= self.read_version {
-                    continue;
-                }
-                let hit = other.points.iter().any(|k| {
-                    self.read_points.contains(k) || ranges_contain(&read_ranges, k)
-                }) || other.ranges.iter().any(|(s, e)| {
-                    self.read_points
-                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
-                        .next()
-                        .is_some()
-                        || ranges_overlap(&read_ranges, s, e)
-                });
-                if hit {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        "transaction conflict: data it read was changed by a concurrent commit",
-                    ));
-                }
-            }
+            self.check_reads(&st, &read_ranges)?;
             for (k, p) in writes {
                 match p {
                     Pending::Set(v) => batch.push(Mutation::Set(k.clone(), v)),
@@ -589,6 +622,34 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    #[test]
+    fn refresh_moves_to_the_latest_snapshot_unless_a_read_changed() {
+        let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+        let mut t = store.begin().unwrap();
+        assert_eq!(t.get(b"a").unwrap(), None);
+        t.set(b"mine", b"1").unwrap();
+        let mut other = store.begin().unwrap();
+        other.set(b"b", b"2").unwrap();
+        other.commit(false).unwrap();
+        assert_eq!(t.get(b"b").unwrap(), None, "its snapshot");
+        // `b` was read before the refresh, and changed after the snapshot: a conflict.
+        assert_eq!(t.refresh().unwrap_err().kind(), ErrorKind::Conflict);
+
+        let mut t = store.begin().unwrap();
+        assert_eq!(t.get(b"a").unwrap(), None);
+        t.set(b"mine", b"1").unwrap();
+        let mut other = store.begin().unwrap();
+        other.set(b"c", b"3").unwrap();
+        other.commit(false).unwrap();
+        t.refresh().unwrap();
+        assert_eq!(t.get(b"c").unwrap(), Some(b"3".to_vec()), "the fresh snapshot");
+        assert_eq!(t.get(b"mine").unwrap(), Some(b"1".to_vec()), "its own writes stay");
+        let mut late = store.begin().unwrap();
+        late.set(b"a", b"x").unwrap();
+        late.commit(false).unwrap();
+        assert_eq!(t.commit(false).unwrap_err().kind(), ErrorKind::Conflict, "reads still checked");
     }
 
     #[test]
