@@ -92,7 +92,6 @@ fn open_existing_finds_a_store_and_creates_none() {
 
 #[test]
 fn rocksdb_reports_its_disk_and_memory_reports_none() {
-    use txvfs::kv::Backend as _;
     let dir = tempfile::tempdir().unwrap();
     let rocks = txvfs::kv::open(dir.path().to_str().unwrap()).unwrap();
     let (total, free) = rocks.disk_space().expect("a RocksDB directory has a disk");
