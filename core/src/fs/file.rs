@@ -262,7 +262,7 @@ impl File {
         let flushed = if self.scope.is_finished() { Ok(()) } else { self.flush() };
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
-        if store.inner.closed(self.ino) && !store.inner.read_only {
+        if store.inner.closed(self.ino) && !store.per_open.read_only {
             let ino = self.ino;
             store.inner.auto_commit(None, |op| op.reap_orphan(ino))?;
         }

@@ -20,6 +20,21 @@ pub struct Options {
     pub max_retries: u32,
 }
 
+/// The options that belong to one open of a store rather than to the store: two opens of
+/// one store in this process share everything else, and each keeps these.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PerOpen {
+    pub(crate) read_only: bool,
+    pub(crate) sync: bool,
+    pub(crate) max_retries: u32,
+}
+
+impl PerOpen {
+    pub(crate) fn of(o: &Options) -> PerOpen {
+        PerOpen { read_only: o.read_only, sync: o.sync, max_retries: o.max_retries }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

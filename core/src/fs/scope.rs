@@ -7,7 +7,10 @@ use super::staging::Staging;
 use super::store::Store;
 use super::transaction::{finished, TxShared, TxState};
 use super::types::Credential;
-use crate::error::{Error, Result};
+use crate::kv;
+use super::options::PerOpen;
+use crate::error::{panic_message, Error, ErrorKind, Result};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// Where a file-system call runs: auto-commit on a store, or inside a transaction.
@@ -37,7 +40,7 @@ impl CallScope {
 
     pub(crate) fn run<R>(&self, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
         match self {
-            CallScope::AutoCommit(s) => s.inner.auto_commit(s.cred.as_deref(), f),
+            CallScope::AutoCommit(s) => s.inner.auto_commit_as(s.cred.as_deref(), s.per_open, f),
             CallScope::InTransaction(t) => {
                 let mut state = t.state.lock();
                 let (kv, staging) = match &mut *state {
@@ -52,11 +55,28 @@ impl CallScope {
                     tx: &mut **kv,
                     inner: &store.inner,
                     cred: store.cred.as_deref(),
+                    read_only: store.per_open.read_only,
                     wrote: false,
                     orphaned: Vec::new(),
                     staging: Some(staging),
                 };
-                let r = f(&mut op);
+                // A panic leaves the transaction as half an operation, like an error after a
+                // write: poison it, then let the panic go on (the bindings turn it into an error).
+                let r = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut op))) {
+                    Ok(r) => r,
+                    Err(payload) => {
+                        let why = Error::new(
+                            ErrorKind::Invalid,
+                            format!("an operation panicked: {}", panic_message(payload.as_ref())),
+                        );
+                        drop(op);
+                        if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(why)) {
+                            let _ = store.inner.collect_stage(txid, None);
+                        }
+                        drop(state);
+                        panic::resume_unwind(payload);
+                    }
+                };
                 t.orphaned.lock().append(&mut op.orphaned);
                 let wrote = op.wrote;
                 if let (Err(e), true) = (&r, wrote) {
@@ -72,18 +92,22 @@ impl CallScope {
 }
 
 impl StoreState {
-    /// Runs one auto-commit operation.
-    pub(crate) fn auto_commit<R>(&self, cred: Option<&Credential>, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+    /// Runs one auto-commit operation of the store's own (reaping, removal of detached trees):
+    /// writable, with the first open's retry limit.
+    pub(crate) fn auto_commit<R>(&self, cred: Option<&Credential>, f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        let mode = PerOpen { read_only: false, sync: self.sync, max_retries: self.max_retries };
+        self.auto_commit_as(cred, mode, f)
+    }
+
+    /// Runs one auto-commit operation for an open of the store with options `mode`.
+    pub(crate) fn auto_commit_as<R>(&self, cred: Option<&Credential>, mode: PerOpen, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
         let mut orphaned = Vec::new();
-        let r = self.kv_transact(
-            |tx| {
-                let mut op = Operation { tx, inner: self, cred, wrote: false, orphaned: Vec::new(), staging: None };
-                let r = f(&mut op);
-                orphaned = op.orphaned;
-                r
-            },
-            false,
-        )?;
+        let r = kv::run_with_retries(&*self.backend, mode.max_retries, false, |tx| {
+            let mut op = Operation { tx, inner: self, cred, read_only: mode.read_only, wrote: false, orphaned: Vec::new(), staging: None };
+            let r = f(&mut op);
+            orphaned = op.orphaned;
+            r
+        })?;
         self.reap_closed(&orphaned);
         Ok(r)
     }

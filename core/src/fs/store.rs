@@ -4,7 +4,7 @@
 use super::format::format_or_read;
 use super::leases::{self, LeaseTable, SystemClock, DEFAULT_LEASE};
 use super::locks::LockTable;
-use super::options::Options;
+use super::options::{Options, PerOpen};
 use super::state::StoreState;
 use super::types::Credential;
 use super::REMOVE_BATCH;
@@ -27,6 +27,8 @@ fn open_stores() -> &'static Mutex<HashMap<usize, Weak<StoreState>>> {
 pub struct Store {
     pub(crate) inner: Arc<StoreState>,
     pub(crate) cred: Option<Arc<Credential>>,
+    /// This open's own options (read-only, sync, retries).
+    pub(crate) per_open: PerOpen,
 }
 
 impl Store {
@@ -51,8 +53,9 @@ impl Store {
     }
 
     /// Opens a store on an existing backend (for custom or wrapped backends). Opening the same
-    /// backend again in this process shares handles, locks and open-file state; the options of
-    /// the first open stay in force, except the credential. `space` is the (total, free) bytes
+    /// backend again in this process shares handles, locks and open-file state; each open keeps
+    /// its own `read_only`, `sync`, `max_retries` and credential (the store's layout options,
+    /// block size and inline limit, are fixed when it is created). `space` is the (total, free) bytes
     /// that `statfs` reports; `None` asks the backend ([`Backend::disk_space`]).
     pub fn with_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>) -> Result<Store> {
         Store::open_backend(backend, options, space, true)
@@ -62,10 +65,11 @@ impl Store {
     fn open_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
         let space = space.or_else(|| backend.disk_space());
         let cred = options.credential.clone().map(Arc::new);
+        let per_open = PerOpen::of(&options);
         let key = Arc::as_ptr(&backend) as *const () as usize;
         let mut stores = open_stores().lock();
         if let Some(inner) = stores.get(&key).and_then(Weak::upgrade) {
-            return Ok(Store { inner, cred });
+            return Ok(Store { inner, cred, per_open });
         }
         if options.block_size < 512 || options.block_size > 65536 || !options.block_size.is_power_of_two() {
             return Err(Error::new(ErrorKind::Invalid, "block size must be a power of two from 512 to 65536"));
@@ -100,12 +104,12 @@ impl Store {
         inner.collect_dead_stages()?;
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&inner));
-        Ok(Store { inner, cred })
+        Ok(Store { inner, cred, per_open })
     }
 
     /// The same store, checking permissions as `cred` (or as the owner with `None`).
     pub fn with_credential(&self, cred: Option<Credential>) -> Store {
-        Store { inner: self.inner.clone(), cred: cred.map(Arc::new) }
+        Store { inner: self.inner.clone(), cred: cred.map(Arc::new), per_open: self.per_open }
     }
 
     /// Removes `path` and everything below it, like `rm -r`, for trees of any size.

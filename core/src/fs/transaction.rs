@@ -34,7 +34,7 @@ impl Store {
     /// conflicts with another one (so `f` may run several times and must not have side
     /// effects outside the transaction). Every other error is returned at once.
     pub fn transact<R>(&self, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
-        kv::retry_loop(self.inner.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit().map(|()| v)))
+        kv::retry_loop(self.per_open.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit().map(|()| v)))
     }
 }
 
@@ -68,7 +68,7 @@ impl Transaction {
     /// once committed or rolled back, every further call (a second commit too) fails with
     /// [`ErrorKind::Invalid`] ("already committed or rolled back").
     pub fn commit(&self) -> Result<()> {
-        let durable = self.shared.store.inner.sync;
+        let durable = self.shared.store.per_open.sync;
         self.commit_durable(durable)
     }
 

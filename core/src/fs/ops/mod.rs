@@ -34,6 +34,8 @@ pub struct Operation<'a> {
     pub(crate) tx: &'a mut dyn Txn,
     pub(crate) inner: &'a StoreState,
     pub(crate) cred: Option<&'a Credential>,
+    /// This open of the store is read-only: every write fails with EROFS.
+    pub(crate) read_only: bool,
     /// Set once anything was written, so a failure after it can poison an explicit transaction.
     pub(crate) wrote: bool,
     /// Inodes this operation kept as orphans because they were open; once the transaction
@@ -74,8 +76,8 @@ impl<'a> Operation<'a> {
         self.tx.atomic_max(k, v.max(0) as u64)
     }
 
-    fn writable(&self) -> Result<()> {
-        if self.inner.read_only {
+    pub(super) fn writable(&self) -> Result<()> {
+        if self.read_only {
             return Err(Error::new(ErrorKind::ReadOnly, "store is opened read-only"));
         }
         Ok(())

@@ -16,6 +16,8 @@ fn check_symlink_target(target: &[u8]) -> Result<()> {
 
 impl Operation<'_> {
     pub(super) fn alloc_ino(&mut self) -> Result<u64> {
+        // Checked first: reserving numbers is a write of its own.
+        self.writable()?;
         self.inner.alloc_ino()
     }
 
