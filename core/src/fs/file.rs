@@ -43,25 +43,38 @@ impl File {
         mut open: impl FnMut(&mut Operation<'_>) -> Result<(u64, FileType)>,
     ) -> Result<File> {
         let inner = &scope.store().inner;
-        // Count the handle as open from inside the operation, so that an unlink racing with
-        // this open sees it and keeps the inode as an orphan.
-        let mut counted: Option<u64> = None;
-        let r = scope.run(|op| {
-            if let Some(ino) = counted.take() {
-                inner.closed(ino);
-            }
-            let (ino, kind) = open(op)?;
-            inner.opened(ino);
-            counted = Some(ino);
-            Ok((ino, kind))
-        });
-        let (ino, kind) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                if let Some(ino) = counted {
+        let (ino, kind) = loop {
+            // Before the snapshot: a file freed after this point may still be in it.
+            let ticket = inner.open_files.begin_open();
+            // Count the handle as open from inside the operation, so that an unlink racing
+            // with this open sees it (or its commit conflicts) and keeps the inode as an orphan.
+            let mut counted: Option<u64> = None;
+            let r = scope.run(|op| {
+                if let Some(ino) = counted.take() {
                     inner.closed(ino);
                 }
-                return Err(e);
+                let (ino, kind) = open(op)?;
+                inner.opened(ino);
+                counted = Some(ino);
+                Ok((ino, kind))
+            });
+            match r {
+                Ok((ino, kind)) => {
+                    // A transaction's handle reads the transaction's snapshot, where the
+                    // file still is (its commit conflicts); an auto-commit handle reads the
+                    // latest state, so it opens again if the file was freed meanwhile.
+                    if inner.open_files.end_open(ticket, Some(ino)) || matches!(scope, CallScope::InTransaction(_)) {
+                        break (ino, kind);
+                    }
+                    inner.closed(ino);
+                }
+                Err(e) => {
+                    if let Some(ino) = counted {
+                        inner.closed(ino);
+                    }
+                    let _ = inner.open_files.end_open(ticket, None);
+                    return Err(e);
+                }
             }
         };
         let write_back = options.write_back && !options.append && matches!(scope, CallScope::AutoCommit(_));
@@ -263,8 +276,8 @@ impl File {
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
         if store.inner.closed(self.ino) && !store.per_open.read_only {
-            let ino = self.ino;
-            store.inner.auto_commit(None, |op| op.reap_orphan(ino))?;
+            let (inner, ino) = (&store.inner, self.ino);
+            inner.open_files.reap_unless_open(ino, || inner.auto_commit(None, |op| op.reap_orphan(ino)))?;
         }
         flushed
     }

@@ -8,6 +8,7 @@ mod format;
 mod inodes;
 pub mod leases;
 mod locks;
+mod open_files;
 mod ops;
 mod options;
 pub(crate) mod path;

@@ -58,6 +58,7 @@ impl CallScope {
                     read_only: store.per_open.read_only,
                     wrote: false,
                     orphaned: Vec::new(),
+                    freed: Vec::new(),
                     staging: Some(staging),
                 };
                 // A panic leaves the transaction as half an operation, like an error after a
@@ -78,6 +79,7 @@ impl CallScope {
                     }
                 };
                 t.orphaned.lock().append(&mut op.orphaned);
+                t.freed.lock().append(&mut op.freed);
                 let wrote = op.wrote;
                 if let (Err(e), true) = (&r, wrote) {
                     // Only a rollback is possible now: free what the transaction wrote ahead.
@@ -102,11 +104,22 @@ impl StoreState {
     /// Runs one auto-commit operation for an open of the store with options `mode`.
     pub(crate) fn auto_commit_as<R>(&self, cred: Option<&Credential>, mode: PerOpen, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
         let mut orphaned = Vec::new();
-        let r = kv::run_with_retries(&*self.backend, mode.max_retries, false, |tx| {
-            let mut op = Operation { tx, inner: self, cred, read_only: mode.read_only, wrote: false, orphaned: Vec::new(), staging: None };
-            let r = f(&mut op);
-            orphaned = op.orphaned;
-            r
+        let r = kv::retry_loop(mode.max_retries, || self.backend.begin(), |mut tx| {
+            let mut op = Operation {
+                tx: &mut *tx,
+                inner: self,
+                cred,
+                read_only: mode.read_only,
+                wrote: false,
+                orphaned: Vec::new(),
+                freed: Vec::new(),
+                staging: None,
+            };
+            let r = f(&mut op)?;
+            orphaned = std::mem::take(&mut op.orphaned);
+            let freed = std::mem::take(&mut op.freed);
+            self.open_files.commit_freeing(&freed, || tx.commit(false))?;
+            Ok(r)
         })?;
         self.reap_closed(&orphaned);
         Ok(r)

@@ -2,11 +2,11 @@
 //! fixed parameters, the inode allocator, open-file counts, the lock table.
 
 use super::locks::LockTable;
+use super::open_files::OpenFiles;
 use crate::error::Result;
 use crate::kv::{self, Backend, Txn};
 use crate::schema::{self, Meta, ROOT_INO};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -26,7 +26,8 @@ pub(crate) struct StoreState {
     /// (total, free) bytes of the backend's disk, when it has one.
     pub(crate) space: Option<(u64, u64)>,
     pub(crate) ino_range: Mutex<(u64, u64)>,
-    pub(crate) open_files: Mutex<HashMap<u64, usize>>,
+    /// Open handles of this process, and the lock every commit that frees a file takes.
+    pub(crate) open_files: OpenFiles,
     pub(crate) locks: LockTable,
     pub(crate) next_handle: AtomicU64,
     /// This process's id in staging records (random per open).
@@ -51,26 +52,16 @@ impl StoreState {
     }
 
     pub(crate) fn is_open(&self, ino: u64) -> bool {
-        self.open_files.lock().contains_key(&ino)
+        self.open_files.is_open(ino)
     }
 
     pub(crate) fn opened(&self, ino: u64) {
-        *self.open_files.lock().entry(ino).or_insert(0) += 1;
+        self.open_files.opened(ino)
     }
 
     /// Returns true when this was the last handle of `ino`.
     pub(crate) fn closed(&self, ino: u64) -> bool {
-        let mut files = self.open_files.lock();
-        match files.get_mut(&ino) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            _ => {
-                files.remove(&ino);
-                true
-            }
-        }
+        self.open_files.closed(ino)
     }
 
     pub(crate) fn new_handle_id(&self) -> u64 {

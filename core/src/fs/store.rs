@@ -95,7 +95,7 @@ impl Store {
             owner,
             space,
             ino_range: Mutex::new((0, 0)),
-            open_files: Mutex::new(HashMap::new()),
+            open_files: Default::default(),
             locks: LockTable::new(shared_locks),
             next_handle: AtomicU64::new(1),
             process: leases::random_id(),

@@ -26,6 +26,7 @@ impl Store {
                 store: self.clone(),
                 state: Mutex::new(TxState::Active(kv, Staging::new(limits))),
                 orphaned: Mutex::new(Vec::new()),
+                freed: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -51,6 +52,8 @@ pub struct TxShared {
     pub(crate) state: Mutex<TxState>,
     /// Inodes the transaction kept as orphans; see [`StoreState::reap_closed`].
     pub(crate) orphaned: Mutex<Vec<u64>>,
+    /// Inodes whose data the transaction deleted; see `OpenFiles::commit_freeing`.
+    pub(crate) freed: Mutex<Vec<u64>>,
 }
 
 /// An explicit transaction: every call on it (and on files opened through it) belongs to it.
@@ -82,9 +85,11 @@ impl Transaction {
         match state {
             TxState::Active(mut kv, staging) => {
                 let inner = &self.shared.store.inner;
+                let freed = std::mem::take(&mut *self.shared.freed.lock());
+                let commit = |kv: Box<dyn Txn>| inner.open_files.commit_freeing(&freed, || kv.commit(durable));
                 let committed = match staging.txid {
-                    None => kv.commit(durable),
-                    Some(txid) => finish_stage(kv.as_mut(), txid, inner.backend.shared()).and_then(|()| kv.commit(durable)).inspect_err(|_| {
+                    None => commit(kv),
+                    Some(txid) => finish_stage(kv.as_mut(), txid).and_then(|()| commit(kv)).inspect_err(|_| {
                         // Not committed (the staging record is still there): free the chunks.
                         let _ = inner.collect_stage(txid, None);
                     }),
@@ -119,18 +124,20 @@ impl Transaction {
 
 /// In the final commit of a transaction that wrote ahead: hands its chunks to their blocks by
 /// deleting its staging record and index, after checking that they were not collected.
-fn finish_stage(kv: &mut dyn Txn, txid: u64, shared: bool) -> Result<()> {
-    // Only on a shared backend can another process collect a live transaction's chunks (when
-    // its lease ran out); there the transaction reads its staging record at a fresh snapshot
-    // (later than its own staging writes), so a collector that deletes it conflicts.
-    if shared {
-        kv.refresh()?;
-        if kv.get(&schema::stage_key(txid))?.is_none() {
-            return Err(Error::new(
-                ErrorKind::TooOld,
-                "data this transaction wrote ahead was collected: it stayed idle longer than its lease",
-            ));
-        }
+fn finish_stage(kv: &mut dyn Txn, txid: u64) -> Result<()> {
+    // Someone may have collected the chunks of this live transaction: another process on a
+    // shared backend (when its lease ran out), or another store instance over the same data
+    // (a wrapped backend, a second copy of the library), which takes every staging record it
+    // finds for dead. So the transaction reads its staging record at a fresh snapshot (later
+    // than its own staging writes, which committed on their own), and a collector that
+    // deletes it conflicts with this commit.
+    kv.refresh()?;
+    if kv.get(&schema::stage_key(txid))?.is_none() {
+        return Err(Error::new(
+            ErrorKind::TooOld,
+            "data this transaction wrote ahead was collected (its lease ran out, or another store instance \
+             over the same data took it for dead)",
+        ));
     }
     kv.clear(&schema::stage_key(txid))?;
     let (s, e) = schema::staged_range(txid);

@@ -41,6 +41,11 @@ pub struct Operation<'a> {
     /// Inodes this operation kept as orphans because they were open; once the transaction
     /// commits, the caller frees those whose last handle closed in the meantime.
     pub(crate) orphaned: Vec<u64>,
+    /// Inodes whose data this operation deleted because no handle had them open; the commit
+    /// checks that none was opened meanwhile ([`OpenFiles::commit_freeing`]).
+    ///
+    /// [`OpenFiles::commit_freeing`]: super::open_files::OpenFiles::commit_freeing
+    pub(crate) freed: Vec<u64>,
     /// The explicit transaction's write-ahead state (`None` for auto-commit calls).
     pub(crate) staging: Option<&'a mut Staging>,
 }

@@ -146,6 +146,7 @@ impl Operation<'_> {
             self.orphaned.push(ino);
             self.set(&schema::orphan_key(ino), &[])
         } else {
+            self.freed.push(ino);
             self.delete_inode(ino, &inode)
         }
     }

@@ -53,7 +53,7 @@ impl Operation<'_> {
         }
         let inode = match self.load_inode(ino)? {
             Some(inode) if inode.kind == FileType::Dir => inode,
-            _ => return self.reap_orphan(ino).map(|()| (Vec::new(), 0, true)),
+            _ => return self.reap_orphan(ino).map(|_| (Vec::new(), 0, true)),
         };
         let (s, e) = schema::dentry_range(ino);
         let entries = self.tx.get_range(&s, &e, batch, false)?;
@@ -99,14 +99,14 @@ impl Operation<'_> {
     }
 
     /// Deletes an orphan (unlinked while open) if it is still one.
-    pub(crate) fn reap_orphan(&mut self, ino: u64) -> Result<()> {
+    /// Returns whether it freed the inode.
+    pub(crate) fn reap_orphan(&mut self, ino: u64) -> Result<bool> {
         if self.tx.get(&schema::orphan_key(ino))?.is_none() {
-            return Ok(());
+            return Ok(false);
         }
         match self.load_inode(ino)? {
-            Some(inode) if inode.nlink == 0 => self.delete_inode(ino, &inode),
-            Some(_) => self.clear(&schema::orphan_key(ino)),
-            None => self.clear(&schema::orphan_key(ino)),
+            Some(inode) if inode.nlink == 0 => self.delete_inode(ino, &inode).map(|()| true),
+            Some(_) | None => self.clear(&schema::orphan_key(ino)).map(|()| false),
         }
     }
 }
@@ -161,9 +161,7 @@ impl StoreState {
     /// A failure here leaves the record for the next open to reap.
     pub(crate) fn reap_closed(&self, inos: &[u64]) {
         for &ino in inos {
-            if !self.is_open(ino) {
-                let _ = self.auto_commit(None, |op| op.reap_orphan(ino));
-            }
+            let _ = self.open_files.reap_unless_open(ino, || self.auto_commit(None, |op| op.reap_orphan(ino)));
         }
     }
 }
