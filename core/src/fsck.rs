@@ -133,7 +133,9 @@ impl fmt::Display for CheckReport {
     }
 }
 
-/// Checks the store at `uri` (as [`kv::open`] names it); see [`check`].
+/// Checks the store at `uri` (as [`kv::open`] names it); see [`check`]. Like `kv::open`, it
+/// creates an empty RocksDB database where there is none (reported as `no superblock`): a
+/// caller that must not create one checks that the store exists first.
 pub fn check_uri(uri: &str, repair: bool, progress: &mut dyn FnMut(u64)) -> Result<CheckReport> {
     check(&*kv::open(uri)?, repair, progress)
 }

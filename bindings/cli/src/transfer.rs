@@ -403,3 +403,41 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
     progress.finish();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_tx_retries_conflicts_and_returns_host_errors_as_they_are() {
+        let store = Store::open("memory:").unwrap();
+        // A conflict is retried (through Store::transact); the retry commits.
+        let mut runs = 0;
+        let r = in_tx(&store, |tx| {
+            runs += 1;
+            tx.write_file("/f", b"x")?;
+            if runs == 1 {
+                return Err(txvfs::Error::new(ErrorKind::Conflict, "conflict").into());
+            }
+            Ok(runs)
+        });
+        assert_eq!(r.unwrap(), 2);
+        assert_eq!(store.read_file("/f").unwrap(), b"x");
+        // A host error stops at once, keeps its message and errno, and commits nothing.
+        let mut runs = 0;
+        let e = in_tx(&store, |tx| -> CliResult {
+            runs += 1;
+            tx.write_file("/g", b"y")?;
+            Err(CliError::io(Path::new("/host/file"), std::io::Error::from_raw_os_error(libc::EACCES)))
+        })
+        .unwrap_err();
+        assert_eq!((runs, e.code), (1, libc::EACCES));
+        assert!(e.msg.starts_with("/host/file: "), "{}", e.msg);
+        assert!(!store.exists("/g").unwrap());
+        // A core error from the closure keeps its code; a plain message its code 0.
+        let e = in_tx(&store, |tx| -> CliResult { Ok(tx.unlink("/missing")?) }).unwrap_err();
+        assert_eq!(e.code, libc::ENOENT);
+        let e = in_tx(&store, |_| -> CliResult { Err(CliError::msg("plain")) }).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (0, "plain"));
+    }
+}
