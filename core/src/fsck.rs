@@ -133,11 +133,10 @@ impl fmt::Display for CheckReport {
     }
 }
 
-/// Checks the store at `uri` (as [`kv::open`] names it); see [`check`]. Like `kv::open`, it
-/// creates an empty RocksDB database where there is none (reported as `no superblock`): a
-/// caller that must not create one checks that the store exists first.
+/// Checks the store at `uri` (as [`kv::open`] names it); see [`check`]. Where there is no
+/// store, it fails with `NotFound` and creates nothing ([`kv::open_existing`]).
 pub fn check_uri(uri: &str, repair: bool, progress: &mut dyn FnMut(u64)) -> Result<CheckReport> {
-    check(&*kv::open(uri)?, repair, progress)
+    check(&*kv::open_existing(uri)?, repair, progress)
 }
 
 /// Checks the store in `backend`; with `repair`, applies the safe fixes (each problem's

@@ -12,44 +12,40 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
-use txvfs::{FileSystem, FileType, OpenOptions, Options, Stat, Store};
+use txvfs::{ErrorKind, FileSystem, FileType, OpenOptions, Options, Stat, Store};
 
-/// The RocksDB directory of `uri`, if it names one.
-fn rocks_dir(uri: &str) -> Option<&Path> {
-    if uri.starts_with("memory:") || uri.starts_with("fdb:") {
-        return None;
-    }
-    Some(Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri)))
+/// Opens the store at `uri`, which must exist: only `init` creates stores (a `memory:` store
+/// is new and empty at every open, so it is made here).
+fn open_store(uri: &str, options: Options) -> CliResult<Store> {
+    let opened = if uri.starts_with("memory:") { Store::open_with(uri, options) } else { Store::open_existing(uri, options) };
+    opened.map_err(no_store_hint)
 }
 
-/// Fails unless a store exists at `uri`: a RocksDB path without one is an error (only `init`
-/// creates stores).
-fn check_exists(uri: &str) -> CliResult {
-    match rocks_dir(uri) {
-        Some(dir) if !dir.join("CURRENT").exists() => Err(CliError {
-            msg: format!("{uri}: no store there (create one with `txvfs init`)"),
-            code: libc::ENOENT,
-        }),
-        _ => Ok(()),
+/// A core error, with the way out when it says there is no store.
+pub fn no_store_hint(e: txvfs::Error) -> CliError {
+    if e.kind() == ErrorKind::NotFound {
+        return CliError { msg: format!("{e} (create one with `txvfs init`)"), code: e.code() };
     }
+    e.into()
 }
 
 /// Runs one command on the store at `uri`.
 pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
     if let Command::Init { block_size, inline_limit } = cmd {
-        if rocks_dir(uri).is_some_and(|d| d.join("CURRENT").exists()) {
-            return Err(CliError { msg: format!("{uri}: a store exists there already"), code: libc::EEXIST });
+        match Store::open_existing(uri, Options::default()) {
+            Ok(_) => return Err(CliError { msg: format!("{uri}: a store exists there already"), code: libc::EEXIST }),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
         }
         let opts = Options { block_size, inline_limit, ..Options::default() };
         Store::open_with(uri, opts)?;
         return Ok(());
     }
     if let Command::Fsck { repair } = cmd {
-        check_exists(uri)?;
         return fsck::run(uri, repair);
     }
     if let Command::Mount { mountpoint, read_only, allow_other, cache_ttl } = cmd {
-        check_exists(uri)?;
+        let store = open_store(uri, Options { read_only, ..Options::default() })?;
         // Checked here so that a bad mountpoint gives one line, not libfuse's messages too.
         let on = |msg: String, code| CliError { msg: format!("mount on {}: {msg}", mountpoint.display()), code };
         match std::fs::metadata(&mountpoint) {
@@ -59,15 +55,13 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
         }
         let ttl = Duration::try_from_secs_f64(cache_ttl)
             .map_err(|_| CliError { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
-        let store = Store::open_with(uri, Options { read_only, ..Options::default() })?;
         let options = txvfs_fuse::MountOptions { read_only, allow_other, ttl, ..Default::default() };
         return txvfs_fuse::mount(store, &mountpoint, &options).map_err(|e| CliError {
             msg: format!("mount on {}: {e}", mountpoint.display()),
             code: e.raw_os_error().unwrap_or(libc::EIO),
         });
     }
-    check_exists(uri)?;
-    let store = Store::open(uri)?;
+    let store = open_store(uri, Options::default())?;
     let out = &mut std::io::stdout().lock();
     match cmd {
         Command::Ls { long, recursive, paths } => {

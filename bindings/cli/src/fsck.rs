@@ -1,6 +1,7 @@
 //! `fsck`: runs the core's integrity check ([`txvfs::fsck`]) on the store's raw keys and
 //! prints its report; with `--repair` the core applies the fixes that need no guessing.
 
+use crate::cmds::no_store_hint;
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 
@@ -14,7 +15,7 @@ pub fn run(uri: &str, repair: bool) -> CliResult {
         shown = n;
     });
     progress.finish();
-    let report = report?;
+    let report = report.map_err(no_store_hint)?;
     print!("{report}");
     let remaining = report.remaining();
     if remaining > 0 {
