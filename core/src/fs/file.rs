@@ -166,13 +166,19 @@ impl File {
             if p.1.is_empty() {
                 p.0 = *pos;
             }
+            let before = p.1.len();
             p.1.extend_from_slice(data);
-            *pos += data.len() as u64;
-            let full = p.1.len() >= WRITE_BACK_MAX;
-            drop(p);
-            if full {
-                self.flush()?;
+            if p.1.len() >= WRITE_BACK_MAX {
+                let (start, buffered) = (p.0, &p.1);
+                if let Err(e) = self.scope.run(|op| op.write_ino(self.ino, start, buffered, false)) {
+                    // This write did not happen: its bytes go and the position stays, so a
+                    // retry writes them once. Earlier writes stay buffered for the next flush.
+                    p.1.truncate(before);
+                    return Err(e);
+                }
+                p.1.clear();
             }
+            *pos += data.len() as u64;
             return Ok(data.len());
         }
         let at = self.scope.run(|op| op.write_ino(self.ino, *pos, data, self.append))?;
@@ -285,6 +291,17 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        // A drop cannot return an error: buffered data that cannot be written is reported to
+        // the next `Store::sync` (or `File::sync`) instead, as the kernel reports a failed
+        // write-back to the next fsync. `close` returns the error itself.
+        if !self.closed && !self.scope.is_finished() {
+            if let Err(e) = self.flush() {
+                self.scope.store().inner.note_lost_write(Error::new(
+                    e.kind(),
+                    format!("write-back data of inode {} was lost when its handle was dropped: {}", self.ino, e.message()),
+                ));
+            }
+        }
         let _ = self.release();
     }
 }

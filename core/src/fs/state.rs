@@ -3,7 +3,7 @@
 
 use super::locks::LockTable;
 use super::open_files::OpenFiles;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kv::{self, Backend, Txn};
 use crate::schema::{self, Meta, ROOT_INO};
 use parking_lot::Mutex;
@@ -30,6 +30,8 @@ pub(crate) struct StoreState {
     pub(crate) open_files: OpenFiles,
     pub(crate) locks: LockTable,
     pub(crate) next_handle: AtomicU64,
+    /// The first write-back failure of a dropped handle, reported by the next sync.
+    pub(crate) lost_write: Mutex<Option<Error>>,
     /// This process's id in staging records (random per open).
     pub(crate) process: u64,
 }
@@ -62,6 +64,11 @@ impl StoreState {
     /// Returns true when this was the last handle of `ino`.
     pub(crate) fn closed(&self, ino: u64) -> bool {
         self.open_files.closed(ino)
+    }
+
+    /// Keeps a dropped handle's write-back failure for the next sync (the first one wins).
+    pub(crate) fn note_lost_write(&self, e: Error) {
+        self.lost_write.lock().get_or_insert(e);
     }
 
     pub(crate) fn new_handle_id(&self) -> u64 {

@@ -96,6 +96,7 @@ impl Store {
             space,
             ino_range: Mutex::new((0, 0)),
             open_files: Default::default(),
+            lost_write: Mutex::new(None),
             locks: LockTable::new(shared_locks),
             next_handle: AtomicU64::new(1),
             process: leases::random_id(),
@@ -178,8 +179,14 @@ impl Store {
     }
 
     /// Makes every change committed so far durable (what `fsync` does for auto-commit writes).
+    /// Also reports, once, data of a write-back handle that was dropped without `close` and
+    /// could not be written (like a failed write-back reported by the next `fsync`).
     pub fn sync(&self) -> Result<()> {
-        self.inner.backend.sync()
+        let synced = self.inner.backend.sync();
+        match self.inner.lost_write.lock().take() {
+            Some(e) => Err(e),
+            None => synced,
+        }
     }
 
     /// The store's block size.

@@ -206,6 +206,10 @@ pub enum DirAttr {
     Ctime = b'c',
     /// Link count minus the stored base (atomic add).
     Nlink = b'n',
+    /// The parent directory's inode number (8 bytes, little-endian), so that a rename can
+    /// walk up from its destination and refuse to move a directory below itself. Stores made
+    /// before it have none; the root has none.
+    Parent = b'p',
 }
 
 pub(crate) fn corrupt(what: &str) -> Error {

@@ -5,6 +5,7 @@ use super::{now_ns, Operation, Resolved};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
 use crate::fs::types::{DirEntry, RenameFlags};
+use crate::kv::decode_counter;
 use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta, ROOT_INO};
 
 fn check_symlink_target(target: &[u8]) -> Result<()> {
@@ -45,6 +46,7 @@ impl Operation<'_> {
         self.set(&schema::dentry_key(parent, name), &Dentry { ino, kind }.encode())?;
         if kind == FileType::Dir {
             self.atomic_add(&schema::dir_attr_key(parent, DirAttr::Nlink), 1)?;
+            self.set_parent(ino, parent)?;
         }
         self.touch_dir(parent, now)?;
         self.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;
@@ -270,11 +272,18 @@ impl Operation<'_> {
         }
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
-        if se.kind == FileType::Dir && d.ancestors.contains(&se.ino) {
-            return Err(Error::new(
-                ErrorKind::Invalid,
-                format!("rename {} -> {}: cannot move a directory into itself", show(from), show(to)),
-            ));
+        let into_itself = || {
+            Error::new(ErrorKind::Invalid, format!("rename {} -> {}: cannot move a directory into itself", show(from), show(to)))
+        };
+        if se.kind == FileType::Dir && (d.ancestors.contains(&se.ino) || self.is_below(d.parent, se.ino)?) {
+            return Err(into_itself());
+        }
+        if flags.exchange {
+            if let Some(de) = d.entry.filter(|de| de.kind == FileType::Dir) {
+                if self.is_below(s.parent, de.ino)? {
+                    return Err(into_itself());
+                }
+            }
         }
         if d.entry.is_some_and(|de| de.kind == FileType::Dir && s.ancestors.contains(&de.ino)) {
             // The target is an ancestor of the source: never empty.
@@ -290,6 +299,11 @@ impl Operation<'_> {
             if dirs != 0 && s.parent != d.parent {
                 self.atomic_add(&schema::dir_attr_key(s.parent, DirAttr::Nlink), -dirs)?;
                 self.atomic_add(&schema::dir_attr_key(d.parent, DirAttr::Nlink), dirs)?;
+            }
+            for (e, parent) in [(se, d.parent), (de, s.parent)] {
+                if e.kind == FileType::Dir && s.parent != d.parent {
+                    self.set_parent(e.ino, parent)?;
+                }
             }
             for ino in [se.ino, de.ino] {
                 self.touch_ctime(ino, now)?;
@@ -314,10 +328,56 @@ impl Operation<'_> {
         if se.kind == FileType::Dir && s.parent != d.parent {
             self.atomic_add(&schema::dir_attr_key(s.parent, DirAttr::Nlink), -1)?;
             self.atomic_add(&schema::dir_attr_key(d.parent, DirAttr::Nlink), 1)?;
+            self.set_parent(se.ino, d.parent)?;
         }
         self.touch_ctime(se.ino, now)?;
         self.touch_dir(s.parent, now)?;
         self.touch_dir(d.parent, now)
+    }
+
+    fn set_parent(&mut self, dir: u64, parent: u64) -> Result<()> {
+        self.set(&schema::dir_attr_key(dir, DirAttr::Parent), &parent.to_le_bytes())
+    }
+
+    /// Is directory `start` the directory `dir` or below it? Walks up from `start` through the
+    /// parent keys, which this transaction reads, so a concurrent rename of any directory on
+    /// the way conflicts with it (two crossed renames cannot both commit and make a cycle).
+    /// A directory from before parent keys existed is looked for below `dir` instead.
+    fn is_below(&mut self, start: u64, dir: u64) -> Result<bool> {
+        let mut cur = start;
+        // More levels than any path can have means a loop: the store is damaged.
+        for _ in 0..=crate::fs::PATH_MAX / 2 {
+            if cur == dir {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            match self.tx.get(&schema::dir_attr_key(cur, DirAttr::Parent))? {
+                Some(v) => cur = decode_counter(Some(&v)),
+                None => return self.in_subtree(dir, cur),
+            }
+        }
+        Err(Error::new(ErrorKind::Corrupt, format!("corrupt store: directory {start} has a loop of parents")))
+    }
+
+    /// Is directory `target` somewhere below directory `top`? (A search, for directories made
+    /// before parent keys; it reads every directory under `top`.)
+    fn in_subtree(&mut self, top: u64, target: u64) -> Result<bool> {
+        let mut pending = vec![top];
+        while let Some(dir) = pending.pop() {
+            let (s, e) = schema::dentry_range(dir);
+            for (_, v) in self.tx.get_range(&s, &e, 0, false)? {
+                let child = Dentry::decode(&v)?;
+                if child.kind == FileType::Dir {
+                    if child.ino == target {
+                        return Ok(true);
+                    }
+                    pending.push(child.ino);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Lists a directory: up to `limit` entries (0: all) with names after `after`.
