@@ -22,8 +22,10 @@
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
 //! concurrent creators in one directory do not conflict on the parent.
 
+mod parse;
 mod values;
 
+pub use parse::*;
 pub use values::*;
 
 use crate::error::{Error, ErrorKind, Result};
