@@ -24,7 +24,7 @@ impl Operation<'_> {
                     Some(DirAttr::Mtime) => st.mtime_ns = n as i64,
                     Some(DirAttr::Ctime) => st.ctime_ns = st.ctime_ns.max(n as i64),
                     Some(DirAttr::Nlink) => st.nlink = st.nlink.wrapping_add(n),
-                    None => {}
+                    Some(DirAttr::Parent) | None => {}
                 }
             }
         }
