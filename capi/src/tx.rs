@@ -3,7 +3,7 @@
 use crate::boundary::{boundary, boundary_or, obj, Fail, Out, R};
 use crate::store::{store_ref, txvfs_store};
 use std::ffi::{c_int, c_void};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use txvfs::Transaction;
 
@@ -12,16 +12,18 @@ use txvfs::Transaction;
 /// `txvfs_tx_commit`, then everything at once. Thread-safe (calls on one transaction are
 /// serialized).
 pub struct txvfs_tx {
-    store_id: u64,
-    /// `None` once committed or rolled back.
+    /// `None` once committed or rolled back. (Dropped before `store`: fields drop in order.)
     tx: Mutex<Option<Transaction>>,
     /// Owned by `txvfs_transact`: the callback may not commit, roll back or free it.
     managed: bool,
+    /// The transaction's reference to its store handle, which keeps it open until
+    /// `txvfs_tx_free` even after `txvfs_store_free`.
+    store: Arc<txvfs_store>,
 }
 
 impl txvfs_tx {
     fn new(store: &txvfs_store, tx: Transaction, managed: bool) -> txvfs_tx {
-        txvfs_tx { store_id: store.id, tx: Mutex::new(Some(tx)), managed }
+        txvfs_tx { tx: Mutex::new(Some(tx)), managed, store: store.counted() }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Transaction>> {
@@ -51,7 +53,7 @@ pub(crate) fn active(slot: &Option<Transaction>) -> R<&Transaction> {
 /// `p` is NULL or a live transaction from `txvfs_tx_begin` or `txvfs_transact`.
 pub(crate) unsafe fn tx_ref<'a>(store: &txvfs_store, p: *mut txvfs_tx) -> R<Option<&'a txvfs_tx>> {
     let Some(t) = p.as_ref() else { return Ok(None) };
-    if t.store_id != store.id {
+    if !std::ptr::eq(Arc::as_ptr(&t.store), store) {
         return Err(Fail::new(libc::EXDEV, "transaction belongs to another store handle"));
     }
     Ok(Some(t))
@@ -81,7 +83,9 @@ pub(crate) use with_fs;
 /// and `txvfs_open`; end it with `txvfs_tx_commit` or `txvfs_tx_rollback`, then free it.
 ///
 /// Ownership: the caller owns `*out` and frees it with `txvfs_tx_free` (which rolls back a
-/// transaction still open). Errors: -EINVAL (NULL `store` or `out`), -TXVFS_EBACKEND.
+/// transaction still open). It holds a reference to the store handle: the store stays open
+/// until the transaction is freed, even after `txvfs_store_free`.
+/// Errors: -EINVAL (NULL `store` or `out`), -TXVFS_EBACKEND.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_tx_begin(store: *mut txvfs_store, out: *mut *mut txvfs_tx) -> c_int {
     boundary("txvfs_tx_begin", || {
@@ -115,7 +119,9 @@ pub unsafe extern "C" fn txvfs_tx_rollback(tx: *mut txvfs_tx) -> c_int {
 }
 
 /// Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
-/// the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. NULL,
+/// the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. It
+/// drops the transaction's reference to the store handle, so it may close and free the store
+/// (when `txvfs_store_free` was called and nothing else is open on it). NULL,
 /// and a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
 /// no-ops.
 #[no_mangle]
