@@ -248,8 +248,8 @@ typedef struct txvfs_store txvfs_store;
 /**
  * An explicit transaction. Every call given it (and every descriptor opened through it)
  * belongs to it: its reads see its own writes, nobody else sees anything until
- * `txvfs_tx_commit`, then everything at once. Thread-safe (calls on one transaction are
- * serialized).
+ * `txvfs_tx_commit`, then everything at once. Thread-safe (the core serializes calls on one
+ * transaction).
  */
 typedef struct txvfs_tx txvfs_tx;
 
@@ -957,8 +957,8 @@ void txvfs_tx_free(struct txvfs_tx *tx);
 
 /**
  * Runs `callback(tx, userdata)` in a new transaction and commits it; when the transaction
- * conflicts with another one it rolls back and runs the callback again (with backoff, up to
- * the store's max_retries), so the callback may run several times and must have no effects
+ * conflicts with another one it rolls back and runs the callback again (the core's retry
+ * loop, `Store::transact`: with backoff, up to the store's max_retries), so the callback may run several times and must have no effects
  * outside the transaction.
  *
  * Returns 0 once committed; a negative code the callback returned (as is, not retried unless

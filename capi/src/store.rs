@@ -17,7 +17,6 @@ use txvfs::{Options, Store};
 pub struct txvfs_store {
     pub(crate) store: Store,
     pub(crate) files: Handles,
-    pub(crate) max_retries: u32,
 }
 
 impl txvfs_store {
@@ -76,9 +75,8 @@ pub unsafe extern "C" fn txvfs_store_open(
         let uri = std::str::from_utf8(cstr(uri, "uri")?).map_err(|_| Fail::invalid("uri is not UTF-8"))?;
         let out = Out::new(out, "out")?;
         let options = options.as_ref().map(|o| o.options.clone()).unwrap_or_else(Options::default);
-        let max_retries = options.max_retries;
         let store = Store::open_with(uri, options)?;
-        let handle = Arc::new(txvfs_store { store, files: Handles::default(), max_retries });
+        let handle = Arc::new(txvfs_store { store, files: Handles::default() });
         out.set(Arc::into_raw(handle).cast_mut());
         Ok(())
     })
