@@ -239,7 +239,7 @@ typedef struct txvfs_options txvfs_options;
  * at once. Its descriptors (`txvfs_open`) belong to it: another store's descriptor is
  * -EBADF here.
  *
- * Reference-counted (the pointer handed to C is an `Arc`'s): the caller's reference is
+ * Reference-counted (an `Arc` inside the library): the caller's reference is
  * dropped by `txvfs_store_free`, and every open descriptor and every transaction not yet
  * freed holds one more, so the handle outlives `txvfs_store_free` while they do.
  */
@@ -892,7 +892,8 @@ int txvfs_store_open(const char *uri,
  * freed: calls on those keep working (with this same `store` pointer), and the store is
  * closed and freed by the last `txvfs_close` or `txvfs_tx_free`; if none remain, it is
  * closed and freed now. After this call, pass `store` only to calls on such a descriptor or
- * transaction. NULL is a no-op.
+ * transaction, and none that may race with the `txvfs_close`/`txvfs_tx_free` of the last of
+ * them. NULL is a no-op.
  */
 void txvfs_store_free(struct txvfs_store *store);
 

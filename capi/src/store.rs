@@ -11,7 +11,7 @@ use txvfs::{Options, Store};
 /// at once. Its descriptors (`txvfs_open`) belong to it: another store's descriptor is
 /// -EBADF here.
 ///
-/// Reference-counted (the pointer handed to C is an `Arc`'s): the caller's reference is
+/// Reference-counted (an `Arc` inside the library): the caller's reference is
 /// dropped by `txvfs_store_free`, and every open descriptor and every transaction not yet
 /// freed holds one more, so the handle outlives `txvfs_store_free` while they do.
 pub struct txvfs_store {
@@ -87,7 +87,8 @@ pub unsafe extern "C" fn txvfs_store_open(
 /// freed: calls on those keep working (with this same `store` pointer), and the store is
 /// closed and freed by the last `txvfs_close` or `txvfs_tx_free`; if none remain, it is
 /// closed and freed now. After this call, pass `store` only to calls on such a descriptor or
-/// transaction. NULL is a no-op.
+/// transaction, and none that may race with the `txvfs_close`/`txvfs_tx_free` of the last of
+/// them. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_store_free(store: *mut txvfs_store) {
     boundary_or((), || {
