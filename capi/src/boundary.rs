@@ -48,10 +48,6 @@ impl Fail {
     pub(crate) fn invalid(message: impl Into<String>) -> Fail {
         Fail::new(libc::EINVAL, message)
     }
-
-    pub(crate) fn is_retryable(&self) -> bool {
-        self.code == TXVFS_ECONFLICT || self.code == TXVFS_ETOOOLD
-    }
 }
 
 impl From<Error> for Fail {
@@ -97,11 +93,7 @@ pub(crate) fn boundary(name: &str, f: impl FnOnce() -> R) -> c_int {
             fail.code.wrapping_neg()
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = txvfs::error::panic_message(&*panic);
             set_last_error(&format!("{name}: internal error (panic): {what}"));
             -TXVFS_EPANIC
         }
