@@ -75,6 +75,13 @@
 #define TXVFS_ETOOOLD 10005
 
 /**
+ * txvfs's own error code: the commit's outcome is unknown: it was applied, but its fsync
+ * failed (the store then refuses every transaction until it is reopened), or the backend
+ * lost contact while committing. Not retried: a retry could apply it twice.
+ */
+#define TXVFS_ECOMMIT_UNKNOWN 10006
+
+/**
  * txvfs's own error code: an internal error (a panic) was caught at the C boundary. The
  * library stays usable; the message names the function.
  */
@@ -873,13 +880,16 @@ int txvfs_statfs(struct txvfs_store *store,
  * Opens the store named by `uri`: `memory:` (a new, private in-memory store),
  * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
  * for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
- * directory twice in one process shares one instance (the first open's options stay in
- * force, except the credential); another process gets -EBUSY.
+ * directory twice through this library shares one instance, each open keeping its own
+ * read-only, sync, retry and credential options. Another process, or another copy of txvfs
+ * in this process (the Python module, the SQLite extension), holding the store gives -EBUSY
+ * with the holder named in `txvfs_last_error()`. A store opened before fork() cannot be used
+ * in the child: every call with it there fails with -EBUSY.
  *
  * Ownership: the caller owns a reference in `*out` and drops it with `txvfs_store_free`
  * (descriptors and transactions hold references of their own, see there).
- * Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (locked
- * by another process), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
+ * Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (in use
+ * by another process or library copy), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
  * -TXVFS_ECORRUPT.
  */
 int txvfs_store_open(const char *uri,
@@ -935,8 +945,9 @@ int txvfs_tx_begin(struct txvfs_store *store,
  * descriptors with -EBADF; it still has to be freed.
  * Errors: -TXVFS_ECONFLICT (another transaction changed something this one read: run it
  * again, see `txvfs_transact`), -EINVAL (NULL, already finished, or owned by
- * `txvfs_transact`), the error of an earlier call that failed part-way, -TXVFS_ETOOLARGE,
- * -TXVFS_EBACKEND.
+ * `txvfs_transact`), the error of an earlier call that failed part-way (or panicked),
+ * -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store refuses
+ * every further transaction until reopened), -TXVFS_EBACKEND.
  */
 int txvfs_tx_commit(struct txvfs_tx *tx);
 

@@ -57,13 +57,16 @@ pub(crate) unsafe fn store_ref<'a>(p: *mut txvfs_store) -> R<&'a txvfs_store> {
 /// Opens the store named by `uri`: `memory:` (a new, private in-memory store),
 /// `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
 /// for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
-/// directory twice in one process shares one instance (the first open's options stay in
-/// force, except the credential); another process gets -EBUSY.
+/// directory twice through this library shares one instance, each open keeping its own
+/// read-only, sync, retry and credential options. Another process, or another copy of txvfs
+/// in this process (the Python module, the SQLite extension), holding the store gives -EBUSY
+/// with the holder named in `txvfs_last_error()`. A store opened before fork() cannot be used
+/// in the child: every call with it there fails with -EBUSY.
 ///
 /// Ownership: the caller owns a reference in `*out` and drops it with `txvfs_store_free`
 /// (descriptors and transactions hold references of their own, see there).
-/// Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (locked
-/// by another process), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
+/// Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (in use
+/// by another process or library copy), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
 /// -TXVFS_ECORRUPT.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_store_open(

@@ -114,8 +114,9 @@ pub unsafe extern "C" fn txvfs_tx_begin(store: *mut txvfs_store, out: *mut *mut 
 /// descriptors with -EBADF; it still has to be freed.
 /// Errors: -TXVFS_ECONFLICT (another transaction changed something this one read: run it
 /// again, see `txvfs_transact`), -EINVAL (NULL, already finished, or owned by
-/// `txvfs_transact`), the error of an earlier call that failed part-way, -TXVFS_ETOOLARGE,
-/// -TXVFS_EBACKEND.
+/// `txvfs_transact`), the error of an earlier call that failed part-way (or panicked),
+/// -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store refuses
+/// every further transaction until reopened), -TXVFS_EBACKEND.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_tx_commit(tx: *mut txvfs_tx) -> c_int {
     boundary("txvfs_tx_commit", || Ok(obj(tx, "tx")?.end("commit")?.commit()?))
