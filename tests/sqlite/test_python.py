@@ -245,4 +245,48 @@ def commit_group_across_attached_databases():
     con.close()
 
 
+@test
+def attached_databases_commit_together_without_a_group():
+    # SQLite makes a transaction over several attached databases atomic with a super-journal
+    # (journal modes DELETE, TRUNCATE, PERSIST; synchronous != OFF); txvfs commits all of
+    # them (those in one store) as one txvfs transaction when SQLite deletes the super-journal.
+    # The proof: the second database's part does not fit in the store, so the commit fails,
+    # and the first database must not have changed either.
+    store = "memory:?capacity=3000000"
+    quoted = urllib.parse.quote(store, safe="/:=")
+    for mode in ["delete", "truncate", "persist"]:
+        con = connect(f"/py/at-{mode}-a.db", store=store)
+        con.execute(f"ATTACH 'file:/py/at-{mode}-b.db?vfs=txvfs&store={quoted}' AS b")
+        for s in ("main", "b"):
+            con.execute(f"PRAGMA {s}.journal_mode={mode}")
+            con.execute(f"CREATE TABLE {s}.t(x)")
+        before = stats(con)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO main.t VALUES ('one')")
+        con.execute("INSERT INTO b.t VALUES ('one')")
+        con.execute("COMMIT")
+        after = stats(con)
+        assert after["commits"] == before["commits"] + 1, (mode, before, after)
+        assert after["grouped"] == before["grouped"] + 1, (mode, before, after)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO main.t VALUES ('lost')")
+        con.executemany("INSERT INTO b.t VALUES (randomblob(100000))", [()] * 40)  # ~4 MB
+        try:
+            con.execute("COMMIT")
+            raise AssertionError("4 MB transaction committed on a 3 MB store")
+        except sqlite3.OperationalError as e:
+            assert "full" in str(e) or "disk I/O" in str(e), e
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        other = connect(f"/py/at-{mode}-a.db", store=store)
+        other.execute(f"ATTACH 'file:/py/at-{mode}-b.db?vfs=txvfs&store={quoted}' AS b")
+        for c in (con, other):
+            assert c.execute("SELECT x FROM main.t").fetchall() == [("one",)], (mode, c.execute("SELECT x FROM main.t").fetchall())
+            assert c.execute("SELECT count(*) FROM b.t").fetchone()[0] == 1, mode
+            check(c)
+            check(c, "b")
+        other.close()
+        con.close()
+
+
 print(f"python sqlite3 tests: {len(passed)} passed ({', '.join(passed)})")
