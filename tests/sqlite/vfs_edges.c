@@ -8,8 +8,10 @@
  *     vfs_edges STORE_DIR rollback-fault   a ROLLBACK whose journal reads fail (I/O error
  *                                          injected by a shim VFS over txvfs), then close
  *     vfs_edges STORE_DIR rollback-check   (new process) only the committed rows, whole
+ *     vfs_edges STORE_DIR rollback-kill    the same failed ROLLBACK, then SIGKILL (no close)
  *     vfs_edges STORE_DIR rollback-recover the same failed ROLLBACK, then a new connection in
  *                                          this process rolls the hot journal back */
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,7 +202,7 @@ static void register_fault_vfs(void) {
 
 #define COMMITTED 100
 
-static void rollback_fault(const char *store) {
+static void rollback_fault(const char *store, int then_kill) {
     register_fault_vfs();
     char uri[4096];
     snprintf(uri, sizeof uri, "file:/rb/r.db?store=%s", store);
@@ -222,6 +224,10 @@ static void rollback_fault(const char *store) {
     int rc = sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
     CHECK(journal_reads_failed > 0);
     printf("rollback-fault: ROLLBACK returned %s, %d journal reads failed as injected\n", sqlite3_errstr(rc), journal_reads_failed);
+    if (then_kill) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     CHECK(sqlite3_close_v2(db) == SQLITE_OK);
     /* The process ends here, before anyone in it rolls the hot journal back: the next process
      * sees only what reached the store. */
@@ -245,10 +251,11 @@ int main(int argc, char **argv) {
     const char *store = argv[1], *step = argv[2];
     if (!strcmp(step, "unlocked-write")) unlocked_write(store);
     else if (!strcmp(step, "unlocked-check")) unlocked_check(store);
-    else if (!strcmp(step, "rollback-fault")) rollback_fault(store);
+    else if (!strcmp(step, "rollback-fault")) rollback_fault(store, 0);
+    else if (!strcmp(step, "rollback-kill")) rollback_fault(store, 1);
     else if (!strcmp(step, "rollback-check")) rollback_check(store);
     else if (!strcmp(step, "rollback-recover")) {
-        rollback_fault(store);
+        rollback_fault(store, 0);
         fail_journal_reads = -1;
         rollback_check(store);
     }
