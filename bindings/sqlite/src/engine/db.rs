@@ -181,10 +181,9 @@ impl Db {
     /// as one txvfs transaction. After a super-journal commit there is nothing left to do.
     pub fn commit(&self) -> Result<()> {
         let members = commit::with_groups(&[self.member.clone()]);
-        let durable = {
-            let me = self.member.lock();
-            !me.sync_off && (me.synced || members.iter().skip(1).any(|m| m.lock().synced))
-        };
+        // One member lock at a time (other threads commit group members too).
+        let sync_off = self.member.lock().sync_off;
+        let durable = !sync_off && members.iter().any(|m| m.lock().synced);
         commit::commit_members(&members, durable)
     }
 
