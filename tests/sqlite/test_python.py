@@ -14,6 +14,10 @@ LIB = sys.argv[1]
 WORK = sys.argv[2]
 STORE = os.path.join(WORK, "pystore")  # RocksDB store shared by the tests in this process
 passed = []
+# Every test names its store: none may open (and so create) the default store ./txvfs-store.
+CWD = os.path.join(WORK, "pycwd")
+os.makedirs(CWD)
+os.chdir(CWD)
 
 
 def connect(name, store=STORE, extra="", **kw):
@@ -288,5 +292,41 @@ def attached_databases_commit_together_without_a_group():
         other.close()
         con.close()
 
+
+@test
+def one_group_two_connections_two_threads():
+    # Explicit groups are for databases on separate connections: two threads commit to two
+    # databases of one group at once, over and over. Neither may block the other for good.
+    for name in ("/py/tg-1.db", "/py/tg-2.db"):
+        c = connect(name, extra="&group=tg")
+        c.execute("CREATE TABLE t(x)")
+        c.close()
+    errors = []
+
+    def writer(name):
+        try:
+            c = connect(name, extra="&group=tg", timeout=30, check_same_thread=False)
+            for i in range(400):
+                c.execute("INSERT INTO t VALUES (?)", (i,))
+            c.close()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in ("/py/tg-1.db", "/py/tg-2.db")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "group commits from two threads deadlocked"
+    assert not errors, errors
+    for name in ("/py/tg-1.db", "/py/tg-2.db"):
+        c = connect(name)
+        assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 400
+        check(c)
+        c.close()
+
+
+assert not os.path.exists(os.path.join(CWD, "txvfs-store")), "the default store was created"
+passed.append("no_default_store_created")
 
 print(f"python sqlite3 tests: {len(passed)} passed ({', '.join(passed)})")

@@ -15,7 +15,7 @@ pub use db::Db;
 pub use locks::{Level, LockResult};
 pub use memfile::MemFile;
 pub use overlay::Overlay;
-pub use stores::{canonical_path, is_side_file, open_store, store_for_name, StoreRef, DEFAULT_STORE};
+pub use stores::{canonical_path, is_side_file, known_store, open_store, store_for_name, StoreRef, DEFAULT_STORE};
 
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;

@@ -66,6 +66,14 @@ pub fn store_for_name(path: &str) -> Option<StoreRef> {
     }
 }
 
+/// Like [`store_for_name`], without opening the default store.
+pub fn known_store(path: &str) -> Option<StoreRef> {
+    if let Some(r) = names().lock().get(path) {
+        return Some(r.clone());
+    }
+    stores().lock().get(&default_uri()).cloned()
+}
+
 fn names() -> &'static Mutex<HashMap<String, StoreRef>> {
     static S: OnceLock<Mutex<HashMap<String, StoreRef>>> = OnceLock::new();
     S.get_or_init(Default::default)

@@ -83,7 +83,10 @@ pub(super) unsafe extern "C" fn x_open(
             let journal = flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0;
             let delete_on_close = flags & ffi::SQLITE_OPEN_DELETEONCLOSE != 0;
             // A journal belongs to its database's store (two stores may hold one name).
-            let store_id = if journal && zname.is_some() { journal_store_id(name) } else { String::new() };
+            let store_id = match zname {
+                Some(n) if journal => journal_store_id(name, n),
+                _ => String::new(),
+            };
             let file = MemFile::open(&store_id, zname, journal);
             Kind::Mem { file, store_id, name: zname.map(str::to_string), delete_on_close }
         };

@@ -52,16 +52,18 @@ fn fail(e: &txvfs::Error, ioerr: c_int) -> c_int {
 }
 
 /// The identity of the store whose database a journal name (`<db>-journal`, `<db>-wal`)
-/// belongs to, from the `store=` parameter SQLite keeps with it. Only for journal names
-/// SQLite passes to the VFS (they carry the database's URI parameters); "" when unknown.
-fn journal_store_id(name: *const c_char) -> String {
-    match engine::open_store(uri_param(name, c"store").as_deref()) {
-        Ok(s) => s.id,
-        Err(_) => String::new(),
+/// belongs to: from the `store=` parameter SQLite keeps with the names it derives from a
+/// database's, else the store that database was opened from. Never opens a store that is not
+/// open yet (SQLite also asks about journal names it read from a super-journal, which carry
+/// no parameters). "" when unknown.
+fn journal_store_id(name: *const c_char, n: &str) -> String {
+    if let Some(u) = uri_param(name, c"store") {
+        return engine::open_store(Some(&u)).map(|s| s.id).unwrap_or_default();
     }
+    let db = n.strip_suffix("-journal").or_else(|| n.strip_suffix("-wal")).unwrap_or(n);
+    engine::known_store(&engine::canonical_path(db)).map(|s| s.id).unwrap_or_default()
 }
 
-/// Runs a callback body; a panic becomes `on_panic` instead of unwinding into SQLite.
 pub(crate) fn guard(on_panic: c_int, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,

@@ -13,7 +13,7 @@ use txvfs::{ErrorKind, FileSystem};
 /// The memory-file namespace of side file `n`: a journal's database store, else none.
 unsafe fn side_store_id(name: *const c_char, n: &str) -> String {
     if n.ends_with("-journal") || n.ends_with("-wal") {
-        journal_store_id(name)
+        journal_store_id(name, n)
     } else {
         String::new()
     }
