@@ -112,6 +112,23 @@ o = connect("/data/x.db", store=OTHER)
 o.execute("CREATE TABLE t(n INTEGER)")
 o.execute("INSERT INTO t VALUES (42)")
 assert rows(o) == [42] and rows(a) == want
+# ... with its own journal: both write (tiny caches spill pages, so the journals matter), one
+# rolls back, the other commits; each sees only its own committed rows.
+for c in (a, o):
+    c.execute("CREATE TABLE big(b)")
+    c.execute("PRAGMA cache_size=5")
+a.execute("BEGIN")
+o.execute("BEGIN")
+for i in range(300):
+    a.execute("INSERT INTO big VALUES (randomblob(1000))")
+    o.execute("INSERT INTO big VALUES (randomblob(1000))")
+a.execute("INSERT INTO t VALUES (-4)")
+a.execute("ROLLBACK")
+o.execute("COMMIT")
+assert rows(a) == want and a.execute("SELECT count(*) FROM big").fetchone()[0] == 0
+assert rows(o) == [42] and o.execute("SELECT count(*) FROM big").fetchone()[0] == 300
+check(a)
+check(o)
 o.close()
 passed.append("same name, two stores")
 
