@@ -326,6 +326,29 @@ def one_group_two_connections_two_threads():
         c.close()
 
 
+@test
+def backup_and_vacuum_into():
+    # The backup API (another page size than the destination's) and VACUUM INTO write through
+    # their own commit paths; both must end in the store.
+    src = sqlite3.connect(os.path.join(WORK, "backup-src.db"))
+    src.execute("PRAGMA page_size=8192")
+    src.execute("CREATE TABLE t(x)")
+    src.executemany("INSERT INTO t VALUES (randomblob(500))", [()] * 2000)
+    src.commit()
+    dst = connect("/py/backup.db")
+    dst.execute("CREATE TABLE old(y)")
+    src.backup(dst)
+    src.close()
+    dst.execute(f"VACUUM INTO 'file:/py/vacuumed.db?vfs=txvfs&store={urllib.parse.quote(STORE, safe='/:=')}'")
+    dst.close()
+    for name in ("/py/backup.db", "/py/vacuumed.db"):
+        c = connect(name)
+        assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 2000, name
+        assert c.execute("PRAGMA page_size").fetchone()[0] == 8192, name
+        check(c)
+        c.close()
+
+
 assert not os.path.exists(os.path.join(CWD, "txvfs-store")), "the default store was created"
 passed.append("no_default_store_created")
 
