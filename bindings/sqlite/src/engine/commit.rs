@@ -73,8 +73,11 @@ pub struct Group {
     members: Mutex<Vec<Weak<Mutex<Member>>>>,
 }
 
-fn groups() -> &'static Mutex<HashMap<(String, String), Weak<Group>>> {
-    static S: OnceLock<Mutex<HashMap<(String, String), Weak<Group>>>> = OnceLock::new();
+/// Commit groups by (store identity, group name).
+type Groups = Mutex<HashMap<(String, String), Weak<Group>>>;
+
+fn groups() -> &'static Groups {
+    static S: OnceLock<Groups> = OnceLock::new();
     S.get_or_init(Default::default)
 }
 
@@ -110,8 +113,11 @@ impl Group {
     }
 }
 
-fn super_sets() -> &'static Mutex<HashMap<String, Vec<Weak<Mutex<Member>>>>> {
-    static S: OnceLock<Mutex<HashMap<String, Vec<Weak<Mutex<Member>>>>>> = OnceLock::new();
+/// The databases that named each super-journal at phase one.
+type SuperSets = Mutex<HashMap<String, Vec<Weak<Mutex<Member>>>>>;
+
+fn super_sets() -> &'static SuperSets {
+    static S: OnceLock<SuperSets> = OnceLock::new();
     S.get_or_init(Default::default)
 }
 

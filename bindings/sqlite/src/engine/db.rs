@@ -138,7 +138,7 @@ impl Db {
         }
         let dirty = !self.member.lock().overlay.is_empty();
         if dirty {
-            commit::commit_members(&[self.member.clone()], true)
+            commit::commit_members(std::slice::from_ref(&self.member), true)
         } else {
             self.store.store.sync()
         }
@@ -162,7 +162,7 @@ impl Db {
     pub fn commit_batch(&mut self) -> Result<()> {
         self.batch = None;
         let durable = !self.member.lock().sync_off;
-        let r = commit::commit_members(&[self.member.clone()], durable);
+        let r = commit::commit_members(std::slice::from_ref(&self.member), durable);
         if r.is_ok() {
             stats().batch.fetch_add(1, Ordering::Relaxed);
         }
@@ -180,7 +180,7 @@ impl Db {
     /// database's overlay, with those of its commit group's members that finished phase one,
     /// as one txvfs transaction. After a super-journal commit there is nothing left to do.
     pub fn commit(&self) -> Result<()> {
-        let members = commit::with_groups(&[self.member.clone()]);
+        let members = commit::with_groups(std::slice::from_ref(&self.member));
         // One member lock at a time (other threads commit group members too).
         let sync_off = self.member.lock().sync_off;
         let durable = !sync_off && members.iter().any(|m| m.lock().synced);
@@ -234,7 +234,7 @@ impl Db {
             self.unlock(Level::None)
         } else {
             let dirty = !self.member.lock().overlay.is_empty();
-            let r = if dirty { commit::commit_members(&[self.member.clone()], false) } else { Ok(()) };
+            let r = if dirty { commit::commit_members(std::slice::from_ref(&self.member), false) } else { Ok(()) };
             self.locks.unlock(Level::None);
             r
         };

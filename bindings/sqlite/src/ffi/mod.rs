@@ -64,7 +64,8 @@ fn journal_store_id(name: *const c_char, n: &str) -> String {
     engine::known_store(&engine::canonical_path(db)).map(|s| s.id).unwrap_or_default()
 }
 
-pub(crate) fn guard(on_panic: c_int, f: impl FnOnce() -> c_int) -> c_int {
+/// Runs a callback body; a panic becomes `on_panic` instead of unwinding into SQLite.
+fn guard(on_panic: c_int, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,
         Err(p) => {
