@@ -11,12 +11,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
 use txvfs::{FileSystem, OpenOptions, Result};
-
-/// How often a commit is retried when another txvfs writer (not an SQLite connection: those
-/// are serialized by the locks) conflicts with it.
-const COMMIT_RETRIES: u32 = 20;
 
 /// The part of a database handle that a commit of several databases reaches.
 pub struct Member {
@@ -178,9 +173,9 @@ pub fn with_groups(first: &[MemberRef]) -> Vec<MemberRef> {
 }
 
 /// Applies the overlays of `members` (all in one store) in one txvfs transaction and commits
-/// it, retrying conflicts with other txvfs writers. Success or failure, the members' states
-/// are reset: after a failure the store still holds the last committed state, which SQLite
-/// re-reads.
+/// it, retrying conflicts with other txvfs writers ([`txvfs::Store::transact_durable`]).
+/// Success or failure, the members' states are reset: after a failure the store still holds
+/// the last committed state, which SQLite re-reads.
 pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
     let mut guards: Vec<_> = {
         let mut sorted: Vec<&MemberRef> = members.iter().collect();
@@ -195,25 +190,16 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         return Ok(());
     }
     let store = guards[0].store.store.clone();
-    let mut attempt = 0;
-    let result = loop {
-        let r = (|| {
-            let tx = store.begin()?;
-            for m in guards.iter().filter(|m| !m.overlay.is_empty()) {
-                let f = tx.open(&m.path, &OpenOptions::new().read(true).write(true).create(true))?;
-                m.overlay.apply(&f)?;
-                f.close()?;
-            }
-            tx.commit_durable(durable)
-        })();
-        match r {
-            Err(e) if e.is_retryable() && attempt < COMMIT_RETRIES => {
-                std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
-                attempt += 1;
-            }
-            r => break r,
+    // The core's retry loop: conflicts with other txvfs writers (SQLite connections are
+    // serialized by the locks) run the transaction again.
+    let result = store.transact_durable(durable, |tx| {
+        for m in guards.iter().filter(|m| !m.overlay.is_empty()) {
+            let f = tx.open(&m.path, &OpenOptions::new().read(true).write(true).create(true))?;
+            m.overlay.apply(&f)?;
+            f.close()?;
         }
-    };
+        Ok(())
+    });
     for m in guards.iter_mut() {
         m.reset();
     }

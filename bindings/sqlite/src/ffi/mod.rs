@@ -69,12 +69,7 @@ fn guard(on_panic: c_int, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            set_error(0, format!("txvfs: internal panic: {msg}"));
+            set_error(0, format!("txvfs: internal panic: {}", txvfs::error::panic_message(&*p)));
             on_panic
         }
     }
