@@ -11,9 +11,10 @@
 //!
 //! Writing `cut SEED TEAR` to `MOUNTPOINT/.powercut` (a control file that no listing shows)
 //! cuts the power: every unsynced write and truncation is dropped, and every file created
-//! since its directory's last fsync is deleted. With TEAR=1 the newest unsynced write is torn
-//! first: the writes of that file before it, and a random prefix (SEED picks the length) of
-//! it, reach the backing file, as if the power failed while the file was being written back.
+//! since its directory's last fsync is deleted. With TEAR=1 each file's write-back is cut
+//! short instead: a random number of its unsynced changes, in order, reach the backing file,
+//! the last of them torn (a random prefix of that write); the rest is dropped. SEED makes
+//! every random choice.
 //! Each cut logs one line (`lazyfs: cut ...`) on standard error. The writer of the control
 //! file must have stopped every user of the mount first (killed and reaped).
 //!
@@ -46,7 +47,7 @@ const TTL: Duration = Duration::ZERO;
 
 /// One unsynced change to a file's data, oldest first.
 enum Op {
-    Write { seq: u64, off: u64, data: Vec<u8> },
+    Write { off: u64, data: Vec<u8> },
     Truncate(u64),
 }
 
@@ -54,7 +55,7 @@ enum Op {
 fn logical_size(mut size: u64, ops: &[Op]) -> u64 {
     for op in ops {
         size = match op {
-            Op::Write { off, data, .. } => size.max(off + data.len() as u64),
+            Op::Write { off, data } => size.max(off + data.len() as u64),
             Op::Truncate(len) => *len,
         };
     }
@@ -65,7 +66,7 @@ fn logical_size(mut size: u64, ops: &[Op]) -> u64 {
 fn persist(f: &File, ops: &[Op]) -> io::Result<()> {
     for op in ops {
         match op {
-            Op::Write { off, data, .. } => f.write_all_at(data, *off)?,
+            Op::Write { off, data } => f.write_all_at(data, *off)?,
             Op::Truncate(len) => f.set_len(*len)?,
         }
     }
@@ -97,8 +98,9 @@ struct State {
     pending: HashMap<u64, Vec<Op>>,
     /// Files created since their directory's last fsync: inode -> directory inode.
     new_files: HashMap<u64, u64>,
-    seq: u64,
     cuts: u64,
+    /// File and directory syncs since the last cut (for the cut's log line).
+    syncs: (u64, u64),
 }
 
 struct LazyFs {
@@ -214,6 +216,7 @@ impl State {
 
     /// What `fsync` does: the file's unsynced changes reach the backing file.
     fn sync_file(&mut self, ino: u64, fh: u64) -> Result<(), Errno> {
+        self.syncs.0 += 1;
         let Some(ops) = self.pending.remove(&ino) else { return Ok(()) };
         let f = self.files.get(&fh).ok_or(Errno::EBADF)?;
         persist(f, &ops).map_err(err)
@@ -223,33 +226,30 @@ impl State {
     fn cut(&mut self, seed: u64, tear: bool) -> String {
         self.cuts += 1;
         let mut rng = Rng(seed.wrapping_mul(0x9e3779b97f4a7c15) | 1);
-        let mut torn = String::from("none");
-        let newest = self
-            .pending
-            .iter()
-            .filter_map(|(ino, ops)| match ops.iter().rposition(|op| matches!(op, Op::Write { .. })) {
-                Some(i) => match &ops[i] {
-                    Op::Write { seq, .. } => Some((*seq, *ino, i)),
-                    Op::Truncate(_) => None,
-                },
-                None => None,
-            })
-            .max();
-        if let (true, Some((_, ino, i))) = (tear, newest) {
-            let mut ops = self.pending.remove(&ino).unwrap();
-            ops.truncate(i + 1);
-            if let Some(Op::Write { off, data, .. }) = ops.last_mut() {
-                let len = data.len();
-                let keep = (rng.next() % len as u64) as usize;
-                data.truncate(keep);
-                torn = format!("{} bytes {}..{} kept {keep} of {len}", self.paths[&ino].display(), off, *off + len as u64);
-            }
-            // Only if the name still exists (an unlinked file has nowhere to go).
-            let path = &self.paths[&ino];
-            if self.inos.get(path) == Some(&ino) {
-                if let Err(e) = OpenOptions::new().write(true).open(path).and_then(|f| persist(&f, &ops)) {
-                    torn = format!("{torn} (could not write it: {e})");
+        let mut torn = Vec::new();
+        if tear {
+            // Each file's write-back got a random way through its unsynced changes, in order,
+            // and stopped inside a write. Inode order: the seed decides the same way each time.
+            let mut inos: Vec<u64> = self.pending.keys().copied().collect();
+            inos.sort();
+            for ino in inos {
+                let ops = self.pending.get_mut(&ino).unwrap();
+                let (n, i) = (ops.len(), (rng.next() % ops.len() as u64) as usize);
+                let mut kept: Vec<Op> = ops.drain(..=i).collect();
+                let path = self.paths[&ino].clone();
+                let mut note = format!("{} kept {} of {n} changes", path.file_name().unwrap_or_default().to_string_lossy(), i + 1);
+                if let Some(Op::Write { data, .. }) = kept.last_mut() {
+                    let len = data.len();
+                    data.truncate((rng.next() % len.max(1) as u64) as usize);
+                    note += &format!(", the last cut to {} of {len} bytes", data.len());
                 }
+                // Only if the name still exists (an unlinked file has nowhere to go).
+                if self.inos.get(&path) == Some(&ino) {
+                    if let Err(e) = OpenOptions::new().write(true).open(&path).and_then(|f| persist(&f, &kept)) {
+                        note += &format!(" (could not write them: {e})");
+                    }
+                }
+                torn.push(note);
             }
         }
         let (mut writes, mut bytes, mut truncates) = (0, 0, 0);
@@ -272,13 +272,16 @@ impl State {
             }
         }
         removed.sort();
+        let (fsyncs, dirsyncs) = std::mem::take(&mut self.syncs);
         format!(
             "lazyfs: cut {} seed={seed} tear={}: dropped {writes} writes ({bytes} bytes) and {truncates} truncations \
-             in {files} files; removed {} new files [{}]; torn: {torn}",
+             in {files} files; removed {} new files [{}]; torn: [{}]; since the last cut: {fsyncs} file syncs, \
+             {dirsyncs} directory syncs",
             self.cuts,
             tear as u8,
             removed.len(),
-            removed.join(" ")
+            removed.join(" "),
+            torn.join(", ")
         )
     }
 
@@ -542,7 +545,7 @@ impl fuser::Filesystem for LazyFs {
         let end = offset + size as u64;
         for op in ops {
             match op {
-                Op::Write { off, data, .. } => {
+                Op::Write { off, data } => {
                     let (s, e) = ((*off).max(offset), (off + data.len() as u64).min(end));
                     if s < e {
                         buf[(s - offset) as usize..(e - offset) as usize]
@@ -576,9 +579,7 @@ impl fuser::Filesystem for LazyFs {
                 Err(e) => reply.error(e),
             };
         }
-        st.seq += 1;
-        let seq = st.seq;
-        st.pending.entry(ino.0).or_default().push(Op::Write { seq, off: offset, data: data.to_vec() });
+        st.pending.entry(ino.0).or_default().push(Op::Write { off: offset, data: data.to_vec() });
         reply.written(data.len() as u32)
     }
 
@@ -635,7 +636,9 @@ impl fuser::Filesystem for LazyFs {
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         // The names created in this directory are now durable.
-        self.state.lock().unwrap().new_files.retain(|_, dir| *dir != ino.0);
+        let mut st = self.state.lock().unwrap();
+        st.syncs.1 += 1;
+        st.new_files.retain(|_, dir| *dir != ino.0);
         reply.ok()
     }
 

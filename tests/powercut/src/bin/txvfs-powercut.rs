@@ -1,18 +1,20 @@
 //! txvfs-powercut: the driver of the power-loss test (see tests/powercut/README.md).
 //!
-//!   txvfs-powercut cycle STORE ACKLOG [--nosync]   check the store, then commit until killed
-//!   txvfs-powercut check STORE ACKLOG              check the store only
+//!   txvfs-powercut cycle STORE ACKLOG [--nosync] [--lanes N]   check, then commit until killed
+//!   txvfs-powercut check STORE ACKLOG [--lanes N]              check only
 //!
-//! STORE is a RocksDB store (on the lazyfs mount); ACKLOG is a file on the real disk. Step G
-//! (G = 1, 2, ...) is an explicit transaction that rewrites /tx/f0..f2 (sizes across the
-//! inline and block limits, all tagged G), one 16 KiB region of /tx/big, the generation file
-//! /tx/gen, renames /tx/r{G-1} to /tx/r{G}, moves money between the five /bank accounts (the
-//! amounts follow from G, so the balances after G are known) and unlinks /auto/a{G-KEEP};
-//! `commit()` makes it durable, then "tx G" is appended to ACKLOG and fsynced. Then an
-//! auto-commit write of /auto/aG (through a handle, or `write_file`), made durable by
-//! `File::sync` or `Store::sync`, acknowledged as "auto G". With --nosync (the negative
-//! control) commits use `commit_durable(false)` and nothing is synced, yet every step is
-//! still acknowledged: the check must then find lost acknowledged commits after a cut.
+//! STORE is a RocksDB store (on the lazyfs mount); ACKLOG is a file on the real disk. N lanes
+//! (default 2) run at once, one thread each, in /L0, /L1, ..., so that concurrent commits
+//! share fsyncs (group commit). Step G (G = 1, 2, ...) of a lane is an explicit transaction
+//! that rewrites tx/f0..f2 (sizes across the inline limit, all tagged G), one 16 KiB region
+//! of tx/big, the step file tx/gen, renames tx/r{G-1} to tx/r{G}, moves money between the
+//! five bank/ accounts (the amounts follow from G, so the balances after G are known) and
+//! unlinks auto/a{G-KEEP}; `commit()` makes it durable, then "tx LANE G" is appended to
+//! ACKLOG and fsynced. Then an auto-commit write of auto/aG (through a write-through or a
+//! write-back handle and `File::sync`, or `write_file` and `Store::sync`), acknowledged as
+//! "auto LANE G". With --nosync (the negative control) commits use `commit_durable(false)`
+//! and nothing is synced, yet every step is still acknowledged: the check must then find
+//! lost acknowledged commits after a cut.
 //!
 //! The check prints one line per problem and exits 0 (whole, nothing acknowledged lost),
 //! 3 (only acknowledged commits lost) or 4 (anything else: a torn transaction, a wrong
@@ -21,6 +23,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::{Arc, Mutex};
 use txvfs::{ErrorKind, FileSystem, OpenOptions, Store};
 
 const FILES: [&str; 3] = ["f0", "f1", "f2"];
@@ -56,8 +59,8 @@ fn fill(tag: u64, part: u64, len: usize) -> Vec<u8> {
     out
 }
 
-/// Contents of file `name` at step `g`: a header naming both, then 0..20000 bytes, so files
-/// move across the 4 KiB inline limit and over one 64 KiB block boundary... sometimes.
+/// Contents of file `name` (its path) at step `g`: a header naming both, then 0..20000
+/// bytes, so that files move in and out of the 4 KiB inline limit.
 fn contents(name: &str, g: u64) -> Vec<u8> {
     let len = (mix(g, name_code(name)) % 20_000) as usize;
     let mut v = format!("{name} {g}\n").into_bytes();
@@ -105,56 +108,61 @@ fn parse_u64(v: &[u8]) -> Option<u64> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
-/// The step the store is at (0 before step 1 committed; the layout is created with step 1).
-fn current_step(store: &Store) -> txvfs::Result<u64> {
-    match store.read_file("/tx/gen") {
+/// The step lane `p` (a path prefix, "/L0") is at: 0 before its step 1 committed.
+fn current_step(store: &Store, p: &str) -> txvfs::Result<u64> {
+    match store.read_file(format!("{p}/tx/gen")) {
         Ok(v) => Ok(parse_u64(&v).unwrap_or(u64::MAX)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(0),
         Err(e) => Err(e),
     }
 }
 
-fn run_step(store: &Store, g: u64, durable: bool, balances: &mut [u64; ACCOUNTS]) -> txvfs::Result<()> {
+fn run_step(store: &Store, p: &str, g: u64, durable: bool, balances: &mut [u64; ACCOUNTS]) -> txvfs::Result<()> {
     let tx = store.begin()?;
     if g == 1 {
-        for d in ["/tx", "/bank", "/auto"] {
-            tx.mkdir(d, 0o755)?;
+        for d in ["", "/tx", "/bank", "/auto"] {
+            tx.mkdir(format!("{p}{d}"), 0o755)?;
         }
         for (i, b) in balances.iter().enumerate() {
-            tx.write_file(format!("/bank/a{i}"), b.to_string().as_bytes())?;
+            tx.write_file(format!("{p}/bank/a{i}"), b.to_string().as_bytes())?;
         }
-        tx.write_file("/tx/r0", b"")?;
-        tx.write_file("/tx/big", &expected_big(0))?;
+        tx.write_file(format!("{p}/tx/r0"), b"")?;
+        tx.write_file(format!("{p}/tx/big"), &expected_big(0))?;
     }
     for name in FILES {
-        tx.write_file(format!("/tx/{name}"), &contents(name, g))?;
+        let path = format!("{p}/tx/{name}");
+        tx.write_file(&path, &contents(&path, g))?;
     }
     let j = g % REGIONS;
-    let big = tx.open("/tx/big", &OpenOptions::new().write(true))?;
+    let big = tx.open(format!("{p}/tx/big"), &OpenOptions::new().write(true))?;
     big.write_at(&fill(g, j, REGION), j * REGION as u64)?;
     big.close()?;
-    tx.rename(format!("/tx/r{}", g - 1), format!("/tx/r{g}"))?;
+    tx.rename(format!("{p}/tx/r{}", g - 1), format!("{p}/tx/r{g}"))?;
     let (from, to, amount) = transfer(g, balances);
     let mut next = *balances;
     next[from] -= amount;
     next[to] += amount;
     for i in [from, to] {
-        tx.write_file(format!("/bank/a{i}"), next[i].to_string().as_bytes())?;
+        tx.write_file(format!("{p}/bank/a{i}"), next[i].to_string().as_bytes())?;
     }
-    if g > KEEP && tx.exists(format!("/auto/a{}", g - KEEP))? {
-        tx.unlink(format!("/auto/a{}", g - KEEP))?;
+    let old = format!("{p}/auto/a{}", g.saturating_sub(KEEP));
+    if g > KEEP && tx.exists(&old)? {
+        tx.unlink(&old)?;
     }
-    tx.write_file("/tx/gen", g.to_string().as_bytes())?;
+    tx.write_file(format!("{p}/tx/gen"), g.to_string().as_bytes())?;
     tx.commit_durable(durable)?;
     *balances = next;
     Ok(())
 }
 
 /// The auto-commit half of step g: each call commits on its own; a sync makes them durable.
-fn run_auto(store: &Store, g: u64, durable: bool) -> txvfs::Result<()> {
-    let (path, data) = (format!("/auto/a{g}"), contents(&format!("a{g}"), g));
-    if g % 2 == 0 {
-        let f = store.open(&path, &OpenOptions::new().write(true).create(true).truncate(true))?;
+fn run_auto(store: &Store, p: &str, g: u64, durable: bool) -> txvfs::Result<()> {
+    let path = format!("{p}/auto/a{g}");
+    let data = contents(&path, g);
+    if g % 3 != 0 {
+        // Write-through, or write-back (the sync must flush the handle's buffer first).
+        let o = OpenOptions::new().write(true).create(true).truncate(true).write_back(g % 3 == 2);
+        let f = store.open(&path, &o)?;
         f.write(&data)?;
         if durable {
             f.sync()?;
@@ -169,20 +177,30 @@ fn run_auto(store: &Store, g: u64, durable: bool) -> txvfs::Result<()> {
     }
 }
 
+/// What the ack log says of one lane.
+#[derive(Default)]
 struct Acks {
     tx: u64,
     auto: BTreeSet<u64>,
 }
 
-fn read_acks(path: &str) -> Acks {
+/// The ack log, lane by lane. Each record is one small write: a killed driver leaves whole
+/// lines only.
+fn read_acks(path: &str, lanes: usize) -> Vec<Acks> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut acks = Acks { tx: 0, auto: BTreeSet::new() };
-    // Each record is one small write: a killed driver leaves whole lines only.
+    let mut acks: Vec<Acks> = (0..lanes).map(|_| Acks::default()).collect();
     for line in text.lines() {
-        match line.split_once(' ') {
-            Some(("tx", g)) => acks.tx = acks.tx.max(g.parse().unwrap_or(0)),
-            Some(("auto", g)) => {
-                acks.auto.insert(g.parse().unwrap_or(0));
+        let words: Vec<&str> = line.split(' ').collect();
+        let (Some(kind), Some(Ok(lane)), Some(Ok(g))) =
+            (words.first(), words.get(1).map(|w| w.parse::<usize>()), words.get(2).map(|w| w.parse::<u64>()))
+        else {
+            continue;
+        };
+        let Some(a) = acks.get_mut(lane) else { continue };
+        match *kind {
+            "tx" => a.tx = a.tx.max(g),
+            "auto" => {
+                a.auto.insert(g);
             }
             _ => {}
         }
@@ -190,46 +208,46 @@ fn read_acks(path: &str) -> Acks {
     acks
 }
 
-/// Checks the store against the ack log. Returns (lost acknowledged commits, other problems).
-fn check(store: &Store, acks: &Acks) -> txvfs::Result<(Vec<String>, Vec<String>)> {
-    let (mut lost, mut bad) = (Vec::new(), Vec::new());
-    let g = current_step(store)?;
+/// Checks lane `p` against its acks. Adds to (lost acknowledged commits, other problems).
+fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: &mut Vec<String>) -> txvfs::Result<()> {
+    let g = current_step(store, p)?;
     if g == u64::MAX {
-        bad.push("/tx/gen does not hold a step number".to_string());
-        return Ok((lost, bad));
+        bad.push(format!("{p}/tx/gen does not hold a step number"));
+        return Ok(());
     }
     if acks.tx > g {
-        lost.push(format!("step {} was acknowledged durable, the store is at step {g}", acks.tx));
+        lost.push(format!("{p}: step {} was acknowledged durable, the store is at step {g}", acks.tx));
     }
     if g == 0 {
-        for d in ["/tx", "/bank", "/auto"] {
-            if store.exists(d)? {
-                bad.push(format!("{d} exists before step 1 committed (torn step 1)"));
-            }
+        if store.exists(p)? {
+            bad.push(format!("{p} exists before its step 1 committed (torn step 1)"));
         }
     } else {
         // Every file of step g says g: the transaction is whole.
         for name in FILES {
-            let v = store.read_file(format!("/tx/{name}"))?;
-            match step_of(name, &v) {
+            let path = format!("{p}/tx/{name}");
+            let v = store.read_file(&path)?;
+            match step_of(&path, &v) {
                 Some(s) if s == g => {}
-                other => bad.push(format!("/tx/{name} holds step {other:?} ({} bytes), /tx/gen says {g}", v.len())),
+                other => bad.push(format!("{path} holds step {other:?} ({} bytes), {p}/tx/gen says {g}", v.len())),
             }
         }
-        if store.read_file("/tx/big")? != expected_big(g) {
-            bad.push(format!("/tx/big is not what steps 0..={g} wrote"));
+        if store.read_file(format!("{p}/tx/big"))? != expected_big(g) {
+            bad.push(format!("{p}/tx/big is not what steps 0..={g} wrote"));
         }
-        let names: Vec<String> =
-            store.readdir("/tx", None, 0)?.into_iter().map(|e| String::from_utf8_lossy(&e.name).into_owned()).collect();
-        let want = ["big", "f0", "f1", "f2", "gen"].iter().map(|s| s.to_string()).chain([format!("r{g}")]).collect::<BTreeSet<_>>();
-        if names.iter().cloned().collect::<BTreeSet<_>>() != want {
-            bad.push(format!("/tx holds {names:?}, want {want:?}"));
+        let names: BTreeSet<String> = store
+            .readdir(format!("{p}/tx"), None, 0)?
+            .into_iter()
+            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+            .collect();
+        let want: BTreeSet<String> = ["big", "f0", "f1", "f2", "gen"].iter().map(|s| s.to_string()).chain([format!("r{g}")]).collect();
+        if names != want {
+            bad.push(format!("{p}/tx holds {names:?}, want {want:?}"));
         }
-        let want = balances_after(g);
-        for (i, w) in want.iter().enumerate() {
-            let have = parse_u64(&store.read_file(format!("/bank/a{i}"))?);
+        for (i, w) in balances_after(g).iter().enumerate() {
+            let have = parse_u64(&store.read_file(format!("{p}/bank/a{i}"))?);
             if have != Some(*w) {
-                bad.push(format!("/bank/a{i} holds {have:?}, step {g} implies {w}"));
+                bad.push(format!("{p}/bank/a{i} holds {have:?}, step {g} implies {w}"));
             }
         }
     }
@@ -238,30 +256,61 @@ fn check(store: &Store, acks: &Acks) -> txvfs::Result<(Vec<String>, Vec<String>)
     let present: BTreeSet<u64> = if g == 0 {
         BTreeSet::new()
     } else {
-        store.readdir("/auto", None, 0)?.iter().filter_map(|e| std::str::from_utf8(&e.name).ok()?.strip_prefix('a')?.parse().ok()).collect()
+        store
+            .readdir(format!("{p}/auto"), None, 0)?
+            .iter()
+            .filter_map(|e| std::str::from_utf8(&e.name).ok()?.strip_prefix('a')?.parse().ok())
+            .collect()
     };
     for &k in &acks.auto {
         if k + KEEP > g && !present.contains(&k) {
-            lost.push(format!("/auto/a{k} was acknowledged durable and is missing (store at step {g})"));
+            lost.push(format!("{p}/auto/a{k} was acknowledged durable and is missing (store at step {g})"));
         }
     }
     for &k in &present {
+        let path = format!("{p}/auto/a{k}");
         if k + KEEP <= g {
-            bad.push(format!("/auto/a{k} should have been unlinked by step {}", k + KEEP));
+            bad.push(format!("{path} should have been unlinked by step {}", k + KEEP));
             continue;
         }
-        let v = store.read_file(format!("/auto/a{k}"))?;
-        let whole = step_of(&format!("a{k}"), &v) == Some(k);
-        if !whole && !(v.is_empty() && !acks.auto.contains(&k)) {
-            bad.push(format!("/auto/a{k} is wrong ({} bytes)", v.len()));
+        let v = store.read_file(&path)?;
+        if step_of(&path, &v) == Some(k) {
+            continue;
+        }
+        match (v.is_empty(), acks.auto.contains(&k)) {
+            (true, false) => {}
+            // Created by one auto-commit call, its data written by the next: that one is lost.
+            (true, true) => lost.push(format!("{path} was acknowledged durable and is empty")),
+            (false, _) => bad.push(format!("{path} is wrong ({} bytes)", v.len())),
         }
     }
-    Ok((lost, bad))
+    Ok(())
 }
 
-fn append_ack(log: &mut std::fs::File, line: &str) {
+/// Appends one record to the ack log and fsyncs it (one write: whole lines only).
+fn append_ack(log: &Mutex<std::fs::File>, line: &str) {
+    let mut log = log.lock().unwrap();
     log.write_all(format!("{line}\n").as_bytes()).expect("ack log write");
     log.sync_data().expect("ack log fsync");
+}
+
+/// Runs lane `lane` from the step after `g` until the process is killed.
+fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex<std::fs::File>>) {
+    let p = format!("/L{lane}");
+    let mut balances = balances_after(g);
+    loop {
+        g += 1;
+        // Lanes touch disjoint files, but their first steps both create a directory in /.
+        loop {
+            match run_step(&store, &p, g, durable, &mut balances) {
+                Err(e) if e.kind() == ErrorKind::Conflict => continue,
+                r => break r.unwrap_or_else(|e| panic!("{p} step {g}: {e}")),
+            }
+        }
+        append_ack(&log, &format!("tx {lane} {g}"));
+        run_auto(&store, &p, g, durable).unwrap_or_else(|e| panic!("{p} auto {g}: {e}"));
+        append_ack(&log, &format!("auto {lane} {g}"));
+    }
 }
 
 fn main() {
@@ -269,11 +318,15 @@ fn main() {
     let (mode, store_path, ack_path) = match args.as_slice() {
         [_, mode, s, a, ..] if mode == "cycle" || mode == "check" => (mode.as_str(), s.as_str(), a.as_str()),
         _ => {
-            eprintln!("usage: txvfs-powercut cycle|check STORE ACKLOG [--nosync]");
+            eprintln!("usage: txvfs-powercut cycle|check STORE ACKLOG [--nosync] [--lanes N]");
             std::process::exit(2);
         }
     };
     let durable = !args[4..].iter().any(|a| a == "--nosync");
+    let lanes: usize = match args[4..].iter().position(|a| a == "--lanes") {
+        Some(i) => args.get(5 + i).and_then(|n| n.parse().ok()).filter(|&n| n >= 1).expect("--lanes N, N >= 1"),
+        None => 2,
+    };
     let store = match Store::open(store_path) {
         Ok(s) => s,
         Err(e) => {
@@ -281,36 +334,47 @@ fn main() {
             std::process::exit(4);
         }
     };
-    let acks = read_acks(ack_path);
-    let (lost, bad) = match check(&store, &acks) {
-        Ok(r) => r,
-        Err(e) => (vec![], vec![format!("reading the store failed: {e}")]),
-    };
-    for p in &lost {
-        println!("check: LOST ACKNOWLEDGED COMMIT: {p}");
+    let acks = read_acks(ack_path, lanes);
+    let (mut lost, mut bad, mut steps) = (Vec::new(), Vec::new(), Vec::new());
+    for (lane, a) in acks.iter().enumerate() {
+        let p = format!("/L{lane}");
+        if let Err(e) = check_lane(&store, &p, a, &mut lost, &mut bad) {
+            bad.push(format!("{p}: reading the store failed: {e}"));
+        }
+        steps.push(current_step(&store, &p).unwrap_or(0));
     }
-    for p in &bad {
-        println!("check: FAILED: {p}");
+    for problem in &lost {
+        println!("check: LOST ACKNOWLEDGED COMMIT: {problem}");
     }
-    let g = current_step(&store).unwrap_or(0);
+    for problem in &bad {
+        println!("check: FAILED: {problem}");
+    }
     if !bad.is_empty() {
         std::process::exit(4);
     }
     if !lost.is_empty() {
         std::process::exit(3);
     }
-    println!("check: ok: store at step {g}, acknowledged tx {} and {} auto", acks.tx, acks.auto.len());
+    let acked: Vec<String> = acks.iter().map(|a| format!("tx {} auto {}", a.tx, a.auto.len())).collect();
+    println!("check: ok: lanes at steps {steps:?}, acknowledged {}", acked.join(", "));
     if mode == "check" {
         return;
     }
-    let mut log = std::fs::OpenOptions::new().create(true).append(true).mode(0o644).open(ack_path).expect("ack log");
-    let mut balances = balances_after(g);
-    println!("running from step {}", g + 1);
+    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o644).open(ack_path).expect("ack log");
+    let log = Arc::new(Mutex::new(log));
+    println!("running from steps {steps:?}");
     std::io::stdout().flush().unwrap();
-    for step in g + 1.. {
-        run_step(&store, step, durable, &mut balances).unwrap_or_else(|e| panic!("step {step}: {e}"));
-        append_ack(&mut log, &format!("tx {step}"));
-        run_auto(&store, step, durable).unwrap_or_else(|e| panic!("auto {step}: {e}"));
-        append_ack(&mut log, &format!("auto {step}"));
+    let threads: Vec<_> = steps
+        .into_iter()
+        .enumerate()
+        .map(|(lane, g)| {
+            let (store, log) = (store.clone(), log.clone());
+            std::thread::spawn(move || run_lane(store, lane, g, durable, log))
+        })
+        .collect();
+    for t in threads {
+        if t.join().is_err() {
+            std::process::exit(1);
+        }
     }
 }
