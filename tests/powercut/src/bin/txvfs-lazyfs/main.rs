@@ -6,301 +6,48 @@
 //! Every file of BACKING_DIR shows through MOUNTPOINT. What the model treats as volatile:
 //! - File data and size: `write` and truncation are kept in this process's memory (reads see
 //!   them) and reach the backing file only at `fsync`/`fdatasync` of that file.
-//! - A newly created file's name: it reaches the backing directory at once, but counts as
-//!   volatile until its directory is fsynced (or the file is renamed, see below).
+//! - The name of a newly created file or directory: it reaches the backing directory at once,
+//!   but counts as volatile until its directory is fsynced (or it is renamed, see below).
 //!
 //! Writing `cut SEED TEAR` to `MOUNTPOINT/.powercut` (a control file that no listing shows)
-//! cuts the power: every unsynced write and truncation is dropped, and every file created
-//! since its directory's last fsync is deleted. With TEAR=1 each file's write-back is cut
+//! cuts the power: every unsynced write and truncation is dropped, and every file or
+//! directory created since its directory's last fsync is deleted (with what it holds). With TEAR=1 each file's write-back is cut
 //! short instead: a random number of its unsynced changes, in order, reach the backing file,
 //! the last of them torn (a random prefix of that write); the rest is dropped. SEED makes
 //! every random choice.
 //! Each cut logs one line (`lazyfs: cut ...`) on standard error. The writer of the control
-//! file must have stopped every user of the mount first (killed and reaped).
+//! file must have stopped every user of the mount first (killed and reaped). Unmounting is
+//! clean: everything unsynced is written back first.
 //!
-//! Not modelled (these are durable at once): mkdir, rmdir, unlink, rename (which also makes the
-//! renamed file's name durable), chmod; times are not kept. The backing directory is taken as
+//! Not modelled (these are durable at once): rmdir, unlink, rename (which also makes the
+//! renamed name durable), chmod; times are not kept. The backing directory is taken as
 //! the disk that never loses power: "sync" writes to it without a real fsync. Every open file
 //! is in direct-I/O mode and every attribute and entry has a zero TTL, so the kernel caches
 //! nothing that a cut could make stale.
 
 use fuser::{
-    AccessFlags, Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
+    AccessFlags, Config, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
     MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
 };
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-const ROOT: u64 = 1;
-const CTL_NAME: &str = ".powercut";
-const CTL_INO: u64 = u64::MAX >> 1;
+mod state;
+
+use state::{ctl_attr, err, kind_of, logical_size, Op, State, CTL_INO, CTL_NAME, ROOT};
+
 /// Nothing is cached by the kernel: a cut changes sizes and names behind its back.
 const TTL: Duration = Duration::ZERO;
 
-/// One unsynced change to a file's data, oldest first.
-enum Op {
-    Write { off: u64, data: Vec<u8> },
-    Truncate(u64),
-}
-
-/// The file size after `ops`, starting from the backing file's size.
-fn logical_size(mut size: u64, ops: &[Op]) -> u64 {
-    for op in ops {
-        size = match op {
-            Op::Write { off, data } => size.max(off + data.len() as u64),
-            Op::Truncate(len) => *len,
-        };
-    }
-    size
-}
-
-/// Applies `ops` to the backing file `f` (what a sync does).
-fn persist(f: &File, ops: &[Op]) -> io::Result<()> {
-    for op in ops {
-        match op {
-            Op::Write { off, data } => f.write_all_at(data, *off)?,
-            Op::Truncate(len) => f.set_len(*len)?,
-        }
-    }
-    Ok(())
-}
-
-/// xorshift64*: the cut's random choices come from the seed the harness gives.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545f4914f6cdd1d)
-    }
-}
-
-#[derive(Default)]
-struct State {
-    /// Inode number -> backing path. Unlinked files keep their (stale) path here.
-    paths: HashMap<u64, PathBuf>,
-    /// Backing path -> inode number, for the names that exist.
-    inos: HashMap<PathBuf, u64>,
-    next_ino: u64,
-    /// Open file handle -> backing file (opened read-write when allowed).
-    files: HashMap<u64, File>,
-    next_fh: u64,
-    /// Unsynced data changes per inode.
-    pending: HashMap<u64, Vec<Op>>,
-    /// Files created since their directory's last fsync: inode -> directory inode.
-    new_files: HashMap<u64, u64>,
-    cuts: u64,
-    /// File and directory syncs since the last cut (for the cut's log line).
-    syncs: (u64, u64),
-}
-
 struct LazyFs {
     state: Mutex<State>,
-}
-
-fn err(e: io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
-}
-
-fn kind_of(ft: fs::FileType) -> FileType {
-    if ft.is_dir() {
-        FileType::Directory
-    } else if ft.is_symlink() {
-        FileType::Symlink
-    } else {
-        FileType::RegularFile
-    }
-}
-
-fn time(secs: i64, nsecs: i64) -> SystemTime {
-    if secs >= 0 {
-        UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
-    } else {
-        UNIX_EPOCH
-    }
-}
-
-fn ctl_attr() -> FileAttr {
-    FileAttr {
-        ino: INodeNo(CTL_INO),
-        size: 0,
-        blocks: 0,
-        atime: UNIX_EPOCH,
-        mtime: UNIX_EPOCH,
-        ctime: UNIX_EPOCH,
-        crtime: UNIX_EPOCH,
-        kind: FileType::RegularFile,
-        perm: 0o600,
-        nlink: 1,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
-impl State {
-    fn path(&self, ino: u64) -> Result<PathBuf, Errno> {
-        self.paths.get(&ino).cloned().ok_or(Errno::ENOENT)
-    }
-
-    fn child(&self, parent: u64, name: &OsStr) -> Result<PathBuf, Errno> {
-        Ok(self.path(parent)?.join(name))
-    }
-
-    fn ino_for(&mut self, path: PathBuf) -> u64 {
-        if let Some(&ino) = self.inos.get(&path) {
-            return ino;
-        }
-        let ino = self.next_ino;
-        self.next_ino += 1;
-        self.paths.insert(ino, path.clone());
-        self.inos.insert(path, ino);
-        ino
-    }
-
-    /// A name that no longer exists: later files at `path` get a new inode.
-    fn forget_name(&mut self, path: &Path) {
-        if let Some(ino) = self.inos.remove(path) {
-            self.new_files.remove(&ino);
-        }
-    }
-
-    fn attr(&self, ino: u64, fh: Option<u64>) -> Result<FileAttr, Errno> {
-        if ino == CTL_INO {
-            return Ok(ctl_attr());
-        }
-        let md = match fh.and_then(|h| self.files.get(&h)) {
-            Some(f) => f.metadata(),
-            None => fs::symlink_metadata(self.path(ino)?),
-        }
-        .map_err(err)?;
-        let size = match self.pending.get(&ino) {
-            Some(ops) if md.is_file() => logical_size(md.len(), ops),
-            _ => md.len(),
-        };
-        Ok(FileAttr {
-            ino: INodeNo(ino),
-            size,
-            blocks: size.div_ceil(512),
-            atime: time(md.atime(), md.atime_nsec()),
-            mtime: time(md.mtime(), md.mtime_nsec()),
-            ctime: time(md.ctime(), md.ctime_nsec()),
-            crtime: time(md.ctime(), md.ctime_nsec()),
-            kind: kind_of(md.file_type()),
-            perm: (md.mode() & 0o7777) as u16,
-            nlink: md.nlink() as u32,
-            uid: md.uid(),
-            gid: md.gid(),
-            rdev: md.rdev() as u32,
-            blksize: 4096,
-            flags: 0,
-        })
-    }
-
-    fn add_handle(&mut self, f: File) -> u64 {
-        self.next_fh += 1;
-        self.files.insert(self.next_fh, f);
-        self.next_fh
-    }
-
-    /// What `fsync` does: the file's unsynced changes reach the backing file.
-    fn sync_file(&mut self, ino: u64, fh: u64) -> Result<(), Errno> {
-        self.syncs.0 += 1;
-        let Some(ops) = self.pending.remove(&ino) else { return Ok(()) };
-        let f = self.files.get(&fh).ok_or(Errno::EBADF)?;
-        persist(f, &ops).map_err(err)
-    }
-
-    /// The power cut. Returns the line to log.
-    fn cut(&mut self, seed: u64, tear: bool) -> String {
-        self.cuts += 1;
-        let mut rng = Rng(seed.wrapping_mul(0x9e3779b97f4a7c15) | 1);
-        let mut torn = Vec::new();
-        if tear {
-            // Each file's write-back got a random way through its unsynced changes, in order,
-            // and stopped inside a write. Inode order: the seed decides the same way each time.
-            let mut inos: Vec<u64> = self.pending.keys().copied().collect();
-            inos.sort();
-            for ino in inos {
-                let ops = self.pending.get_mut(&ino).unwrap();
-                let (n, i) = (ops.len(), (rng.next() % ops.len() as u64) as usize);
-                let mut kept: Vec<Op> = ops.drain(..=i).collect();
-                let path = self.paths[&ino].clone();
-                let mut note = format!("{} kept {} of {n} changes", path.file_name().unwrap_or_default().to_string_lossy(), i + 1);
-                if let Some(Op::Write { data, .. }) = kept.last_mut() {
-                    let len = data.len();
-                    data.truncate((rng.next() % len.max(1) as u64) as usize);
-                    note += &format!(", the last cut to {} of {len} bytes", data.len());
-                }
-                // Only if the name still exists (an unlinked file has nowhere to go).
-                if self.inos.get(&path) == Some(&ino) {
-                    if let Err(e) = OpenOptions::new().write(true).open(&path).and_then(|f| persist(&f, &kept)) {
-                        note += &format!(" (could not write them: {e})");
-                    }
-                }
-                torn.push(note);
-            }
-        }
-        let (mut writes, mut bytes, mut truncates) = (0, 0, 0);
-        let files = self.pending.len();
-        for op in self.pending.drain().flat_map(|(_, ops)| ops) {
-            match op {
-                Op::Write { data, .. } => {
-                    writes += 1;
-                    bytes += data.len();
-                }
-                Op::Truncate(_) => truncates += 1,
-            }
-        }
-        let mut removed = Vec::new();
-        for (ino, _) in std::mem::take(&mut self.new_files) {
-            let path = self.paths[&ino].clone();
-            if self.inos.get(&path) == Some(&ino) && fs::remove_file(&path).is_ok() {
-                self.inos.remove(&path);
-                removed.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned());
-            }
-        }
-        removed.sort();
-        let (fsyncs, dirsyncs) = std::mem::take(&mut self.syncs);
-        format!(
-            "lazyfs: cut {} seed={seed} tear={}: dropped {writes} writes ({bytes} bytes) and {truncates} truncations \
-             in {files} files; removed {} new files [{}]; torn: [{}]; since the last cut: {fsyncs} file syncs, \
-             {dirsyncs} directory syncs",
-            self.cuts,
-            tear as u8,
-            removed.len(),
-            removed.join(" "),
-            torn.join(", ")
-        )
-    }
-
-    fn control(&mut self, data: &[u8]) -> Result<(), Errno> {
-        let text = String::from_utf8_lossy(data);
-        let words: Vec<&str> = text.split_whitespace().collect();
-        match words.as_slice() {
-            ["cut", seed, tear] => {
-                let seed = seed.parse().map_err(|_| Errno::EINVAL)?;
-                let line = self.cut(seed, *tear == "1");
-                eprintln!("{line}");
-                Ok(())
-            }
-            _ => {
-                eprintln!("lazyfs: unknown control command {text:?} (want: cut SEED TEAR)");
-                Err(Errno::EINVAL)
-            }
-        }
-    }
 }
 
 impl LazyFs {
@@ -326,6 +73,12 @@ fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
 }
 
 impl fuser::Filesystem for LazyFs {
+    fn destroy(&mut self) {
+        if let Err(e) = self.state.lock().unwrap().write_back_all() {
+            eprintln!("txvfs-lazyfs: writing back at unmount failed: {e}");
+        }
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if parent.0 == ROOT && name == CTL_NAME {
             return reply.entry(&TTL, &ctl_attr(), Generation(0));
@@ -387,7 +140,11 @@ impl fuser::Filesystem for LazyFs {
             Err(e) => return reply.error(e),
         };
         match fs::DirBuilder::new().mode(mode & !umask & 0o7777).create(&path) {
-            Ok(()) => self.entry(reply, &mut st, path),
+            Ok(()) => {
+                let ino = st.ino_for(path.clone());
+                st.new_names.insert(ino, parent.0);
+                self.entry(reply, &mut st, path)
+            }
             Err(e) => reply.error(err(e)),
         }
     }
@@ -432,7 +189,7 @@ impl fuser::Filesystem for LazyFs {
             st.forget_name(&to);
             if let Some(ino) = st.inos.remove(&from) {
                 // Modelled as durable at once, name included (see the module's comment).
-                st.new_files.remove(&ino);
+                st.new_names.remove(&ino);
                 st.inos.insert(to.clone(), ino);
             }
             // Everything under a renamed directory moves with it.
@@ -499,7 +256,7 @@ impl fuser::Filesystem for LazyFs {
         };
         let ino = st.ino_for(path);
         if !existed {
-            st.new_files.insert(ino, parent.0);
+            st.new_names.insert(ino, parent.0);
         } else if flags & libc::O_TRUNC != 0 {
             st.pending.entry(ino).or_default().push(Op::Truncate(0));
         }
@@ -638,7 +395,7 @@ impl fuser::Filesystem for LazyFs {
         // The names created in this directory are now durable.
         let mut st = self.state.lock().unwrap();
         st.syncs.1 += 1;
-        st.new_files.retain(|_, dir| *dir != ino.0);
+        st.new_names.retain(|_, dir| *dir != ino.0);
         reply.ok()
     }
 
