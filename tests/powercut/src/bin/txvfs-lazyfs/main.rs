@@ -6,24 +6,25 @@
 //! Every file of BACKING_DIR shows through MOUNTPOINT. What the model treats as volatile:
 //! - File data and size: `write` and truncation are kept in this process's memory (reads see
 //!   them) and reach the backing file only at `fsync`/`fdatasync` of that file.
-//! - The name of a newly created file or directory: it reaches the backing directory at once,
-//!   but counts as volatile until its directory is fsynced (or it is renamed, see below).
+//! - Directory changes: creating a file or directory, unlinking a file, renaming. They reach
+//!   the backing directory at once (an unlinked or replaced file goes to a hidden stash,
+//!   `.lazyfs-stash`), but count as volatile until a directory they changed is fsynced.
 //!
 //! Writing `cut SEED TEAR` to `MOUNTPOINT/.powercut` (a control file that no listing shows)
-//! cuts the power: every unsynced write and truncation is dropped, and every file or
-//! directory created since its directory's last fsync is deleted (with what it holds). With TEAR=1 each file's write-back is cut
-//! short instead: a random number of its unsynced changes, in order, reach the backing file,
-//! the last of them torn (a random prefix of that write); the rest is dropped. SEED makes
-//! every random choice.
-//! Each cut logs one line (`lazyfs: cut ...`) on standard error. The writer of the control
-//! file must have stopped every user of the mount first (killed and reaped). Unmounting is
-//! clean: everything unsynced is written back first.
+//! cuts the power: every unsynced write and truncation is dropped, and every volatile
+//! directory change is undone, newest first (a new directory goes with what it holds). With
+//! TEAR=1 each file's write-back is cut short instead: a random number of its unsynced
+//! changes, in order, reach the backing file, the last of them torn (a random prefix of that
+//! write); the rest is dropped. SEED makes every random choice. Each cut logs one line
+//! (`lazyfs: cut ...`) on standard error. The writer of the control file must have stopped
+//! every user of the mount first (killed and reaped). Unmounting is clean: everything
+//! unsynced is written back first.
 //!
-//! Not modelled (these are durable at once): rmdir, unlink, rename (which also makes the
-//! renamed name durable), chmod; times are not kept. The backing directory is taken as
-//! the disk that never loses power: "sync" writes to it without a real fsync. Every open file
-//! is in direct-I/O mode and every attribute and entry has a zero TTL, so the kernel caches
-//! nothing that a cut could make stale.
+//! Not modelled (durable at once): rmdir, a rename that replaces a directory, chmod; times
+//! are not kept. The backing directory is taken as the disk that never loses power: "sync"
+//! writes to it without a real fsync. Every open file is in direct-I/O mode and every
+//! attribute and entry has a zero TTL, so the kernel caches nothing that a cut could make
+//! stale.
 
 use fuser::{
     AccessFlags, Config, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
@@ -41,7 +42,7 @@ use std::time::{Duration, SystemTime};
 
 mod state;
 
-use state::{ctl_attr, err, kind_of, logical_size, Op, State, CTL_INO, CTL_NAME, ROOT};
+use state::{ctl_attr, err, kind_of, logical_size, NameOp, Op, State, CTL_INO, CTL_NAME, ROOT, STASH_NAME};
 
 /// Nothing is cached by the kernel: a cut changes sizes and names behind its back.
 const TTL: Duration = Duration::ZERO;
@@ -82,6 +83,9 @@ impl fuser::Filesystem for LazyFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if parent.0 == ROOT && name == CTL_NAME {
             return reply.entry(&TTL, &ctl_attr(), Generation(0));
+        }
+        if parent.0 == ROOT && name == STASH_NAME {
+            return reply.error(Errno::ENOENT);
         }
         let mut st = self.state.lock().unwrap();
         match st.child(parent.0, name) {
@@ -141,8 +145,7 @@ impl fuser::Filesystem for LazyFs {
         };
         match fs::DirBuilder::new().mode(mode & !umask & 0o7777).create(&path) {
             Ok(()) => {
-                let ino = st.ino_for(path.clone());
-                st.new_names.insert(ino, parent.0);
+                st.names.push((NameOp::Created(path.clone()), [parent.0, parent.0]));
                 self.entry(reply, &mut st, path)
             }
             Err(e) => reply.error(err(e)),
@@ -152,8 +155,12 @@ impl fuser::Filesystem for LazyFs {
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let mut st = self.state.lock().unwrap();
         let r = st.child(parent.0, name).and_then(|p| {
-            fs::remove_file(&p).map_err(err)?;
+            if fs::symlink_metadata(&p).map_err(err)?.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            let stash = st.stash_away(&p)?;
             st.forget_name(&p);
+            st.names.push((NameOp::Unlinked { path: p, stash }, [parent.0, parent.0]));
             Ok(())
         });
         reply_empty(reply, r)
@@ -185,11 +192,26 @@ impl fuser::Filesystem for LazyFs {
         let mut st = self.state.lock().unwrap();
         let r = (|| {
             let (from, to) = (st.child(parent.0, name)?, st.child(newparent.0, newname)?);
-            fs::rename(&from, &to).map_err(err)?;
+            let from_dir = fs::symlink_metadata(&from).map_err(err)?.is_dir();
+            let to_md = fs::symlink_metadata(&to).ok();
+            // A file it replaces waits in the stash, so that a cut can bring it back.
+            let replaced = match &to_md {
+                Some(md) if !md.is_dir() && !from_dir => Some(st.stash_away(&to)?),
+                _ => None,
+            };
+            if let Err(e) = fs::rename(&from, &to) {
+                if let Some(stash) = &replaced {
+                    let _ = fs::rename(stash, &to);
+                }
+                return Err(err(e));
+            }
+            // Replacing a directory is not undone (durable at once).
+            if to_md.is_none() || replaced.is_some() {
+                let op = NameOp::Renamed { from: from.clone(), to: to.clone(), replaced };
+                st.names.push((op, [parent.0, newparent.0]));
+            }
             st.forget_name(&to);
             if let Some(ino) = st.inos.remove(&from) {
-                // Modelled as durable at once, name included (see the module's comment).
-                st.new_names.remove(&ino);
                 st.inos.insert(to.clone(), ino);
             }
             // Everything under a renamed directory moves with it.
@@ -254,9 +276,9 @@ impl fuser::Filesystem for LazyFs {
             Ok(f) => f,
             Err(e) => return reply.error(err(e)),
         };
-        let ino = st.ino_for(path);
+        let ino = st.ino_for(path.clone());
         if !existed {
-            st.new_names.insert(ino, parent.0);
+            st.names.push((NameOp::Created(path), [parent.0, parent.0]));
         } else if flags & libc::O_TRUNC != 0 {
             st.pending.entry(ino).or_default().push(Op::Truncate(0));
         }
@@ -381,6 +403,9 @@ impl fuser::Filesystem for LazyFs {
         let mut list = vec![(ino.0, FileType::Directory, OsStr::new(".").to_owned()), (ROOT, FileType::Directory, "..".into())];
         for (p, kind) in names {
             let name = p.file_name().unwrap_or_default().to_owned();
+            if ino.0 == ROOT && name == STASH_NAME {
+                continue;
+            }
             list.push((st.ino_for(p), kind, name));
         }
         for (i, (child, kind, name)) in list.into_iter().enumerate().skip(offset as usize) {
@@ -392,10 +417,8 @@ impl fuser::Filesystem for LazyFs {
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        // The names created in this directory are now durable.
-        let mut st = self.state.lock().unwrap();
-        st.syncs.1 += 1;
-        st.new_names.retain(|_, dir| *dir != ino.0);
+        // Every change to this directory is now durable.
+        self.state.lock().unwrap().dir_synced(ino.0);
         reply.ok()
     }
 
@@ -430,7 +453,14 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut state = State { next_ino: ROOT + 1, ..State::default() };
+    // The stash of a previous mount that did not end cleanly holds nothing anyone needs.
+    let stash = backing.join(STASH_NAME);
+    let _ = fs::remove_dir_all(&stash);
+    if let Err(e) = fs::create_dir(&stash) {
+        eprintln!("txvfs-lazyfs: cannot create {}: {e}", stash.display());
+        std::process::exit(1);
+    }
+    let mut state = State { next_ino: ROOT + 1, stash, ..State::default() };
     state.paths.insert(ROOT, backing.clone());
     state.inos.insert(backing, ROOT);
     let fs = LazyFs { state: Mutex::new(state) };

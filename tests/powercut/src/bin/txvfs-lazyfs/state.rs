@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const ROOT: u64 = 1;
 pub const CTL_NAME: &str = ".powercut";
 pub const CTL_INO: u64 = u64::MAX >> 1;
+/// The stash, in the backing root, hidden from the mount.
+pub const STASH_NAME: &str = ".lazyfs-stash";
 
 /// One unsynced change to a file's data, oldest first.
 pub enum Op {
@@ -65,11 +67,61 @@ pub struct State {
     pub next_fh: u64,
     /// Unsynced data changes per inode.
     pub pending: HashMap<u64, Vec<Op>>,
-    /// Files and directories created since their directory's last fsync: inode -> directory.
-    pub new_names: HashMap<u64, u64>,
+    /// Directory changes not yet made durable, oldest first, each with the directories it
+    /// changed (an fsync of either makes it durable).
+    pub names: Vec<(NameOp, [u64; 2])>,
+    /// Where unlinked and replaced files wait until their removal is durable.
+    pub stash: PathBuf,
+    pub stashed: u64,
     pub cuts: u64,
     /// File and directory syncs since the last cut (for the cut's log line).
     pub syncs: (u64, u64),
+}
+
+/// A change to a directory that a cut undoes unless a directory sync made it durable.
+pub enum NameOp {
+    /// A new file or directory (undone: removed, with what it holds).
+    Created(PathBuf),
+    /// An unlinked file, moved to the stash (undone: moved back).
+    Unlinked { path: PathBuf, stash: PathBuf },
+    /// A rename; the file it replaced waits in the stash (undone: both moved back).
+    Renamed { from: PathBuf, to: PathBuf, replaced: Option<PathBuf> },
+}
+
+impl NameOp {
+    /// The change is durable: what waits in the stash goes for good.
+    fn finish(self) {
+        match self {
+            NameOp::Unlinked { stash, .. } | NameOp::Renamed { replaced: Some(stash), .. } => {
+                let _ = remove_any(&stash);
+            }
+            _ => {}
+        }
+    }
+
+    /// The power cut: back to what the directories held at their last sync.
+    fn undo(self) -> io::Result<()> {
+        match self {
+            NameOp::Created(path) => remove_any(&path),
+            NameOp::Unlinked { path, stash } => fs::rename(stash, path),
+            NameOp::Renamed { from, to, replaced } => {
+                fs::rename(&to, from)?;
+                replaced.map_or(Ok(()), |stash| fs::rename(stash, to))
+            }
+        }
+    }
+}
+
+fn remove_any(path: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(path)?.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
+}
+
+fn short(p: &Path) -> String {
+    p.file_name().unwrap_or_default().to_string_lossy().into_owned()
 }
 
 pub fn err(e: io::Error) -> Errno {
@@ -136,8 +188,24 @@ impl State {
 
     /// A name that no longer exists: later files at `path` get a new inode.
     pub fn forget_name(&mut self, path: &Path) {
-        if let Some(ino) = self.inos.remove(path) {
-            self.new_names.remove(&ino);
+        self.inos.remove(path);
+    }
+
+    /// Moves `path` to the stash (an unlink or a replacing rename that a cut may undo).
+    pub fn stash_away(&mut self, path: &Path) -> Result<PathBuf, Errno> {
+        self.stashed += 1;
+        let to = self.stash.join(self.stashed.to_string());
+        fs::rename(path, &to).map_err(err)?;
+        Ok(to)
+    }
+
+    /// An fsync of directory `dir`: every change to it is durable.
+    pub fn dir_synced(&mut self, dir: u64) {
+        self.syncs.1 += 1;
+        let (done, keep) = std::mem::take(&mut self.names).into_iter().partition(|(_, dirs)| dirs.contains(&dir));
+        self.names = keep;
+        for (op, _) in done {
+            op.finish();
         }
     }
 
@@ -196,7 +264,9 @@ impl State {
                 persist(&OpenOptions::new().write(true).open(path)?, &ops)?;
             }
         }
-        self.new_names.clear();
+        for (op, _) in self.names.drain(..) {
+            op.finish();
+        }
         Ok(())
     }
 
@@ -241,34 +311,31 @@ impl State {
                 Op::Truncate(_) => truncates += 1,
             }
         }
-        // Names never made durable go. Deepest first: a new directory goes with what it holds.
-        let mut removed = Vec::new();
-        let mut new: Vec<PathBuf> = std::mem::take(&mut self.new_names)
-            .into_keys()
-            .filter_map(|ino| self.paths.get(&ino).filter(|p| self.inos.get(*p) == Some(&ino)).cloned())
-            .collect();
-        new.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-        for path in new {
-            let gone = match fs::symlink_metadata(&path) {
-                Ok(md) if md.is_dir() => fs::remove_dir_all(&path).is_ok(),
-                Ok(_) => fs::remove_file(&path).is_ok(),
-                Err(_) => false,
+        // Directory changes never made durable are undone, newest first.
+        let (mut undone, mut failed) = (Vec::new(), Vec::new());
+        for (op, _) in std::mem::take(&mut self.names).into_iter().rev() {
+            let what = match &op {
+                NameOp::Created(p) => format!("create {}", short(p)),
+                NameOp::Unlinked { path, .. } => format!("unlink {}", short(path)),
+                NameOp::Renamed { from, to, .. } => format!("rename {} {}", short(from), short(to)),
             };
-            if gone {
-                self.inos.retain(|p, _| !p.starts_with(&path));
-                removed.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned());
+            match op.undo() {
+                Ok(()) => undone.push(what),
+                Err(e) => failed.push(format!("{what}: {e}")),
             }
         }
-        removed.sort();
+        // Names moved: every path gets a fresh inode at its next lookup.
+        self.inos.retain(|_, ino| *ino == ROOT);
         let (fsyncs, dirsyncs) = std::mem::take(&mut self.syncs);
         format!(
             "lazyfs: cut {} seed={seed} tear={}: dropped {writes} writes ({bytes} bytes) and {truncates} truncations \
-             in {files} files; removed {} new names [{}]; torn: [{}]; since the last cut: {fsyncs} file syncs, \
+             in {files} files; undid {} directory changes [{}]{}; torn: [{}]; since the last cut: {fsyncs} file syncs, \
              {dirsyncs} directory syncs",
             self.cuts,
             tear as u8,
-            removed.len(),
-            removed.join(" "),
+            undone.len(),
+            undone.join(", "),
+            if failed.is_empty() { String::new() } else { format!(" (COULD NOT UNDO: {})", failed.join(", ")) },
             torn.join(", ")
         )
     }
