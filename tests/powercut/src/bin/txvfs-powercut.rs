@@ -12,7 +12,8 @@
 //! unlinks auto/a{G-KEEP}; `commit()` makes it durable, then "tx LANE G" is appended to
 //! ACKLOG and fsynced. Then an auto-commit write of auto/aG (through a write-through or a
 //! write-back handle and `File::sync`, or `write_file` and `Store::sync`), acknowledged as
-//! "auto LANE G". With --nosync (the negative control) commits use `commit_durable(false)`
+//! "auto LANE G"; its handle stays open past the step that unlinks the file (an orphan).
+//! With --nosync (the negative control) commits use `commit_durable(false)`
 //! and nothing is synced, yet every step is still acknowledged: the check must then find
 //! lost acknowledged commits after a cut.
 //!
@@ -20,11 +21,11 @@
 //! 3 (only acknowledged commits lost) or 4 (anything else: a torn transaction, a wrong
 //! file, a store that does not open).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{Arc, Mutex};
-use txvfs::{ErrorKind, FileSystem, OpenOptions, Store};
+use txvfs::{ErrorKind, File, FileSystem, OpenOptions, Store};
 
 const FILES: [&str; 3] = ["f0", "f1", "f2"];
 const REGIONS: u64 = 8;
@@ -156,7 +157,8 @@ fn run_step(store: &Store, p: &str, g: u64, durable: bool, balances: &mut [u64; 
 }
 
 /// The auto-commit half of step g: each call commits on its own; a sync makes them durable.
-fn run_auto(store: &Store, p: &str, g: u64, durable: bool) -> txvfs::Result<()> {
+/// Returns the handle it wrote through, if any, still open.
+fn run_auto(store: &Store, p: &str, g: u64, durable: bool) -> txvfs::Result<Option<File>> {
     let path = format!("{p}/auto/a{g}");
     let data = contents(&path, g);
     if g % 3 != 0 {
@@ -167,13 +169,13 @@ fn run_auto(store: &Store, p: &str, g: u64, durable: bool) -> txvfs::Result<()> 
         if durable {
             f.sync()?;
         }
-        f.close()
+        Ok(Some(f))
     } else {
         store.write_file(&path, &data)?;
         if durable {
             store.sync()?;
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -287,6 +289,13 @@ fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: 
     Ok(())
 }
 
+/// How many orphan records (unlinked files still open at the crash) the store holds. The raw
+/// backend is the instance `Store::open` then shares.
+fn orphan_records(raw: &dyn txvfs::kv::Backend) -> txvfs::Result<usize> {
+    let (start, end) = txvfs::schema::orphan_range();
+    Ok(raw.begin()?.get_range(&start, &end, 0, false)?.len())
+}
+
 /// Appends one record to the ack log and fsyncs it (one write: whole lines only).
 fn append_ack(log: &Mutex<std::fs::File>, line: &str) {
     let mut log = log.lock().unwrap();
@@ -298,6 +307,9 @@ fn append_ack(log: &Mutex<std::fs::File>, line: &str) {
 fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex<std::fs::File>>) {
     let p = format!("/L{lane}");
     let mut balances = balances_after(g);
+    // Handles of auto/ files kept open past the step that unlinks them: that unlink leaves an
+    // orphan, which a cut must leave recorded (fsck) and the next open reaps.
+    let mut held = VecDeque::new();
     loop {
         g += 1;
         // Lanes touch disjoint files, but their first steps both create a directory in /.
@@ -308,8 +320,12 @@ fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex
             }
         }
         append_ack(&log, &format!("tx {lane} {g}"));
-        run_auto(&store, &p, g, durable).unwrap_or_else(|e| panic!("{p} auto {g}: {e}"));
+        let f = run_auto(&store, &p, g, durable).unwrap_or_else(|e| panic!("{p} auto {g}: {e}"));
         append_ack(&log, &format!("auto {lane} {g}"));
+        held.extend(f);
+        if held.len() > KEEP as usize + 2 {
+            held.pop_front().unwrap().close().unwrap_or_else(|e| panic!("{p} closing an orphan: {e}"));
+        }
     }
 }
 
@@ -327,7 +343,11 @@ fn main() {
         Some(i) => args.get(5 + i).and_then(|n| n.parse().ok()).filter(|&n| n >= 1).expect("--lanes N, N >= 1"),
         None => 2,
     };
-    let store = match Store::open(store_path) {
+    let opened = txvfs::kv::open(store_path).and_then(|raw| {
+        let orphans = orphan_records(&*raw)?;
+        Ok((Store::open(store_path)?, raw, orphans))
+    });
+    let (store, raw, orphans) = match opened {
         Ok(s) => s,
         Err(e) => {
             println!("check: FAILED: the store does not open: {e}");
@@ -343,6 +363,11 @@ fn main() {
         }
         steps.push(current_step(&store, &p).unwrap_or(0));
     }
+    match orphan_records(&*raw) {
+        Ok(0) => {}
+        Ok(n) => bad.push(format!("{n} orphan records survived reopening")),
+        Err(e) => bad.push(format!("reading the orphan records failed: {e}")),
+    }
     for problem in &lost {
         println!("check: LOST ACKNOWLEDGED COMMIT: {problem}");
     }
@@ -356,7 +381,7 @@ fn main() {
         std::process::exit(3);
     }
     let acked: Vec<String> = acks.iter().map(|a| format!("tx {} auto {}", a.tx, a.auto.len())).collect();
-    println!("check: ok: lanes at steps {steps:?}, acknowledged {}", acked.join(", "));
+    println!("check: ok: lanes at steps {steps:?}, acknowledged {}, {orphans} orphans reaped", acked.join(", "));
     if mode == "check" {
         return;
     }
