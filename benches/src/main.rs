@@ -132,6 +132,24 @@ fn main() {
     });
     rows.push(Row { name: "open+read 4 KiB+close".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: picks.len() });
 
+    // --- delete (unlink) of the 4 KiB files ---
+    let (t_tx, _) = time(|| {
+        for i in 0..s.small_files {
+            store.unlink(format!("/small/f{i}")).unwrap();
+        }
+    });
+    let (t_fs, _) = time(|| {
+        for i in 0..s.small_files {
+            std::fs::remove_file(native.join(format!("small/f{i}"))).unwrap();
+        }
+    });
+    let (t_rk, _) = time(|| {
+        for i in 0..s.small_files {
+            raw.delete_opt(format!("small/f{i}"), &wo).unwrap();
+        }
+    });
+    rows.push(Row { name: "delete 4 KiB file".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.small_files });
+
     // --- readdir of 1,000 and of a big directory ---
     for (label, n) in [("1,000", 1_000usize), (if quick { "2,000" } else { "100,000" }, s.big_dir)] {
         let dir = format!("/dir{n}");

@@ -217,6 +217,11 @@ pub enum DirAttr {
     Parent = b'p',
 }
 
+impl DirAttr {
+    /// Every attribute a directory may have.
+    pub const ALL: [DirAttr; 4] = [DirAttr::Mtime, DirAttr::Ctime, DirAttr::Nlink, DirAttr::Parent];
+}
+
 pub(crate) fn corrupt(what: &str) -> Error {
     Error::new(ErrorKind::Corrupt, format!("corrupt store: {what}"))
 }

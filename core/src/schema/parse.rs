@@ -77,7 +77,7 @@ pub fn staged_txid(key: &[u8]) -> Result<u64> {
 impl DirAttr {
     /// The attribute a key suffix byte names.
     pub fn from_u8(b: u8) -> Option<DirAttr> {
-        [DirAttr::Mtime, DirAttr::Ctime, DirAttr::Nlink, DirAttr::Parent].into_iter().find(|a| *a as u8 == b)
+        DirAttr::ALL.into_iter().find(|a| *a as u8 == b)
     }
 }
 

@@ -10,11 +10,25 @@ use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta};
 
 impl Operation<'_> {
     /// Deletes an inode and everything it owns.
+    ///
+    /// Keys are deleted one by one where they are known: RocksDB keeps a range deletion as a
+    /// tombstone that every later read of its range steps over, which made deleting small
+    /// files slow (about 3 ms each). Only a file with data blocks deletes them as a range.
     pub(crate) fn delete_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
         self.drop_chunks(ino, inode, 0, None)?;
-        self.clear_range(schema::inode_range(ino))?;
-        self.clear_range(schema::block_range(ino, 0))?;
-        self.clear_range(schema::xattr_range(ino))?;
+        self.clear(&schema::inode_key(ino))?;
+        if inode.kind == FileType::Dir {
+            for attr in DirAttr::ALL {
+                self.clear(&schema::dir_attr_key(ino, attr))?;
+            }
+        }
+        if !inode.is_inline {
+            self.clear_range(schema::block_range(ino, 0))?;
+        }
+        let (s, e) = schema::xattr_range(ino);
+        for (k, _) in self.tx.get_range(&s, &e, 0, false)? {
+            self.clear(&k)?;
+        }
         self.clear(&schema::orphan_key(ino))?;
         self.atomic_add(&schema::meta_key(Meta::Inodes), -1)?;
         if inode.kind == FileType::File {
