@@ -873,6 +873,9 @@ impl Handle {
     #[pyo3(signature = (offset, whence = 0))]
     fn seek(&self, py: Python<'_>, offset: i64, whence: i32) -> PyResult<u64> {
         let to = match whence {
+            // `seek(0, SEEK_CUR)` only asks for the position (io's buffered objects ask it
+            // when they close): it needs no store, so it answers after the transaction ended.
+            1 if offset == 0 => return self.with(py, |f| Ok(f.position())),
             0 if offset >= 0 => SeekFrom::Start(offset as u64),
             0 => return Err(to_py(Error::new(ErrorKind::Invalid, "negative seek position"))),
             1 => SeekFrom::Current(offset),

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import errno as _errno
 import io
+import itertools
 import os
 import random
 import time
 import warnings
+import weakref
 from collections import deque
 from typing import (
     TYPE_CHECKING,
     Deque,
     Any,
     Callable,
+    Dict,
     Iterator,
     List,
     Optional,
@@ -389,7 +392,8 @@ class _PathOps:
         ``BufferedRandom`` in binary mode (the raw :class:`RawFile` with ``buffering=0``).
 
         ``file_mode`` gives the permission bits of a new file (no umask). Opened on a
-        :class:`Transaction`, the file's reads and writes belong to the transaction; opened
+        :class:`Transaction`, the file's reads and writes belong to the transaction (and
+        what its buffers still hold is flushed into it when it commits); opened
         on a :class:`Store`, each write of the raw file commits by itself, or, with
         ``write_back=True``, sequential writes are buffered until flush/close.
         """
@@ -415,30 +419,51 @@ class _PathOps:
         handle = self.open_raw(file, flags, file_mode, write_back=write_back)
         raw = RawFile(handle, file, raw_mode)
         try:
-            if handle.isdir():
-                raise IsADirectoryError(_errno.EISDIR, os.strerror(_errno.EISDIR), file)
-            if flags & os.O_APPEND:
-                handle.seek(0, io.SEEK_END)
-            line_buffering = buffering == 1
-            if buffering < 0 or buffering == 1:
-                buffering = self._buffer_size()
-            if buffering == 0:
-                return raw
-            buffer: Any
-            if "+" in raw_mode:
-                buffer = io.BufferedRandom(raw, buffering)
-            elif raw_mode == "rb":
-                buffer = io.BufferedReader(raw, buffering)
-            else:
-                buffer = io.BufferedWriter(raw, buffering)
-            if not text:
-                return buffer
-            wrapper = io.TextIOWrapper(buffer, encoding, errors, newline, line_buffering)
-            wrapper.mode = mode  # type: ignore[misc]
-            return wrapper
+            f = self._wrap(raw, raw_mode, text, buffering, encoding, errors, newline, mode)
         except BaseException:
             raw.close()
             raise
+        if handle.writable():
+            self._opened_for_writing(f)
+        return f
+
+    def _wrap(
+        self,
+        raw: RawFile,
+        raw_mode: str,
+        text: bool,
+        buffering: int,
+        encoding: Optional[str],
+        errors: Optional[str],
+        newline: Optional[str],
+        mode: str,
+    ) -> Any:
+        """The ``io`` object of :meth:`open` over ``raw``."""
+        handle = raw.handle
+        if handle.isdir():
+            raise IsADirectoryError(_errno.EISDIR, os.strerror(_errno.EISDIR), raw.name)
+        if "a" in raw_mode:
+            handle.seek(0, io.SEEK_END)
+        line_buffering = buffering == 1
+        if buffering < 0 or buffering == 1:
+            buffering = self._buffer_size()
+        if buffering == 0:
+            return raw
+        buffer: Any
+        if "+" in raw_mode:
+            buffer = io.BufferedRandom(raw, buffering)
+        elif raw_mode == "rb":
+            buffer = io.BufferedReader(raw, buffering)
+        else:
+            buffer = io.BufferedWriter(raw, buffering)
+        if not text:
+            return buffer
+        wrapper = io.TextIOWrapper(buffer, encoding, errors, newline, line_buffering)
+        wrapper.mode = mode  # type: ignore[misc]
+        return wrapper
+
+    def _opened_for_writing(self, f: Any) -> None:
+        """Called with each file :meth:`open` returns for writing (a transaction tracks them)."""
 
     def read_text(self, path: PathArg, encoding: Optional[str] = None, errors: Optional[str] = None) -> str:
         """The contents of a text file, decoded like ``pathlib.Path.read_text``."""
@@ -568,11 +593,39 @@ class Transaction(_PathOps, _txvfs.Transaction):
     """An explicit transaction: every call on it (and on files opened through it) belongs
     to it; its reads see its own writes; others see nothing until :meth:`commit`, then
     everything at once. As a context manager it commits on success and rolls back on an
-    exception. Files opened in it fail once it has ended."""
+    exception. Files opened in it for writing and still open are flushed before it commits;
+    once it has ended they fail (EBADF), except ``close()`` after everything was flushed."""
 
     def __init__(self, store: Store) -> None:
         """Begins a transaction on ``store`` (same as ``store.transaction()``)."""
         self.store = store
+        # The writable files opened on this transaction, in opening order, by weak reference
+        # (a file dropped by its caller closes, and flushes, by itself).
+        self._writers: Dict[int, "weakref.ref[Any]"] = {}
+        self._writer_ids = itertools.count()
+
+    def _opened_for_writing(self, f: Any) -> None:
+        n = next(self._writer_ids)  # atomic: files may be opened from several threads
+        writers = self._writers
+        writers[n] = weakref.ref(f, lambda _ref: writers.pop(n, None))
+
+    def commit(self) -> None:
+        """Flushes the files opened on the transaction for writing that are still open (their
+        buffered bytes belong to it), then commits: all changes become visible at once (and
+        durable with ``sync``), or none do. If a flush fails, nothing is committed: the
+        transaction is rolled back and the flush's error raised. Raises
+        ``TransactionConflict`` when another transaction changed what this one read."""
+        if self.active:
+            try:
+                for ref in list(self._writers.values()):
+                    f = ref()
+                    if f is not None and not f.closed:
+                        f.flush()
+            except BaseException:
+                self.rollback()
+                raise
+            self._writers.clear()
+        super().commit()
 
     def __enter__(self) -> "Transaction":
         return self
