@@ -52,28 +52,49 @@ fn to_py(e: Error) -> PyErr {
     }
 }
 
+/// True for txvfs's own errors (codes above 10000, raised as `TxvfsError`), false for POSIX ones.
+fn is_txvfs_own(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld | ErrorKind::TooLarge | ErrorKind::Corrupt | ErrorKind::Backend)
+}
+
+/// Why a call failed: the core said no, or the object was closed (or its transaction ended)
+/// before the call, which raises `ValueError` like a closed `io` object.
+enum Fail {
+    Core(Error),
+    Closed(&'static str),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Core(e)
+    }
+}
+
+const CLOSED_STORE: &str = "I/O operation on a closed store";
+const FINISHED_TX: &str = "transaction already committed or rolled back";
+const CLOSED_FILE: &str = "I/O operation on closed file";
+
+fn fail_to_py(f: Fail) -> PyErr {
+    match f {
+        Fail::Core(e) => to_py(e),
+        Fail::Closed(msg) => PyValueError::new_err(msg),
+    }
+}
+
 /// Runs `f` without the GIL and inside a panic boundary.
-fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> txvfs::Result<T> + Send) -> PyResult<T> {
+fn detached<T: Send, E: Into<Fail>>(py: Python<'_>, f: impl FnOnce() -> Result<T, E> + Send) -> PyResult<T> {
     py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r.map_err(Some),
+        Ok(r) => r.map_err(Into::into),
         Err(p) => {
             let msg = p
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(Some(Error::new(ErrorKind::Backend, format!("internal error (panic in txvfs): {msg}"))))
+            Err(Fail::Core(Error::new(ErrorKind::Backend, format!("internal error (panic in txvfs): {msg}"))))
         }
     })
-    .map_err(|e: Option<Error>| to_py(e.expect("error")))
-}
-
-fn closed_store() -> Error {
-    Error::new(ErrorKind::Invalid, "I/O operation on a closed store")
-}
-
-fn finished_tx() -> Error {
-    Error::new(ErrorKind::Invalid, "transaction already committed or rolled back")
+    .map_err(fail_to_py)
 }
 
 /// A path argument: `str`, `bytes` or an `os.PathLike`; remembers whether it was bytes, so
@@ -262,17 +283,19 @@ enum Target {
 macro_rules! run {
     ($self:expr, $py:expr, |$fs:ident| $body:expr) => {{
         let target = &$self.target;
-        detached($py, move || match target {
-            Target::Store(m) => {
-                let store = m.lock().clone().ok_or_else(closed_store)?;
-                let $fs = &store;
-                $body
-            }
-            Target::Tx(m) => {
-                let guard = m.lock();
-                let tx = guard.as_ref().ok_or_else(finished_tx)?;
-                let $fs = tx;
-                $body
+        detached($py, move || -> Result<_, Fail> {
+            match target {
+                Target::Store(m) => {
+                    let store = m.lock().clone().ok_or(Fail::Closed(CLOSED_STORE))?;
+                    let $fs = &store;
+                    Ok((|| -> txvfs::Result<_> { $body })()?)
+                }
+                Target::Tx(m) => {
+                    let guard = m.lock();
+                    let tx = guard.as_ref().ok_or(Fail::Closed(FINISHED_TX))?;
+                    let $fs = tx;
+                    Ok((|| -> txvfs::Result<_> { $body })()?)
+                }
             }
         })
     }};
@@ -284,10 +307,6 @@ macro_rules! run {
 #[pyclass(frozen, subclass, module = "txvfs._txvfs")]
 struct FileSystem {
     target: Target,
-}
-
-fn not_found(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotDir)
 }
 
 #[pymethods]
@@ -306,25 +325,30 @@ impl FileSystem {
         Ok(run!(self, py, |fs| fs.lstat(&p))?.into())
     }
 
-    /// True if `path` exists (following symlinks).
+    /// True if `path` exists, following symlinks; like `os.path.exists`, false for a path
+    /// that cannot be resolved (a symlink loop, a name too long, ...).
     fn exists(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let p = path_of(path)?.bytes;
-        run!(self, py, |fs| fs.exists(&p))
+        self.is_kind(py, path, true, None)
     }
 
-    /// True if `path` is a regular file (following symlinks).
+    /// True if `path` exists, not following a final symlink (like `os.path.lexists`).
+    fn lexists(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.is_kind(py, path, false, None)
+    }
+
+    /// True if `path` is a regular file, following symlinks (like `os.path.isfile`).
     fn isfile(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.is_kind(py, path, true, FileType::File)
+        self.is_kind(py, path, true, Some(FileType::File))
     }
 
-    /// True if `path` is a directory (following symlinks).
+    /// True if `path` is a directory, following symlinks (like `os.path.isdir`).
     fn isdir(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.is_kind(py, path, true, FileType::Dir)
+        self.is_kind(py, path, true, Some(FileType::Dir))
     }
 
-    /// True if `path` is a symbolic link.
+    /// True if `path` is a symbolic link (like `os.path.islink`).
     fn islink(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.is_kind(py, path, false, FileType::Symlink)
+        self.is_kind(py, path, false, Some(FileType::Symlink))
     }
 
     /// Creates a directory. `mode` is applied as given (no umask). With `parents`, missing
@@ -581,18 +605,20 @@ impl FileSystem {
     /// The store of a `Store` object (a cheap shared handle), or an error once it is closed.
     fn store(&self) -> PyResult<CoreStore> {
         match &self.target {
-            Target::Store(m) => m.lock().clone().ok_or_else(|| to_py(closed_store())),
+            Target::Store(m) => m.lock().clone().ok_or_else(|| PyValueError::new_err(CLOSED_STORE)),
             Target::Tx(_) => Err(to_py(Error::new(ErrorKind::Invalid, "not a store"))),
         }
     }
 
-    fn is_kind(&self, py: Python<'_>, path: &Bound<'_, PyAny>, follow: bool, kind: FileType) -> PyResult<bool> {
+    /// Whether `path` exists (and is of `kind`), with the meaning of `os.path`: a path that
+    /// fails to resolve with a POSIX error is false; txvfs's own errors still raise.
+    fn is_kind(&self, py: Python<'_>, path: &Bound<'_, PyAny>, follow: bool, kind: Option<FileType>) -> PyResult<bool> {
         let p = path_of(path)?.bytes;
         run!(self, py, |fs| {
             let r = if follow { fs.stat(&p) } else { fs.lstat(&p) };
             match r {
-                Ok(s) => Ok(s.kind == kind),
-                Err(e) if not_found(&e) => Ok(false),
+                Ok(s) => Ok(kind.is_none_or(|k| s.kind == k)),
+                Err(e) if !is_txvfs_own(&e) => Ok(false),
                 Err(e) => Err(e),
             }
         })
@@ -675,8 +701,8 @@ impl Store {
         }
     }
 
-    /// Releases this object's reference to the store; later calls raise ValueError-like
-    /// OSError(EINVAL). Open files keep the store alive until they close. Idempotent.
+    /// Releases this object's reference to the store; later calls raise `ValueError`, like
+    /// a closed `io` object's. Open files keep the store alive until they close. Idempotent.
     fn close(self_: PyRef<'_, Self>, py: Python<'_>) {
         if let Target::Store(m) = &self_.as_super().target {
             let s = m.lock().take();
@@ -704,7 +730,10 @@ impl Transaction {
     /// Raises `TransactionConflict` when another transaction changed what this one read.
     fn commit(self_: PyRef<'_, Self>, py: Python<'_>) -> PyResult<()> {
         let Target::Tx(m) = &self_.as_super().target else { unreachable!() };
-        detached(py, || m.lock().take().ok_or_else(finished_tx)?.commit())
+        detached(py, || -> Result<(), Fail> {
+            let tx = m.lock().take().ok_or(Fail::Closed(FINISHED_TX))?;
+            Ok(tx.commit()?)
+        })
     }
 
     /// Discards every change of the transaction. Idempotent.
@@ -734,16 +763,12 @@ struct Handle {
     writable: bool,
 }
 
-fn closed_file() -> Error {
-    Error::new(ErrorKind::Invalid, "I/O operation on closed file")
-}
-
 impl Handle {
     fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&txvfs::File) -> txvfs::Result<T> + Send) -> PyResult<T> {
         let m = &self.file;
-        detached(py, move || {
+        detached(py, move || -> Result<T, Fail> {
             let g = m.lock();
-            f(g.as_ref().ok_or_else(closed_file)?)
+            Ok(f(g.as_ref().ok_or(Fail::Closed(CLOSED_FILE))?)?)
         })
     }
 
@@ -769,11 +794,20 @@ impl Handle {
     }
 
     /// Reads up to `n` bytes at the current position (short only at the end of the file).
+    /// `n` is a limit, not an allocation: `read(2**44)` of a 3-byte file allocates 3 bytes.
     fn read_some(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u8>> {
         self.with(py, |f| {
-            let mut buf = vec![0u8; n];
-            let k = read_full(f, &mut buf)?;
-            buf.truncate(k);
+            let mut buf = vec![0u8; read_capacity(f, n, f.position())?];
+            let mut got = read_full(f, &mut buf)?;
+            // The file may have grown since its size was read: read on, up to `n`.
+            while got == buf.len() && got < n {
+                buf.resize(n.min(got + READ_CHUNK), 0);
+                match read_full(f, &mut buf[got..])? {
+                    0 => break,
+                    k => got += k,
+                }
+            }
+            buf.truncate(got);
             Ok(buf)
         })
     }
@@ -806,6 +840,17 @@ impl ReadSnapshot for CoreTransaction {
 /// Core reads are issued in pieces of this size: one core read of many megabytes is slower
 /// than several of 1 MiB (measured with benches/python_bench.py).
 const READ_CHUNK: usize = 1 << 20;
+
+/// How many bytes to allocate for a read of up to `n` bytes at `offset`: `n` itself when it
+/// is small, otherwise no more than the file holds from `offset` (never the caller's `n` of
+/// terabytes, which would abort the process when the allocation fails).
+fn read_capacity(f: &txvfs::File, n: usize, offset: u64) -> txvfs::Result<usize> {
+    if n <= READ_CHUNK {
+        return Ok(n);
+    }
+    let left = f.stat()?.size.saturating_sub(offset);
+    Ok(n.min(usize::try_from(left).unwrap_or(usize::MAX)))
+}
 
 /// Fills `buf` from the file's position in `READ_CHUNK` pieces; returns the bytes read,
 /// fewer than `buf.len()` only at the end of the file.
@@ -850,7 +895,7 @@ impl Handle {
     /// Reads up to `size` bytes at `offset` without moving the position (`pread`).
     fn pread<'py>(&self, py: Python<'py>, size: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
         let v = self.with(py, |f| {
-            let mut buf = vec![0u8; size];
+            let mut buf = vec![0u8; read_capacity(f, size, offset)?];
             let k = f.read_at(&mut buf, offset)?;
             buf.truncate(k);
             Ok(buf)
