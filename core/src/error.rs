@@ -14,6 +14,9 @@ pub mod code {
     pub const BACKEND: i32 = 10004;
     /// A transaction ran longer than the backend allows; retry it.
     pub const TOO_OLD: i32 = 10005;
+    /// A commit may or may not have taken effect (its fsync failed after it was applied, or
+    /// the backend lost contact while committing); do not simply retry it.
+    pub const COMMIT_UNKNOWN: i32 = 10006;
 }
 
 /// What went wrong, independent of the message.
@@ -72,6 +75,9 @@ pub enum ErrorKind {
     Corrupt,
     /// txvfs: backend failure.
     Backend,
+    /// txvfs: the commit's outcome is unknown (applied, but its fsync failed; or the backend
+    /// lost contact mid-commit). Not retryable: a retry could apply it twice.
+    CommitUnknown,
 }
 
 impl ErrorKind {
@@ -105,6 +111,7 @@ impl ErrorKind {
             TooLarge => code::TOO_LARGE,
             Corrupt => code::CORRUPT,
             Backend => code::BACKEND,
+            CommitUnknown => code::COMMIT_UNKNOWN,
         }
     }
 
@@ -143,6 +150,7 @@ impl ErrorKind {
             TooLarge => "transaction too large for the backend",
             Corrupt => "corrupt data in store",
             Backend => "backend failure",
+            CommitUnknown => "commit outcome unknown",
         }
     }
 }
@@ -152,7 +160,7 @@ const ALL_KINDS: &[ErrorKind] = {
     &[
         NotFound, Exists, NotDir, IsDir, NotEmpty, CrossDevice, Loop, NameTooLong, BadHandle,
         Access, NotPermitted, Invalid, NoSpace, ReadOnly, Busy, WouldBlock, NoData, Range,
-        FileTooBig, TooBig, Deadlock, Conflict, TooOld, TooLarge, Corrupt, Backend,
+        FileTooBig, TooBig, Deadlock, Conflict, TooOld, TooLarge, Corrupt, Backend, CommitUnknown,
     ]
 };
 
@@ -218,6 +226,17 @@ impl From<Error> for std::io::Error {
     }
 }
 
+/// The message of a caught panic (the payload of `std::panic::catch_unwind`): the text
+/// given to `panic!` when it is a string, else "unknown panic". The one copy for the bindings'
+/// panic boundaries (C ABI, Python, SQLite).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +249,16 @@ mod tests {
             assert_eq!(ErrorKind::from_code(k.code()), Some(*k));
         }
         assert_eq!(ErrorKind::NotFound.code(), 2);
+    }
+
+    #[test]
+    fn panic_message_reads_str_and_string_payloads() {
+        let caught = |f: fn()| std::panic::catch_unwind(f).unwrap_err();
+        let literal = caught(|| panic!("literal"));
+        let formatted = caught(|| panic!("formatted {}", 42));
+        let other = caught(|| std::panic::panic_any(7u32));
+        assert_eq!(panic_message(&*literal), "literal");
+        assert_eq!(panic_message(&*formatted), "formatted 42");
+        assert_eq!(panic_message(&*other), "unknown panic");
     }
 }

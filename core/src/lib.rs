@@ -21,10 +21,12 @@
 
 pub mod error;
 pub mod fs;
+pub mod fsck;
 pub mod kv;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+pub use fsck::CheckReport;
 pub use fs::{
     Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,
     RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,

@@ -286,15 +286,15 @@ backend_suite!(rocksdb, {
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
 
 /// A fresh, empty store in the FoundationDB cluster named by `TXVFS_FDB_CLUSTER_FILE`, under a
-/// prefix of its own; `None` (the test reports itself skipped) when no cluster is configured.
+/// prefix of its own. Panics when no cluster is named: never a silent pass.
 #[cfg(feature = "foundationdb")]
 fn fdb_store() -> Option<Arc<dyn Backend>> {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let Ok(cluster) = std::env::var("TXVFS_FDB_CLUSTER_FILE") else {
-        eprintln!("skipped: TXVFS_FDB_CLUSTER_FILE is not set (no FoundationDB cluster)");
-        return None;
-    };
+    // Never a silent pass: built with the feature, these tests need a cluster
+    // (./scripts/test runs them only when one is named, and otherwise reports them skipped).
+    let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
+        .expect("the FoundationDB tests need a cluster: set TXVFS_FDB_CLUSTER_FILE");
     let prefix = format!("test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let b = kv::open(&format!("fdb:{cluster}?prefix={prefix}")).unwrap();
     let mut tx = b.begin().unwrap();
@@ -385,7 +385,10 @@ mod rocksdb_store {
             // Child: report what opening gives.
             match kv::open(&path) {
                 Ok(_) => std::process::exit(3),
-                Err(e) if e.kind() == ErrorKind::Busy && e.message().contains("locked by another process") => {
+                // The holder is named: txvfs's own owner lock (kv/owner.rs) answers first.
+                Err(e) if e.kind() == ErrorKind::Busy
+                    && e.message().contains(&format!("in use by process {}", std::env::var("TXVFS_PARENT").unwrap())) =>
+                {
                     std::process::exit(0)
                 }
                 Err(e) => {
@@ -399,6 +402,7 @@ mod rocksdb_store {
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error", "--nocapture"])
             .env("TXVFS_CHILD_OPEN", d.path())
+            .env("TXVFS_PARENT", std::process::id().to_string())
             .status()
             .unwrap();
         assert_eq!(status.code(), Some(0), "child should see the store locked");

@@ -379,10 +379,10 @@ fn posix_cases_rocksdb() {
 #[cfg(feature = "foundationdb")]
 #[test]
 fn posix_cases_foundationdb() {
-    let Ok(cluster) = std::env::var("TXVFS_FDB_CLUSTER_FILE") else {
-        eprintln!("skipped: TXVFS_FDB_CLUSTER_FILE is not set (no FoundationDB cluster)");
-        return;
-    };
+    // Never a silent pass: built with the feature, this test needs a cluster
+    // (./scripts/test runs it only when one is named, and otherwise reports it skipped).
+    let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
+        .expect("the FoundationDB tests need a cluster: set TXVFS_FDB_CLUSTER_FILE");
     let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let next = std::sync::atomic::AtomicU32::new(0);
     run_all("foundationdb", || {

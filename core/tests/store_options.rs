@@ -70,3 +70,33 @@ fn directory_attributes_follow_creates_and_deletes() {
     s.utimens("/d", txvfs::SetTime::At(1_000_000_000), txvfs::SetTime::At(2_000_000_000)).unwrap();
     assert_eq!(s.stat("/d").unwrap().mtime_ns, 2_000_000_000);
 }
+
+#[test]
+fn open_existing_finds_a_store_and_creates_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    let uri = missing.to_str().unwrap().to_string();
+    let e = Store::open_existing(&uri, Options::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.message().contains("no store there"), "{e}");
+    assert!(!missing.exists(), "open_existing created {}", missing.display());
+    let e = Store::open_existing(&format!("rocksdb:{uri}"), Options::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(Store::open_existing("memory:", Options::default()).unwrap_err().kind(), ErrorKind::NotFound);
+    {
+        Store::open(&uri).unwrap().write_file("/f", b"x").unwrap();
+    }
+    let s = Store::open_existing(&uri, Options::default()).unwrap();
+    assert_eq!(s.read_file("/f").unwrap(), b"x");
+}
+
+#[test]
+fn rocksdb_reports_its_disk_and_memory_reports_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let rocks = txvfs::kv::open(dir.path().to_str().unwrap()).unwrap();
+    let (total, free) = rocks.disk_space().expect("a RocksDB directory has a disk");
+    assert!(total > 0 && free <= total, "{total} {free}");
+    assert_eq!(txvfs::kv::open("memory:").unwrap().disk_space(), None);
+    let s = Store::open(dir.path().to_str().unwrap()).unwrap();
+    assert_eq!(s.statfs().unwrap().blocks, total / s.statfs().unwrap().block_size);
+}

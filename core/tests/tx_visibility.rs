@@ -107,3 +107,25 @@ fn committed_transaction_survives_reopen() {
     assert_eq!(store.read_file("/a").unwrap(), vec![1; 100_000]);
     assert_eq!(store.read_file("/b").unwrap(), b"small");
 }
+
+#[test]
+fn commit_through_a_shared_reference_once() {
+    let store = Store::open("memory:").unwrap();
+    let tx = std::sync::Arc::new(store.begin().unwrap());
+    let other = tx.clone();
+    std::thread::spawn(move || other.write_file("/from-thread", b"t").unwrap()).join().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(store.read_file("/from-thread").unwrap(), b"t");
+    let again = tx.commit().unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::Invalid);
+    assert!(again.message().contains("already committed or rolled back"), "{again}");
+    assert_eq!(tx.write_file("/late", b"x").unwrap_err().kind(), ErrorKind::Invalid);
+    tx.rollback();
+    assert!(!store.exists("/late").unwrap());
+
+    let rolled = store.begin().unwrap();
+    rolled.write_file("/gone", b"g").unwrap();
+    rolled.rollback();
+    assert_eq!(rolled.commit_durable(true).unwrap_err().kind(), ErrorKind::Invalid);
+    assert!(!store.exists("/gone").unwrap());
+}

@@ -1,85 +1,74 @@
 //! The commands that work on single files and small trees, and the store-opening rules.
 
-use crate::fail::Fail;
+use crate::args::Command;
+use crate::copy::{copy_out, stdout_err, with_buffer, write_out};
+use crate::dirs::{join, list};
+use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
-use crate::{fsck, transfer, Command};
+use crate::{fsck, transfer};
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
-use txvfs::{DirEntry, FileSystem, FileType, OpenOptions, Options, Stat, Store};
+use txvfs::{ErrorKind, FileSystem, FileType, OpenOptions, Options, Stat, Store};
 
-/// Result of a command.
-pub type Res<T = ()> = Result<T, Fail>;
-
-/// Bytes moved per read or write call.
-pub const CHUNK: usize = 1 << 20;
-/// Directory entries read per `readdir` page.
-const PAGE: usize = 1000;
-
-/// The RocksDB directory of `uri`, if it names one.
-fn rocks_dir(uri: &str) -> Option<&Path> {
-    if uri.starts_with("memory:") || uri.starts_with("fdb:") {
-        return None;
-    }
-    Some(Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri)))
+/// Opens the store at `uri`, which must exist: only `init` creates stores (a `memory:` store
+/// is new and empty at every open, so it is made here).
+fn open_store(uri: &str, options: Options) -> CliResult<Store> {
+    let opened = if uri.starts_with("memory:") { Store::open_with(uri, options) } else { Store::open_existing(uri, options) };
+    opened.map_err(no_store_hint)
 }
 
-/// Fails unless a store exists at `uri`: a RocksDB path without one is an error (only `init`
-/// creates stores).
-fn check_exists(uri: &str) -> Res {
-    match rocks_dir(uri) {
-        Some(dir) if !dir.join("CURRENT").exists() => Err(Fail {
-            msg: format!("{uri}: no store there (create one with `txvfs init`)"),
-            code: libc::ENOENT,
-        }),
-        _ => Ok(()),
+/// A core error, with the way out when it says there is no store.
+pub fn no_store_hint(e: txvfs::Error) -> CliError {
+    if e.kind() == ErrorKind::NotFound {
+        return CliError { msg: format!("{e} (create one with `txvfs init`)"), code: e.code() };
     }
+    e.into()
 }
 
 /// Runs one command on the store at `uri`.
-pub fn dispatch(uri: &str, cmd: Command) -> Res {
+pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
     if let Command::Init { block_size, inline_limit } = cmd {
-        if rocks_dir(uri).is_some_and(|d| d.join("CURRENT").exists()) {
-            return Err(Fail { msg: format!("{uri}: a store exists there already"), code: libc::EEXIST });
+        match Store::open_existing(uri, Options::default()) {
+            Ok(_) => return Err(CliError { msg: format!("{uri}: a store exists there already"), code: libc::EEXIST }),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
         }
         let opts = Options { block_size, inline_limit, ..Options::default() };
         Store::open_with(uri, opts)?;
         return Ok(());
     }
     if let Command::Fsck { repair } = cmd {
-        check_exists(uri)?;
         return fsck::run(uri, repair);
     }
     if let Command::Mount { mountpoint, read_only, allow_other, cache_ttl } = cmd {
-        check_exists(uri)?;
+        let store = open_store(uri, Options { read_only, ..Options::default() })?;
         // Checked here so that a bad mountpoint gives one line, not libfuse's messages too.
-        let on = |msg: String, code| Fail { msg: format!("mount on {}: {msg}", mountpoint.display()), code };
+        let on = |msg: String, code| CliError { msg: format!("mount on {}: {msg}", mountpoint.display()), code };
         match std::fs::metadata(&mountpoint) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(on("not a directory".into(), libc::ENOTDIR)),
             Err(e) => return Err(on(e.to_string(), e.raw_os_error().unwrap_or(libc::EIO))),
         }
         let ttl = Duration::try_from_secs_f64(cache_ttl)
-            .map_err(|_| Fail { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
-        let store = Store::open_with(uri, Options { read_only, ..Options::default() })?;
+            .map_err(|_| CliError { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
         let options = txvfs_fuse::MountOptions { read_only, allow_other, ttl, ..Default::default() };
-        return txvfs_fuse::mount(store, &mountpoint, &options).map_err(|e| Fail {
+        return txvfs_fuse::mount(store, &mountpoint, &options).map_err(|e| CliError {
             msg: format!("mount on {}: {e}", mountpoint.display()),
             code: e.raw_os_error().unwrap_or(libc::EIO),
         });
     }
-    check_exists(uri)?;
-    let store = Store::open(uri)?;
+    let store = open_store(uri, Options::default())?;
     let out = &mut std::io::stdout().lock();
     match cmd {
         Command::Ls { long, recursive, paths } => {
             let paths = default_root(paths);
             for (i, p) in paths.iter().enumerate() {
                 if i > 0 {
-                    w(out, b"\n")?;
+                    write_out(out, b"\n")?;
                 }
                 ls(&store, out, p.as_bytes(), long, recursive, paths.len() > 1)?;
             }
@@ -109,7 +98,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
                 match (st.is_dir(), recursive) {
                     (true, true) => remove_tree(&store, p.as_bytes())?,
                     (true, false) => {
-                        return Err(Fail {
+                        return Err(CliError {
                             msg: format!("{}: is a directory (use rm -r)", p.to_string_lossy()),
                             code: libc::EISDIR,
                         })
@@ -126,7 +115,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
             let dst = into_dir(&store, src.as_bytes(), dst.as_bytes())?;
             let st = store.lstat(src.as_bytes())?;
             if st.is_dir() && !recursive {
-                return Err(Fail {
+                return Err(CliError {
                     msg: format!("{}: is a directory (use cp -r)", src.to_string_lossy()),
                     code: libc::EISDIR,
                 });
@@ -149,8 +138,8 @@ pub fn dispatch(uri: &str, cmd: Command) -> Res {
         Command::Tree { path } => {
             let root = path.map(|p| p.as_bytes().to_vec()).unwrap_or_else(|| b"/".to_vec());
             store.lstat(&root)?;
-            w(out, &root)?;
-            w(out, b"\n")?;
+            write_out(out, &root)?;
+            write_out(out, b"\n")?;
             let (mut dirs, mut files) = (0, 0);
             tree(&store, out, &root, "", &mut dirs, &mut files)?;
             writeln!(out, "\n{dirs} directories, {files} files").map_err(stdout_err)?;
@@ -192,7 +181,7 @@ fn default_root(paths: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// `dst`, or `dst/<last name of src>` when `dst` is an existing directory.
-fn into_dir(store: &Store, src: &[u8], dst: &[u8]) -> Res<Vec<u8>> {
+fn into_dir(store: &Store, src: &[u8], dst: &[u8]) -> CliResult<Vec<u8>> {
     match store.stat(dst) {
         Ok(st) if st.is_dir() => {
             let name = src.rsplit(|&b| b == b'/').find(|n| !n.is_empty()).unwrap_or(src);
@@ -202,68 +191,14 @@ fn into_dir(store: &Store, src: &[u8], dst: &[u8]) -> Res<Vec<u8>> {
     }
 }
 
-fn stdout_err(e: std::io::Error) -> Fail {
-    Fail { msg: format!("standard output: {e}"), code: e.raw_os_error().unwrap_or(0) }
-}
-
-/// Writes bytes to standard output.
-pub fn w(out: &mut impl Write, b: &[u8]) -> Res {
-    out.write_all(b).map_err(stdout_err)
-}
-
-/// Copies everything `read` gives to `out`, the host file `what` (`-` for standard output).
-pub fn copy_out(mut read: impl FnMut(&mut [u8]) -> Res<usize>, out: &mut impl Write, what: &Path) -> Res {
-    with_buffer(|buf| loop {
-        let n = read(buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        out.write_all(&buf[..n]).map_err(|e| if what.as_os_str() == "-" { stdout_err(e) } else { Fail::io(what, e) })?;
-    })
-}
-
-thread_local! {
-    /// The copy buffer, made once: zeroing a fresh 1 MiB per file was a fifth of an
-    /// import's time.
-    static BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; CHUNK]);
-}
-
-/// Runs `f` with the thread's copy buffer (copies never nest).
-fn with_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
-    BUFFER.with(|b| f(&mut b.borrow_mut()))
-}
-
-/// `dir/name`.
-pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut p = dir.to_vec();
-    if !p.ends_with(b"/") {
-        p.push(b'/');
-    }
-    p.extend_from_slice(name);
-    p
-}
-
-/// Every entry of a directory, read page by page.
-pub fn list(fs: &impl FileSystem, dir: &[u8]) -> Res<Vec<DirEntry>> {
-    let mut all: Vec<DirEntry> = Vec::new();
-    loop {
-        let page = fs.readdir(dir, all.last().map(|e| e.name.as_slice()), PAGE)?;
-        let done = page.len() < PAGE;
-        all.extend(page);
-        if done {
-            return Ok(all);
-        }
-    }
-}
-
-fn ls(store: &Store, out: &mut impl Write, path: &[u8], long: bool, recursive: bool, header: bool) -> Res {
+fn ls(store: &Store, out: &mut impl Write, path: &[u8], long: bool, recursive: bool, header: bool) -> CliResult {
     let st = store.lstat(path)?;
     if !st.is_dir() {
         return ls_line(store, out, path, path, &st, long);
     }
     if header || recursive {
-        w(out, path)?;
-        w(out, b":\n")?;
+        write_out(out, path)?;
+        write_out(out, b":\n")?;
     }
     let entries = list(store, path)?;
     let mut subdirs = Vec::new();
@@ -277,24 +212,24 @@ fn ls(store: &Store, out: &mut impl Write, path: &[u8], long: bool, recursive: b
     }
     if recursive {
         for d in subdirs {
-            w(out, b"\n")?;
+            write_out(out, b"\n")?;
             ls(store, out, &d, long, true, true)?;
         }
     }
     Ok(())
 }
 
-fn ls_line(store: &Store, out: &mut impl Write, path: &[u8], name: &[u8], st: &Stat, long: bool) -> Res {
+fn ls_line(store: &Store, out: &mut impl Write, path: &[u8], name: &[u8], st: &Stat, long: bool) -> CliResult {
     if long {
         let line = format!("{} {:>3} {:>5} {:>5} {:>10} {} ", mode_string(st.mode), st.nlink, st.uid, st.gid, st.size, time_string(st.mtime_ns));
-        w(out, line.as_bytes())?;
+        write_out(out, line.as_bytes())?;
     }
-    w(out, name)?;
+    write_out(out, name)?;
     if long && st.is_symlink() {
-        w(out, b" -> ")?;
-        w(out, &store.readlink(path)?)?;
+        write_out(out, b" -> ")?;
+        write_out(out, &store.readlink(path)?)?;
     }
-    w(out, b"\n")
+    write_out(out, b"\n")
 }
 
 /// `drwxr-xr-x` for a mode.
@@ -335,7 +270,7 @@ pub fn time_string(ns: i64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{nanos:09}", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
-fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> Res {
+fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> CliResult {
     let kind = match st.kind {
         FileType::File => "regular file",
         FileType::Dir => "directory",
@@ -345,28 +280,28 @@ fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> Res {
         FileType::BlockDevice => "block special file",
         FileType::Socket => "socket",
     };
-    w(out, b"  File: ")?;
-    w(out, path)?;
+    write_out(out, b"  File: ")?;
+    write_out(out, path)?;
     let text = format!(
         "\n  Size: {}\tBlocks: {}\tIO Block: {}\t{kind}\n Inode: {}\tLinks: {}\n  Mode: ({:04o}/{})\tUid: {}\tGid: {}\nAccess: {}\nModify: {}\nChange: {}\n",
         st.size, st.blocks, st.blksize, st.ino, st.nlink, st.mode & 0o7777, mode_string(st.mode), st.uid, st.gid,
         time_string(st.atime_ns), time_string(st.mtime_ns), time_string(st.ctime_ns)
     );
-    w(out, text.as_bytes())
+    write_out(out, text.as_bytes())
 }
 
-fn tree(store: &Store, out: &mut impl Write, dir: &[u8], prefix: &str, dirs: &mut u64, files: &mut u64) -> Res {
+fn tree(store: &Store, out: &mut impl Write, dir: &[u8], prefix: &str, dirs: &mut u64, files: &mut u64) -> CliResult {
     let entries = list(store, dir)?;
     for (i, e) in entries.iter().enumerate() {
         let last = i + 1 == entries.len();
-        w(out, format!("{prefix}{}", if last { "└── " } else { "├── " }).as_bytes())?;
-        w(out, &e.name)?;
+        write_out(out, format!("{prefix}{}", if last { "└── " } else { "├── " }).as_bytes())?;
+        write_out(out, &e.name)?;
         let p = join(dir, &e.name);
         if e.kind == FileType::Symlink {
-            w(out, b" -> ")?;
-            w(out, &store.readlink(&p)?)?;
+            write_out(out, b" -> ")?;
+            write_out(out, &store.readlink(&p)?)?;
         }
-        w(out, b"\n")?;
+        write_out(out, b"\n")?;
         if e.kind == FileType::Dir {
             *dirs += 1;
             let sub = format!("{prefix}{}", if last { "    " } else { "│   " });
@@ -379,7 +314,7 @@ fn tree(store: &Store, out: &mut impl Write, dir: &[u8], prefix: &str, dirs: &mu
 }
 
 /// Prints and returns the bytes of files under `path`, counting hard links once.
-fn du(store: &Store, out: &mut impl Write, path: &[u8], summary: bool, top: bool, seen: &mut HashSet<u64>) -> Res<u64> {
+fn du(store: &Store, out: &mut impl Write, path: &[u8], summary: bool, top: bool, seen: &mut HashSet<u64>) -> CliResult<u64> {
     let st = store.lstat(path)?;
     let mut total = if seen.insert(st.ino) && !st.is_dir() { st.size } else { 0 };
     if st.is_dir() {
@@ -388,15 +323,15 @@ fn du(store: &Store, out: &mut impl Write, path: &[u8], summary: bool, top: bool
         }
     }
     if top || (!summary && st.is_dir()) {
-        w(out, format!("{total}\t").as_bytes())?;
-        w(out, path)?;
-        w(out, b"\n")?;
+        write_out(out, format!("{total}\t").as_bytes())?;
+        write_out(out, path)?;
+        write_out(out, b"\n")?;
     }
     Ok(total)
 }
 
 /// `rm -r` of one tree, with the progress display (entries removed; the total is not known).
-fn remove_tree(store: &Store, path: &[u8]) -> Res {
+fn remove_tree(store: &Store, path: &[u8]) -> CliResult {
     let mut progress = Progress::new("rm: removed", 0);
     let mut shown = 0;
     let r = store.remove_all_with(path, &mut |n| {
@@ -408,11 +343,11 @@ fn remove_tree(store: &Store, path: &[u8]) -> Res {
 }
 
 /// Copies one file's data inside the store, as one transaction.
-fn copy_file(store: &Store, src: &[u8], dst: &[u8], mode: u32) -> Res {
+fn copy_file(store: &Store, src: &[u8], dst: &[u8], mode: u32) -> CliResult {
     let tx = store.begin()?;
     let from = tx.open(src, &OpenOptions::new().read(true))?;
     let to = tx.open(dst, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
-    with_buffer(|buf| -> Res {
+    with_buffer(|buf| -> CliResult {
         loop {
             let n = from.read(buf)?;
             if n == 0 {
@@ -427,14 +362,14 @@ fn copy_file(store: &Store, src: &[u8], dst: &[u8], mode: u32) -> Res {
 }
 
 /// `cp -r`: copies files (with their modes), symlinks and directories.
-fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> Res {
+fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> CliResult {
     match st.kind {
         FileType::File => copy_file(store, src, dst, st.mode & 0o7777),
         FileType::Symlink => Ok(store.symlink(store.readlink(src)?, dst)?),
         kind if kind.is_special() => Ok(store.mknod(dst, kind, st.mode & 0o7777, st.rdev)?),
         FileType::Dir | _ => {
             if dst.starts_with(src) && dst.get(src.len()) == Some(&b'/') {
-                return Err(Fail {
+                return Err(CliError {
                     msg: format!("cannot copy {} into itself", String::from_utf8_lossy(src)),
                     code: libc::EINVAL,
                 });
@@ -449,13 +384,3 @@ fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> Res {
     }
 }
 
-/// Reads a host reader to its end through `sink`.
-pub fn pump(mut r: impl Read, what: &Path, mut sink: impl FnMut(&[u8]) -> Res) -> Res {
-    with_buffer(|buf| loop {
-        let n = r.read(buf).map_err(|e| Fail::io(what, e))?;
-        if n == 0 {
-            return Ok(());
-        }
-        sink(&buf[..n])?;
-    })
-}

@@ -1,7 +1,8 @@
 //! Moving files between the host and the store: `put`, `get`, `import`, `export`.
 
-use crate::cmds::{copy_out, join, list, pump, Res};
-use crate::fail::Fail;
+use crate::copy::{copy_out, pump};
+use crate::dirs::{join, list};
+use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -16,13 +17,13 @@ fn is_dash(p: &Path) -> bool {
 }
 
 /// `put`: one host file (or standard input) into the store, in one transaction.
-pub fn put(store: &Store, host: &Path, path: &[u8]) -> Res {
+pub fn put(store: &Store, host: &Path, path: &[u8]) -> CliResult {
     let tx = store.begin()?;
     let (reader, mode): (Box<dyn std::io::Read>, u32) = if is_dash(host) {
         (Box::new(std::io::stdin().lock()), 0o644)
     } else {
-        let f = std::fs::File::open(host).map_err(|e| Fail::io(host, e))?;
-        let mode = f.metadata().map_err(|e| Fail::io(host, e))?.permissions().mode() & 0o7777;
+        let f = std::fs::File::open(host).map_err(|e| CliError::io(host, e))?;
+        let mode = f.metadata().map_err(|e| CliError::io(host, e))?.permissions().mode() & 0o7777;
         (Box::new(f), mode)
     };
     let f = tx.open(path, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
@@ -35,15 +36,15 @@ pub fn put(store: &Store, host: &Path, path: &[u8]) -> Res {
 }
 
 /// `get`: one store file to a host file (or standard output).
-pub fn get(store: &Store, path: &[u8], host: &Path) -> Res {
+pub fn get(store: &Store, path: &[u8], host: &Path) -> CliResult {
     let f = store.open(path, &OpenOptions::new().read(true))?;
     let read = |b: &mut [u8]| Ok(f.read(b)?);
     if is_dash(host) {
         let out = &mut std::io::stdout().lock();
         copy_out(read, out, host)?;
-        std::io::Write::flush(out).map_err(|e| Fail::io(host, e))
+        std::io::Write::flush(out).map_err(|e| CliError::io(host, e))
     } else {
-        let mut out = std::fs::File::create(host).map_err(|e| Fail::io(host, e))?;
+        let mut out = std::fs::File::create(host).map_err(|e| CliError::io(host, e))?;
         copy_out(read, &mut out, host)
     }
 }
@@ -64,10 +65,10 @@ fn atime_ns(m: &Metadata) -> i64 {
 }
 
 /// Lists the host tree in a stable pre-order (names sorted), so that reruns see it alike.
-fn scan(host: &Path, path: &[u8]) -> Res<Vec<Entry>> {
-    let meta = std::fs::symlink_metadata(host).map_err(|e| Fail::io(host, e))?;
+fn scan(host: &Path, path: &[u8]) -> CliResult<Vec<Entry>> {
+    let meta = std::fs::symlink_metadata(host).map_err(|e| CliError::io(host, e))?;
     if !meta.is_dir() {
-        return Err(Fail { msg: format!("{}: not a directory", host.display()), code: libc::ENOTDIR });
+        return Err(CliError { msg: format!("{}: not a directory", host.display()), code: libc::ENOTDIR });
     }
     let mut out = vec![Entry { host: host.to_path_buf(), path: path.to_vec(), meta }];
     let mut i = 0;
@@ -75,15 +76,15 @@ fn scan(host: &Path, path: &[u8]) -> Res<Vec<Entry>> {
         if out[i].meta.is_dir() {
             let dir = out[i].host.clone();
             let mut names: Vec<_> = std::fs::read_dir(&dir)
-                .map_err(|e| Fail::io(&dir, e))?
+                .map_err(|e| CliError::io(&dir, e))?
                 .map(|d| d.map(|d| d.file_name()))
                 .collect::<Result<_, _>>()
-                .map_err(|e| Fail::io(&dir, e))?;
+                .map_err(|e| CliError::io(&dir, e))?;
             names.sort();
             let mut children = Vec::with_capacity(names.len());
             for n in names {
                 let h = dir.join(&n);
-                let meta = std::fs::symlink_metadata(&h).map_err(|e| Fail::io(&h, e))?;
+                let meta = std::fs::symlink_metadata(&h).map_err(|e| CliError::io(&h, e))?;
                 children.push(Entry { path: join(&out[i].path, n.as_bytes()), host: h, meta });
             }
             out.splice(i + 1..i + 1, children);
@@ -93,19 +94,19 @@ fn scan(host: &Path, path: &[u8]) -> Res<Vec<Entry>> {
     Ok(out)
 }
 
-fn cstr(p: &Path) -> Res<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| Fail::msg(format!("{}: path holds a NUL byte", p.display())))
+fn cstr(p: &Path) -> CliResult<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| CliError::msg(format!("{}: path holds a NUL byte", p.display())))
 }
 
 /// The host file's extended attributes (not following symlinks).
-fn host_xattrs(p: &Path) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+fn host_xattrs(p: &Path) -> CliResult<Vec<(Vec<u8>, Vec<u8>)>> {
     let c = cstr(p)?;
-    let err = || Fail::io(p, std::io::Error::last_os_error());
+    let err = || CliError::io(p, std::io::Error::last_os_error());
     // SAFETY: c is a valid C string; a null buffer of size 0 asks for the needed size.
     let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
     if n < 0 {
         let e = std::io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::ENOTSUP) { Ok(Vec::new()) } else { Err(Fail::io(p, e)) };
+        return if e.raw_os_error() == Some(libc::ENOTSUP) { Ok(Vec::new()) } else { Err(CliError::io(p, e)) };
     }
     let mut names = vec![0u8; n as usize];
     // SAFETY: the buffer holds names.len() bytes.
@@ -134,31 +135,31 @@ fn host_xattrs(p: &Path) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
     Ok(out)
 }
 
-fn set_host_xattr(p: &Path, name: &[u8], value: &[u8]) -> Res {
-    let (c, cn) = (cstr(p)?, CString::new(name).map_err(|_| Fail::msg("xattr name holds a NUL byte"))?);
+fn set_host_xattr(p: &Path, name: &[u8], value: &[u8]) -> CliResult {
+    let (c, cn) = (cstr(p)?, CString::new(name).map_err(|_| CliError::msg("xattr name holds a NUL byte"))?);
     // SAFETY: valid C strings and a buffer of value.len() bytes.
     let r = unsafe { libc::lsetxattr(c.as_ptr(), cn.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
     if r < 0 && name.starts_with(b"user.") {
-        return Err(Fail::io(p, std::io::Error::last_os_error()));
+        return Err(CliError::io(p, std::io::Error::last_os_error()));
     }
     Ok(())
 }
 
-fn set_host_times(p: &Path, atime: i64, mtime: i64) -> Res {
+fn set_host_times(p: &Path, atime: i64, mtime: i64) -> CliResult {
     let c = cstr(p)?;
     let ts = |ns: i64| libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
     let times = [ts(atime), ts(mtime)];
     // SAFETY: valid C string and a two-element array.
     let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
     if r < 0 {
-        return Err(Fail::io(p, std::io::Error::last_os_error()));
+        return Err(CliError::io(p, std::io::Error::last_os_error()));
     }
     Ok(())
 }
 
 /// Maps an I/O error on host path `h`.
-fn io(h: &Path) -> impl Fn(std::io::Error) -> Fail + '_ {
-    move |e| Fail::io(h, e)
+fn io(h: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
+    move |e| CliError::io(h, e)
 }
 
 fn is_root() -> bool {
@@ -167,15 +168,15 @@ fn is_root() -> bool {
 }
 
 /// Removes whatever is at `p` in the transaction, if anything.
-fn remove_existing(tx: &Transaction, p: &[u8], st: &Stat) -> Res {
+fn remove_existing(tx: &Transaction, p: &[u8], st: &Stat) -> CliResult {
     if st.is_dir() {
-        return Err(Fail { msg: format!("{}: is a directory", String::from_utf8_lossy(p)), code: libc::EISDIR });
+        return Err(CliError { msg: format!("{}: is a directory", String::from_utf8_lossy(p)), code: libc::EISDIR });
     }
     Ok(tx.unlink(p)?)
 }
 
 /// Imports one entry in `tx`; returns false when it was already there (a resumed import).
-fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec<u8>>) -> Res<bool> {
+fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec<u8>>) -> CliResult<bool> {
     let p = e.path.as_slice();
     let m = &e.meta;
     let existing = match tx.lstat(p) {
@@ -213,7 +214,7 @@ fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec
             links.insert(key, p.to_vec());
         }
         if m.file_type().is_symlink() {
-            let target = std::fs::read_link(&e.host).map_err(|err| Fail::io(&e.host, err))?;
+            let target = std::fs::read_link(&e.host).map_err(|err| CliError::io(&e.host, err))?;
             if let Some(st) = &existing {
                 if st.is_symlink() && tx.readlink(p)? == target.as_os_str().as_bytes() {
                     return Ok(false);
@@ -232,7 +233,7 @@ fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec
             }
         }
         let f = tx.open(p, &OpenOptions::new().write(true).create(true).truncate(true).mode(perm))?;
-        let hf = std::fs::File::open(&e.host).map_err(|err| Fail::io(&e.host, err))?;
+        let hf = std::fs::File::open(&e.host).map_err(|err| CliError::io(&e.host, err))?;
         pump(hf, &e.host, |b| {
             f.write(b)?;
             Ok(())
@@ -253,29 +254,33 @@ fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec
 }
 
 /// Sets directory times last, deepest first (creating children changes a directory's mtime).
-fn set_dir_times(tx: &Transaction, dirs: &[&Entry]) -> Res {
+fn set_dir_times(tx: &Transaction, dirs: &[&Entry]) -> CliResult {
     for e in dirs {
         tx.utimens(&e.path, SetTime::At(atime_ns(&e.meta)), SetTime::At(mtime_ns(&e.meta)))?;
     }
     Ok(())
 }
 
-/// Runs `f` in a transaction and commits it, retrying conflicts (like `Store::transact`, for
-/// the CLI's error type).
-fn in_tx<R>(store: &Store, mut f: impl FnMut(&Transaction) -> Res<R>) -> Res<R> {
-    let retryable = |code: i32| code == txvfs::error::code::CONFLICT || code == txvfs::error::code::TOO_OLD;
-    let mut attempt = 0;
-    loop {
-        let tx = store.begin()?;
-        match f(&tx).and_then(|v| tx.commit().map(|()| v).map_err(Fail::from)) {
-            Err(e) if retryable(e.code) && attempt < 100 => attempt += 1,
-            r => return r,
-        }
-    }
+/// Runs `f` in a transaction and commits it through `Store::transact` (its retries and
+/// backoff), for the CLI's error type: a host error from `f` ends the retries and is
+/// returned as it was.
+fn in_tx<R>(store: &Store, mut f: impl FnMut(&Transaction) -> CliResult<R>) -> CliResult<R> {
+    let mut failed: Option<CliError> = None;
+    let r = store.transact(|tx| {
+        failed = None;
+        f(tx).map_err(|e| {
+            // Keep a retryable core error retryable; anything else stops transact at once.
+            let kind = ErrorKind::from_code(e.code).filter(|k| matches!(k, ErrorKind::Conflict | ErrorKind::TooOld));
+            let stop = txvfs::Error::new(kind.unwrap_or(ErrorKind::Invalid), e.msg.clone());
+            failed = Some(e);
+            stop
+        })
+    });
+    r.map_err(|e| failed.take().unwrap_or_else(|| e.into()))
 }
 
 /// `import`: the host tree at `host` becomes the store tree at `path`.
-pub fn import(store: &Store, host: &Path, path: &[u8], atomic: bool, batch: u64) -> Res {
+pub fn import(store: &Store, host: &Path, path: &[u8], atomic: bool, batch: u64) -> CliResult {
     if let Some(parent) = Path::new(OsStr::from_bytes(path)).parent() {
         store.mkdir_all(parent.as_os_str().as_bytes(), 0o755)?;
     }
@@ -310,10 +315,10 @@ pub fn import(store: &Store, host: &Path, path: &[u8], atomic: bool, batch: u64)
 }
 
 /// `export`: the store tree at `path` becomes the host tree at `host`.
-pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
+pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
     let root = store.lstat(path)?;
     if !root.is_dir() {
-        return Err(Fail { msg: format!("{}: not a directory", String::from_utf8_lossy(path)), code: libc::ENOTDIR });
+        return Err(CliError { msg: format!("{}: not a directory", String::from_utf8_lossy(path)), code: libc::ENOTDIR });
     }
     // Pre-order list of (store path, host path, attributes).
     let mut entries = vec![(path.to_vec(), host.to_path_buf(), root)];
@@ -356,7 +361,7 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
                 let c = cstr(h)?;
                 // SAFETY: valid C string; mknod copies nothing from us but the arguments.
                 if unsafe { libc::mknod(c.as_ptr(), kind.mode_bits() | (st.mode & 0o7777), st.rdev as libc::dev_t) } < 0 {
-                    return Err(Fail::io(h, std::io::Error::last_os_error()));
+                    return Err(CliError::io(h, std::io::Error::last_os_error()));
                 }
             }
             FileType::File | _ => {
@@ -383,7 +388,7 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
             let c = cstr(h)?;
             // SAFETY: valid C string.
             if unsafe { libc::lchown(c.as_ptr(), st.uid, st.gid) } < 0 {
-                return Err(Fail::io(h, std::io::Error::last_os_error()));
+                return Err(CliError::io(h, std::io::Error::last_os_error()));
             }
         }
         if !st.is_dir() {
@@ -397,4 +402,42 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> Res {
     }
     progress.finish();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_tx_retries_conflicts_and_returns_host_errors_as_they_are() {
+        let store = Store::open("memory:").unwrap();
+        // A conflict is retried (through Store::transact); the retry commits.
+        let mut runs = 0;
+        let r = in_tx(&store, |tx| {
+            runs += 1;
+            tx.write_file("/f", b"x")?;
+            if runs == 1 {
+                return Err(txvfs::Error::new(ErrorKind::Conflict, "conflict").into());
+            }
+            Ok(runs)
+        });
+        assert_eq!(r.unwrap(), 2);
+        assert_eq!(store.read_file("/f").unwrap(), b"x");
+        // A host error stops at once, keeps its message and errno, and commits nothing.
+        let mut runs = 0;
+        let e = in_tx(&store, |tx| -> CliResult {
+            runs += 1;
+            tx.write_file("/g", b"y")?;
+            Err(CliError::io(Path::new("/host/file"), std::io::Error::from_raw_os_error(libc::EACCES)))
+        })
+        .unwrap_err();
+        assert_eq!((runs, e.code), (1, libc::EACCES));
+        assert!(e.msg.starts_with("/host/file: "), "{}", e.msg);
+        assert!(!store.exists("/g").unwrap());
+        // A core error from the closure keeps its code; a plain message its code 0.
+        let e = in_tx(&store, |tx| -> CliResult { Ok(tx.unlink("/missing")?) }).unwrap_err();
+        assert_eq!(e.code, libc::ENOENT);
+        let e = in_tx(&store, |_| -> CliResult { Err(CliError::msg("plain")) }).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (0, "plain"));
+    }
 }

@@ -2,7 +2,8 @@
 
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::types::{FallocateMode, OpenOptions, Stat};
-use super::{Ctx, Ops};
+use super::scope::CallScope;
+use super::ops::Operation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 use parking_lot::Mutex;
@@ -14,7 +15,7 @@ use std::io::SeekFrom;
 /// released when it closes; a file unlinked while open stays usable until its last handle
 /// closes. Dropping a `File` closes it; [`File::close`] also reports errors.
 pub struct File {
-    ctx: Ctx,
+    scope: CallScope,
     ino: u64,
     kind: FileType,
     id: u64,
@@ -31,42 +32,55 @@ pub struct File {
 const WRITE_BACK_MAX: usize = 4 << 20;
 
 impl File {
-    pub(crate) fn open(ctx: Ctx, path: &[u8], options: &OpenOptions) -> Result<File> {
-        Self::open_with(ctx, options, |ops| ops.open(path, options))
+    pub(crate) fn open(scope: CallScope, path: &[u8], options: &OpenOptions) -> Result<File> {
+        Self::open_with(scope, options, |op| op.open(path, options))
     }
 
     /// Opens the file that `open` finds (or creates) inside the operation.
     pub(crate) fn open_with(
-        ctx: Ctx,
+        scope: CallScope,
         options: &OpenOptions,
-        mut open: impl FnMut(&mut Ops<'_>) -> Result<(u64, FileType)>,
+        mut open: impl FnMut(&mut Operation<'_>) -> Result<(u64, FileType)>,
     ) -> Result<File> {
-        let inner = &ctx.store().inner;
-        // Count the handle as open from inside the operation, so that an unlink racing with
-        // this open sees it and keeps the inode as an orphan.
-        let mut counted: Option<u64> = None;
-        let r = ctx.run(|ops| {
-            if let Some(ino) = counted.take() {
-                inner.closed(ino);
-            }
-            let (ino, kind) = open(ops)?;
-            inner.opened(ino);
-            counted = Some(ino);
-            Ok((ino, kind))
-        });
-        let (ino, kind) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                if let Some(ino) = counted {
+        let inner = &scope.store().inner;
+        let (ino, kind) = loop {
+            // Before the snapshot: a file freed after this point may still be in it.
+            let ticket = inner.open_files.begin_open();
+            // Count the handle as open from inside the operation, so that an unlink racing
+            // with this open sees it (or its commit conflicts) and keeps the inode as an orphan.
+            let mut counted: Option<u64> = None;
+            let r = scope.run(|op| {
+                if let Some(ino) = counted.take() {
                     inner.closed(ino);
                 }
-                return Err(e);
+                let (ino, kind) = open(op)?;
+                inner.opened(ino);
+                counted = Some(ino);
+                Ok((ino, kind))
+            });
+            match r {
+                Ok((ino, kind)) => {
+                    // A transaction's handle reads the transaction's snapshot, where the
+                    // file still is (its commit conflicts); an auto-commit handle reads the
+                    // latest state, so it opens again if the file was freed meanwhile.
+                    if inner.open_files.end_open(ticket, Some(ino)) || matches!(scope, CallScope::InTransaction(_)) {
+                        break (ino, kind);
+                    }
+                    inner.closed(ino);
+                }
+                Err(e) => {
+                    if let Some(ino) = counted {
+                        inner.closed(ino);
+                    }
+                    let _ = inner.open_files.end_open(ticket, None);
+                    return Err(e);
+                }
             }
         };
-        let write_back = options.write_back && !options.append && matches!(ctx, Ctx::Auto(_));
+        let write_back = options.write_back && !options.append && matches!(scope, CallScope::AutoCommit(_));
         Ok(File {
             id: inner.new_handle_id(),
-            ctx,
+            scope,
             ino,
             kind,
             readable: options.read,
@@ -81,7 +95,7 @@ impl File {
     }
 
     fn check(&self, want_read: bool, want_write: bool) -> Result<()> {
-        if self.ctx.is_finished() {
+        if self.scope.is_finished() {
             return Err(Error::new(ErrorKind::BadHandle, "file handle belongs to a finished transaction"));
         }
         if want_read && !self.readable {
@@ -102,7 +116,7 @@ impl File {
         let mut p = pending.lock();
         if !p.1.is_empty() {
             let (start, data) = (p.0, &p.1);
-            self.ctx.run(|ops| ops.write_ino(self.ino, start, data, false))?;
+            self.scope.run(|op| op.write_ino(self.ino, start, data, false))?;
             p.1.clear();
         }
         Ok(())
@@ -135,7 +149,7 @@ impl File {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
         self.flush()?;
-        self.ctx.run(|ops| ops.read_into(self.ino, offset, buf))
+        self.scope.run(|op| op.read_into(self.ino, offset, buf))
     }
 
     /// Writes all of `data` at the current position (at the end with append) and advances.
@@ -152,16 +166,22 @@ impl File {
             if p.1.is_empty() {
                 p.0 = *pos;
             }
+            let before = p.1.len();
             p.1.extend_from_slice(data);
-            *pos += data.len() as u64;
-            let full = p.1.len() >= WRITE_BACK_MAX;
-            drop(p);
-            if full {
-                self.flush()?;
+            if p.1.len() >= WRITE_BACK_MAX {
+                let (start, buffered) = (p.0, &p.1);
+                if let Err(e) = self.scope.run(|op| op.write_ino(self.ino, start, buffered, false)) {
+                    // This write did not happen: its bytes go and the position stays, so a
+                    // retry writes them once. Earlier writes stay buffered for the next flush.
+                    p.1.truncate(before);
+                    return Err(e);
+                }
+                p.1.clear();
             }
+            *pos += data.len() as u64;
             return Ok(data.len());
         }
-        let at = self.ctx.run(|ops| ops.write_ino(self.ino, *pos, data, self.append))?;
+        let at = self.scope.run(|op| op.write_ino(self.ino, *pos, data, self.append))?;
         *pos = at + data.len() as u64;
         Ok(data.len())
     }
@@ -171,7 +191,7 @@ impl File {
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<usize> {
         self.check(false, true)?;
         self.flush()?;
-        self.ctx.run(|ops| ops.write_ino(self.ino, offset, data, self.append))?;
+        self.scope.run(|op| op.write_ino(self.ino, offset, data, self.append))?;
         Ok(data.len())
     }
 
@@ -198,21 +218,21 @@ impl File {
     pub fn set_len(&self, size: u64) -> Result<()> {
         self.check(false, true)?;
         self.flush()?;
-        self.ctx.run(|ops| ops.truncate_ino(self.ino, size))
+        self.scope.run(|op| op.truncate_ino(self.ino, size))
     }
 
     /// `fallocate`; see [`FallocateMode`].
     pub fn allocate(&self, mode: FallocateMode, offset: u64, len: u64) -> Result<()> {
         self.check(false, true)?;
         self.flush()?;
-        self.ctx.run(|ops| ops.fallocate_ino(self.ino, mode, offset, len))
+        self.scope.run(|op| op.fallocate_ino(self.ino, mode, offset, len))
     }
 
     /// Attributes (`fstat`).
     pub fn stat(&self) -> Result<Stat> {
         self.check(false, false)?;
         self.flush()?;
-        self.ctx.run(|ops| ops.stat_ino(self.ino))
+        self.scope.run(|op| op.stat_ino(self.ino))
     }
 
     /// `fsync`: on a store handle, makes every committed write durable; inside a transaction
@@ -220,9 +240,9 @@ impl File {
     pub fn sync(&self) -> Result<()> {
         self.check(false, false)?;
         self.flush()?;
-        match &self.ctx {
-            Ctx::Auto(store) => store.sync(),
-            Ctx::Tx(_) => Ok(()),
+        match &self.scope {
+            CallScope::AutoCommit(store) => store.sync(),
+            CallScope::InTransaction(_) => Ok(()),
         }
     }
 
@@ -230,7 +250,7 @@ impl File {
     /// [`ErrorKind::WouldBlock`]; with `wait` true the call blocks until it is free.
     pub fn flock(&self, op: FlockOp, wait: bool) -> Result<()> {
         self.check(false, false)?;
-        self.ctx.store().inner.locks.flock(self.ino, self.id, op, wait)
+        self.scope.store().inner.locks.flock(self.ino, self.id, op, wait)
     }
 
     /// Takes or releases a byte-range lock (`fcntl(F_SETLK/F_SETLKW)` with open-file-description
@@ -240,13 +260,13 @@ impl File {
         if kind == RangeLockKind::Read && !self.readable || kind == RangeLockKind::Write && !self.writable {
             return Err(Error::new(ErrorKind::BadHandle, "lock type needs the matching access mode"));
         }
-        self.ctx.store().inner.locks.lock_range(self.ino, self.id, kind, start, len, wait)
+        self.scope.store().inner.locks.lock_range(self.ino, self.id, kind, start, len, wait)
     }
 
     /// Reports a lock held by another handle that would block this one (`F_GETLK`).
     pub fn test_lock(&self, write: bool, start: u64, len: u64) -> Result<Option<RangeLock>> {
         self.check(false, false)?;
-        self.ctx.store().inner.locks.test_range(self.ino, self.id, write, start, len)
+        self.scope.store().inner.locks.test_range(self.ino, self.id, write, start, len)
     }
 
     /// Closes the handle, releasing its locks; the last close of an unlinked file frees it.
@@ -258,12 +278,12 @@ impl File {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
-        let flushed = if self.ctx.is_finished() { Ok(()) } else { self.flush() };
-        let store = self.ctx.store();
+        let flushed = if self.scope.is_finished() { Ok(()) } else { self.flush() };
+        let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
-        if store.inner.closed(self.ino) && !store.inner.read_only {
-            let ino = self.ino;
-            store.inner.run(None, |ops| ops.reap_orphan(ino))?;
+        if store.inner.closed(self.ino) && !store.per_open.read_only {
+            let (inner, ino) = (&store.inner, self.ino);
+            inner.open_files.reap_unless_open(ino, || inner.auto_commit(None, |op| op.reap_orphan(ino)))?;
         }
         flushed
     }
@@ -271,6 +291,17 @@ impl File {
 
 impl Drop for File {
     fn drop(&mut self) {
+        // A drop cannot return an error: buffered data that cannot be written is reported to
+        // the next `Store::sync` (or `File::sync`) instead, as the kernel reports a failed
+        // write-back to the next fsync. `close` returns the error itself.
+        if !self.closed && !self.scope.is_finished() {
+            if let Err(e) = self.flush() {
+                self.scope.store().inner.note_lost_write(Error::new(
+                    e.kind(),
+                    format!("write-back data of inode {} was lost when its handle was dropped: {}", self.ino, e.message()),
+                ));
+            }
+        }
         let _ = self.release();
     }
 }

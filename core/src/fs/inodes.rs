@@ -3,8 +3,10 @@
 //! permissions like the path calls (a name needs search permission on its directory) and
 //! take the same names as [`check_name`](super::check_name) allows.
 
-use super::ops::Target;
-use super::{DirEntry, File, FileSystem, OpenOptions, RenameFlags, SetTime, Stat, XattrFlags};
+use super::ops::FileRef;
+use super::file::File;
+use super::filesystem::FileSystem;
+use super::types::{DirEntry, OpenOptions, RenameFlags, SetTime, Stat, XattrFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 
@@ -39,16 +41,16 @@ impl Default for SetAttr {
 pub trait InodeFileSystem: FileSystem {
     /// The attributes of `name` in directory `dir` (ENOENT if absent).
     fn lookup_at(&self, dir: u64, name: impl AsRef<[u8]>) -> Result<Stat> {
-        self.ctx().run(|ops| ops.lookup_at(dir, name.as_ref()))
+        self.scope().run(|op| op.lookup_at(dir, name.as_ref()))
     }
     /// The attributes of inode `ino`.
     fn stat_ino(&self, ino: u64) -> Result<Stat> {
-        self.ctx().run(|ops| ops.stat_ino(ino))
+        self.scope().run(|op| op.stat_ino(ino))
     }
     /// Checks `access(2)`: may the caller read (4), write (2) or search/execute (1) `ino`?
     /// A mask of 0 checks only that it exists.
     fn access_ino(&self, ino: u64, mask: u32) -> Result<()> {
-        self.ctx().run(|ops| ops.access_check(ino, mask))
+        self.scope().run(|op| op.access_check(ino, mask))
     }
     /// Creates directory `name` in `dir` with permission bits `mode`.
     fn mkdir_at(&self, dir: u64, name: impl AsRef<[u8]>, mode: u32) -> Result<Stat> {
@@ -68,25 +70,25 @@ pub trait InodeFileSystem: FileSystem {
     }
     #[doc(hidden)]
     fn make_at(&self, dir: u64, name: &[u8], kind: FileType, mode: u32, data: &[u8], rdev: u64) -> Result<Stat> {
-        self.ctx().run(|ops| {
-            let ino = ops.mknod_at(dir, name, kind, mode, data, rdev)?;
-            ops.stat_ino(ino)
+        self.scope().run(|op| {
+            let ino = op.mknod_at(dir, name, kind, mode, data, rdev)?;
+            op.stat_ino(ino)
         })
     }
     /// Creates hard link `name` in `dir` to the non-directory `ino`; returns its attributes.
     fn link_at(&self, ino: u64, dir: u64, name: impl AsRef<[u8]>) -> Result<Stat> {
-        self.ctx().run(|ops| {
-            ops.link_at(ino, dir, name.as_ref())?;
-            ops.stat_ino(ino)
+        self.scope().run(|op| {
+            op.link_at(ino, dir, name.as_ref())?;
+            op.stat_ino(ino)
         })
     }
     /// Removes the name `name` of a non-directory in `dir`.
     fn unlink_at(&self, dir: u64, name: impl AsRef<[u8]>) -> Result<()> {
-        self.ctx().run(|ops| ops.unlink_at(dir, name.as_ref()))
+        self.scope().run(|op| op.unlink_at(dir, name.as_ref()))
     }
     /// Removes the empty directory `name` of `dir`.
     fn rmdir_at(&self, dir: u64, name: impl AsRef<[u8]>) -> Result<()> {
-        self.ctx().run(|ops| ops.rmdir_at(dir, name.as_ref()))
+        self.scope().run(|op| op.rmdir_at(dir, name.as_ref()))
     }
     /// Renames `name` of `dir` to `new_name` of `new_dir`, with [`RenameFlags`]. The store
     /// keeps no parent links, so it cannot refuse moving a directory into its own subtree
@@ -99,59 +101,59 @@ pub trait InodeFileSystem: FileSystem {
         new_name: impl AsRef<[u8]>,
         flags: RenameFlags,
     ) -> Result<()> {
-        self.ctx().run(|ops| ops.rename_at(dir, name.as_ref(), new_dir, new_name.as_ref(), flags))
+        self.scope().run(|op| op.rename_at(dir, name.as_ref(), new_dir, new_name.as_ref(), flags))
     }
     /// Reads the target of symlink `ino`.
     fn readlink_ino(&self, ino: u64) -> Result<Vec<u8>> {
-        self.ctx().run(|ops| ops.readlink_ino(ino))
+        self.scope().run(|op| op.readlink_ino(ino))
     }
     /// Lists directory `ino` like [`FileSystem::readdir`] (a page after the name `after`).
     fn readdir_ino(&self, ino: u64, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
-        self.ctx().run(|ops| ops.readdir_ino(ino, after, limit))
+        self.scope().run(|op| op.readdir_ino(ino, after, limit))
     }
     /// Applies `attr` to `ino` in one step (all or nothing) and returns the new attributes.
     fn set_attr(&self, ino: u64, attr: &SetAttr) -> Result<Stat> {
-        self.ctx().run(|ops| {
+        self.scope().run(|op| {
             if attr.uid.is_some() || attr.gid.is_some() {
-                ops.chown_ino(ino, attr.uid, attr.gid)?;
+                op.chown_ino(ino, attr.uid, attr.gid)?;
             }
             if let Some(mode) = attr.mode {
-                ops.chmod_ino(ino, mode)?;
+                op.chmod_ino(ino, mode)?;
             }
             if let Some(size) = attr.size {
-                ops.truncate_checked(ino, size)?;
+                op.truncate_checked(ino, size)?;
             }
             if attr.atime != SetTime::Omit || attr.mtime != SetTime::Omit {
-                ops.utimens_ino(ino, attr.atime, attr.mtime)?;
+                op.utimens_ino(ino, attr.atime, attr.mtime)?;
             }
-            ops.stat_ino(ino)
+            op.stat_ino(ino)
         })
     }
     /// Opens the existing file `ino` (not a symlink or special file), checking the caller's
     /// permission for `options`; `create` options are ignored.
     fn open_ino(&self, ino: u64, options: &OpenOptions) -> Result<File> {
-        File::open_with(self.ctx(), options, |ops| ops.open_ino(ino, options))
+        File::open_with(self.scope(), options, |op| op.open_ino(ino, options))
     }
     /// Opens `name` in `dir`, creating it if `options` say so; the new file's attributes
     /// come from [`File::stat`].
     fn open_at(&self, dir: u64, name: impl AsRef<[u8]>, options: &OpenOptions) -> Result<File> {
-        File::open_with(self.ctx(), options, |ops| ops.open_at(dir, name.as_ref(), options))
+        File::open_with(self.scope(), options, |op| op.open_at(dir, name.as_ref(), options))
     }
     /// Reads extended attribute `name` of `ino` (ENODATA if absent).
     fn getxattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.ctx().run(|ops| ops.getxattr(Target::Ino(ino), name.as_ref()))
+        self.scope().run(|op| op.getxattr(FileRef::Ino(ino), name.as_ref()))
     }
     /// Sets extended attribute `name` of `ino`.
     fn setxattr_ino(&self, ino: u64, name: impl AsRef<[u8]>, value: &[u8], flags: XattrFlags) -> Result<()> {
-        self.ctx().run(|ops| ops.setxattr(Target::Ino(ino), name.as_ref(), value, flags))
+        self.scope().run(|op| op.setxattr(FileRef::Ino(ino), name.as_ref(), value, flags))
     }
     /// Lists the extended attribute names of `ino`.
     fn listxattr_ino(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
-        self.ctx().run(|ops| ops.listxattr(Target::Ino(ino)))
+        self.scope().run(|op| op.listxattr(FileRef::Ino(ino)))
     }
     /// Removes extended attribute `name` of `ino` (ENODATA if absent).
     fn removexattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<()> {
-        self.ctx().run(|ops| ops.removexattr(Target::Ino(ino), name.as_ref()))
+        self.scope().run(|op| op.removexattr(FileRef::Ino(ino), name.as_ref()))
     }
 }
 

@@ -201,7 +201,7 @@ impl LeaseTable {
     /// Runs `f` in a backend transaction at the clock's current time and commits it,
     /// retrying conflicts.
     fn transact<R>(&self, mut f: impl FnMut(&mut dyn crate::kv::Txn, u64) -> Result<R>) -> Result<R> {
-        crate::kv::run(&*self.backend, 20, false, |tx| f(tx, self.clock.now_ms()))
+        crate::kv::run_with_retries(&*self.backend, 20, false, |tx| f(tx, self.clock.now_ms()))
     }
 }
 

@@ -8,16 +8,17 @@
 //! transaction itself only writes the block's reference (`B` key -> `Block::Chunk`), so its
 //! final commit stays small. That commit also deletes `T` and the `U` entries: from then on
 //! the chunks belong to their blocks, and whoever overwrites or deletes a block deletes its
-//! chunk too (`Ops::drop_chunks`).
+//! chunk too (`Operation::drop_chunks`).
 //!
 //! A transaction that never commits (rolled back, failed, crashed) leaves `T` behind; its
-//! chunks are collected through `U` ([`Inner::collect_stage`]): at once on rollback, at the
+//! chunks are collected through `U` ([`StoreState::collect_stage`]): at once on rollback, at the
 //! next open after a crash (every record, when this process has the store to itself;
 //! otherwise those whose lease ran out). Collection and the final commit both read `T`, so
 //! they conflict: a chunk referenced by a committed block is never collected.
 
 use super::leases::{Clock, SystemClock};
-use super::{Inner, REMOVE_BATCH};
+use super::state::StoreState;
+use super::REMOVE_BATCH;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{self, Limits};
 use crate::schema::{self, Block, Meta, StageRecord, CHUNK_SEQ_BITS};
@@ -59,7 +60,7 @@ fn now_ms() -> u64 {
     SystemClock.now_ms()
 }
 
-impl Inner {
+impl StoreState {
     fn stage_record(&self) -> Vec<u8> {
         StageRecord { process: self.process, expires_ms: now_ms() + STAGE_LEASE.as_millis() as u64 }.encode()
     }
@@ -83,7 +84,7 @@ impl Inner {
         // Each backend transaction carries at most `threshold` bytes (a quarter of the limit).
         let per_txn = (staging.threshold / self.block_size as u64).max(1) as usize;
         for (group, group_ids) in blocks.chunks(per_txn).zip(ids.chunks(per_txn)) {
-            self.retry(
+            self.kv_transact(
                 |tx| {
                     if tx.get(&schema::stage_key(txid))?.is_none() {
                         return Err(Error::new(
@@ -109,7 +110,7 @@ impl Inner {
     fn new_stage(&self) -> Result<u64> {
         let key = schema::meta_key(Meta::NextTxn);
         let record = self.stage_record();
-        self.retry(
+        self.kv_transact(
             |tx| {
                 let txid = kv::decode_counter(tx.get(&key)?.as_deref()).max(1);
                 tx.set(&key, &(txid + 1).to_le_bytes())?;
@@ -125,7 +126,7 @@ impl Inner {
     /// batches, so any amount fits the backend's limits.
     pub(crate) fn collect_stage(&self, txid: u64, only_expired_at: Option<u64>) -> Result<()> {
         loop {
-            let done = self.retry(
+            let done = self.kv_transact(
                 |tx| {
                     let Some(v) = tx.get(&schema::stage_key(txid))? else { return Ok(true) };
                     if only_expired_at.is_some_and(|now| StageRecord::decode(&v).is_ok_and(|r| r.expires_ms > now)) {
@@ -158,7 +159,7 @@ impl Inner {
             return Ok(());
         }
         let (s, e) = schema::stage_range();
-        let records = self.retry(|tx| tx.get_range(&s, &e, 0, false), false)?;
+        let records = self.kv_transact(|tx| tx.get_range(&s, &e, 0, false), false)?;
         let only_expired_at = self.backend.shared().then(now_ms);
         for (k, _) in records {
             self.collect_stage(schema::stage_txid(&k)?, only_expired_at)?;

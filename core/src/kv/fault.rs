@@ -163,4 +163,7 @@ impl Backend for FaultyBackend {
     fn shared(&self) -> bool {
         self.inner.shared()
     }
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        self.inner.disk_space()
+    }
 }

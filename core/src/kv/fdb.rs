@@ -112,8 +112,9 @@ impl FdbBackend {
 impl Backend for FdbBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
         let trx = self.db.create_trx().map_err(|e| fdb_error(e, "begin"))?;
-        // Lets a commit whose outcome is unknown be retried safely: the cluster remembers the
-        // transaction's id, so a retry cannot apply it twice.
+        // The cluster remembers the transaction's id, so FoundationDB's own retries of this
+        // transaction's commit cannot apply it twice; a commit_unknown_result still surfaces
+        // as ErrorKind::CommitUnknown, because `Store::transact` retries with a new one.
         trx.set_option(TransactionOption::AutomaticIdempotency)
             .map_err(|e| fdb_error(e, "begin"))?;
         Ok(Box::new(FdbTxn { trx, prefix: self.prefix.clone() }))
@@ -249,8 +250,9 @@ fn fdb_error(e: FdbError, what: &str) -> Error {
     let kind = match e.code() {
         code::NOT_COMMITTED => ErrorKind::Conflict,
         code::TRANSACTION_TOO_OLD => ErrorKind::TooOld,
-        // Safe to retry: every transaction carries an automatic idempotency id.
-        code::COMMIT_UNKNOWN_RESULT => ErrorKind::Conflict,
+        // Not retried: a retry is a new transaction with a new idempotency id, so it could
+        // apply twice. The caller learns that the outcome is unknown.
+        code::COMMIT_UNKNOWN_RESULT => ErrorKind::CommitUnknown,
         code::TRANSACTION_TOO_LARGE | code::KEY_TOO_LARGE | code::VALUE_TOO_LARGE => {
             ErrorKind::TooLarge
         }

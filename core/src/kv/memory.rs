@@ -170,7 +170,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
-        Ok(self.occ.begin())
+        self.occ.begin()
     }
     fn limits(&self) -> Limits {
         self.occ.limits()

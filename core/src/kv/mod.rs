@@ -11,20 +11,26 @@ use crate::error::{Error, ErrorKind, Result};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "testing")]
 mod fault;
 mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
 mod memory;
 mod occ;
+mod retry;
+#[cfg(feature = "rocksdb")]
+mod owner;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 
+#[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
 pub use journal::JournalTxn;
 #[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use memory::MemoryBackend;
+pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 
@@ -70,6 +76,11 @@ pub trait Backend: Send + Sync + 'static {
     /// then also kept in the backend, under leases, so that they hold between processes.
     fn shared(&self) -> bool {
         false
+    }
+    /// The (total, free) bytes of the disk that holds the backend's data, if it has one of
+    /// its own (RocksDB: the file system of its directory). `statfs` reports it.
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        None
     }
 }
 
@@ -161,35 +172,18 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
 }
 
-/// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
-pub fn backoff(attempt: u32) {
-    let cap = Duration::from_millis(1 << attempt.min(7)).min(Duration::from_millis(100));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0) as u64;
-    let jitter = nanos % (cap.as_nanos() as u64 + 1);
-    std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
-}
-
-/// Runs `f` in a fresh transaction of `backend` and commits it; retries retryable errors
-/// (conflicts, too-old snapshots) up to `max_retries` times with [`backoff`]. This is the
-/// one retry loop of the core (the shape of foundationdb-rs `db.run`).
-pub fn run<R>(
-    backend: &dyn Backend,
-    max_retries: u32,
-    durable: bool,
-    mut f: impl FnMut(&mut dyn Txn) -> Result<R>,
-) -> Result<R> {
-    let mut attempt = 0;
-    loop {
-        let mut tx = backend.begin()?;
-        match f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v)) {
-            Err(e) if e.is_retryable() && attempt < max_retries => backoff(attempt),
-            r => return r,
+/// Opens a backend by URI like [`open`], but only one that already has data: a RocksDB path
+/// without a database gives [`ErrorKind::NotFound`] and creates nothing. (`memory:` always
+/// opens an empty backend, and FoundationDB creates nothing at open.)
+pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
+    #[cfg(feature = "rocksdb")]
+    if !uri.starts_with("memory:") && !uri.starts_with("fdb:") {
+        let path = std::path::Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri));
+        if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
+            return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));
         }
-        attempt += 1;
     }
+    open(uri)
 }
 
 /// Decodes an 8-byte little-endian counter as written by the atomic operations.

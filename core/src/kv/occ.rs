@@ -67,6 +67,12 @@ pub(crate) struct OccStore<E: Engine> {
     state: Mutex<State>,
     /// Highest version known durable (group commit: one fsync covers every earlier commit).
     synced: Mutex<u64>,
+    /// Set when an fsync failed. After a failed fsync the kernel may have dropped the dirty
+    /// pages it could not write and report success to the next fsync (PostgreSQL learned this
+    /// in 2018), so nothing written since the last good sync can be trusted to be durable:
+    /// the store refuses every transaction until it is reopened (RocksDB then replays its
+    /// WAL from what is really on disk).
+    failed: Mutex<Option<String>>,
 }
 
 impl<E: Engine> OccStore<E> {
@@ -76,7 +82,19 @@ impl<E: Engine> OccStore<E> {
             limits,
             state: Mutex::new(State { version: 0, log: VecDeque::new(), live: BTreeMap::new() }),
             synced: Mutex::new(0),
+            failed: Mutex::new(None),
         })
+    }
+
+    /// Fails once an fsync has failed; see `failed`.
+    fn check_healthy(&self) -> Result<()> {
+        match &*self.failed.lock() {
+            None => Ok(()),
+            Some(why) => Err(Error::new(
+                ErrorKind::Backend,
+                format!("the store stopped after a failed fsync ({why}); close every handle and reopen it"),
+            )),
+        }
     }
 
     pub(crate) fn engine(&self) -> &E {
@@ -87,14 +105,16 @@ impl<E: Engine> OccStore<E> {
         self.limits
     }
 
-    pub(crate) fn begin(self: &Arc<Self>) -> Box<dyn Txn> {
+    /// Starts a transaction; fails once an fsync has failed.
+    pub(crate) fn begin(self: &Arc<Self>) -> Result<Box<dyn Txn>> {
+        self.check_healthy()?;
         let (version, snap) = {
             let mut st = self.state.lock();
             let v = st.version;
             *st.live.entry(v).or_insert(0) += 1;
             (v, self.engine.snapshot(v))
         };
-        Box::new(OccTxn {
+        Ok(Box::new(OccTxn {
             snap: Some(snap),
             store: self.clone(),
             read_version: version,
@@ -104,18 +124,23 @@ impl<E: Engine> OccStore<E> {
             writes: BTreeMap::new(),
             cleared: Vec::new(),
             bytes: 0,
-        })
+        }))
     }
 
     /// Group commit: makes every commit up to `version` durable with at most one fsync shared
     /// by all callers waiting at the same time.
+    /// A failed fsync stops the store (see `failed`).
     pub(crate) fn sync_to(&self, version: u64) -> Result<()> {
         let mut synced = self.synced.lock();
+        self.check_healthy()?;
         if *synced >= version {
             return Ok(());
         }
         let target = self.state.lock().version;
-        self.engine.sync()?;
+        if let Err(e) = self.engine.sync() {
+            *self.failed.lock() = Some(e.message().to_string());
+            return Err(e);
+        }
         *synced = target;
         Ok(())
     }
@@ -179,6 +204,31 @@ impl<E: Engine> Drop for OccTxn<E> {
 }
 
 impl<E: Engine> OccTxn<E> {
+    /// Fails with a conflict if a commit after this transaction's snapshot wrote anything it
+    /// read (`read_ranges` coalesced).
+    fn check_reads(&self, st: &State, read_ranges: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        for (v, other) in st.log.iter() {
+            if *v <= self.read_version {
+                continue;
+            }
+            let hit = other.points.iter().any(|k| self.read_points.contains(k) || ranges_contain(read_ranges, k))
+                || other.ranges.iter().any(|(s, e)| {
+                    self.read_points
+                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .next()
+                        .is_some()
+                        || ranges_overlap(read_ranges, s, e)
+                });
+            if hit {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    "transaction conflict: data it read was changed by a concurrent commit",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_age(&self) -> Result<()> {
         if let Some(max) = self.store.limits.max_txn_duration {
             if self.started.elapsed() > max {
@@ -445,12 +495,40 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.atomic(key, AtomicOp::Max(value))
     }
 
+    /// Moves to the latest snapshot if nothing this transaction read has changed since its
+    /// own (then its reads are equally valid at the new one); a conflict otherwise. Writes
+    /// stay buffered. Reads after this see every commit made so far.
+    fn refresh(&mut self) -> Result<()> {
+        self.check_age()?;
+        let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
+        let mut st = self.store.state.lock();
+        let checked = self.check_reads(&st, &read_ranges);
+        self.read_ranges = read_ranges;
+        checked?;
+        let new_version = st.version;
+        if new_version != self.read_version {
+            *st.live.entry(new_version).or_insert(0) += 1;
+            if let Some(n) = st.live.get_mut(&self.read_version) {
+                *n -= 1;
+                if *n == 0 {
+                    st.live.remove(&self.read_version);
+                }
+            }
+            // The old snapshot goes first, as in `drop`.
+            self.snap = None;
+            self.snap = Some(self.store.engine.snapshot(new_version));
+            self.read_version = new_version;
+        }
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
         if self.writes.is_empty() && self.cleared.is_empty() {
             // Read-only: serializable at its snapshot, nothing to check or apply.
             return Ok(());
         }
         self.check_age()?;
+        self.store.check_healthy()?;
         let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
         let mut ws = WriteSet::default();
         let mut batch = Vec::with_capacity(self.cleared.len() + self.writes.len());
@@ -462,26 +540,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         let store = self.store.clone();
         let version = {
             let mut st = store.state.lock();
-            for (v, other) in st.log.iter() {
-                if *v <= self.read_version {
-                    continue;
-                }
-                let hit = other.points.iter().any(|k| {
-                    self.read_points.contains(k) || ranges_contain(&read_ranges, k)
-                }) || other.ranges.iter().any(|(s, e)| {
-                    self.read_points
-                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
-                        .next()
-                        .is_some()
-                        || ranges_overlap(&read_ranges, s, e)
-                });
-                if hit {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        "transaction conflict: data it read was changed by a concurrent commit",
-                    ));
-                }
-            }
+            self.check_reads(&st, &read_ranges)?;
             for (k, p) in writes {
                 match p {
                     Pending::Set(v) => batch.push(Mutation::Set(k.clone(), v)),
@@ -504,26 +563,18 @@ impl<E: Engine> Txn for OccTxn<E> {
             version
         };
         if durable {
-            store.sync_to(version)?;
+            // Applied and visible to others: a failure now cannot be "nothing changed".
+            store.sync_to(version).map_err(|e| {
+                Error::new(
+                    ErrorKind::CommitUnknown,
+                    format!("commit applied but its fsync failed, so it may not survive a power loss: {}", e.message()),
+                )
+            })?;
         }
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn range_overlap_is_half_open() {
-        let r = coalesce(vec![(b"b".to_vec(), b"d".to_vec()), (b"c".to_vec(), b"e".to_vec())]);
-        assert_eq!(r, vec![(b"b".to_vec(), b"e".to_vec())]);
-        assert!(ranges_contain(&r, b"b"));
-        assert!(ranges_contain(&r, b"dz"));
-        assert!(!ranges_contain(&r, b"e"));
-        assert!(!ranges_contain(&r, b"a"));
-        assert!(ranges_overlap(&r, b"a", b"c"));
-        assert!(!ranges_overlap(&r, b"a", b"b"));
-        assert!(!ranges_overlap(&r, b"e", b"f"));
-    }
-}
+#[path = "occ_tests.rs"]
+mod tests;

@@ -1,21 +1,46 @@
-//! The RocksDB backend: a store is a directory on local disk, opened by one process.
+//! The RocksDB backend: a store is a directory on local disk, opened by one owner.
 //!
 //! RocksDB gives snapshots and atomic write batches; serializable conflict detection (ranges
 //! included) comes from the optimistic layer in `occ.rs`, which is complete because only one
-//! process can open the directory (RocksDB's LOCK file) and one process shares one instance.
+//! owner can open the directory (txvfs's own lock, `owner.rs`, across processes and library
+//! copies) and one process shares one instance.
 
 use super::occ::{Engine, Mutation, OccStore};
+use super::owner::{forked_error, OwnerLock};
 use super::{Backend, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{BlockBasedOptions, Cache, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB};
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 
 struct RocksEngine {
-    db: DB,
+    /// Closed in `drop`, before the owner lock is released; never closed in a forked child
+    /// (its RocksDB threads are gone and closing could write to the parent's files).
+    db: ManuallyDrop<DB>,
     path: PathBuf,
+    owner: OwnerLock,
+}
+
+impl RocksEngine {
+    /// Refuses every use of a store inherited across fork().
+    fn check_owner(&self) -> Result<()> {
+        if self.owner.inherited() {
+            return Err(forked_error(&format!("rocksdb:{}", self.path.display()), self.owner.owner_pid()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RocksEngine {
+    fn drop(&mut self) {
+        if !self.owner.inherited() {
+            // SAFETY: dropped once, here; nothing uses the DB afterwards.
+            unsafe { ManuallyDrop::drop(&mut self.db) };
+        }
+    }
 }
 
 fn backend_error(path: &Path, e: rocksdb::Error) -> Error {
@@ -82,6 +107,7 @@ impl Engine for RocksEngine {
     }
 
     fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+        self.check_owner()?;
         let mut wb = WriteBatch::default();
         for m in batch {
             match m {
@@ -97,6 +123,7 @@ impl Engine for RocksEngine {
     }
 
     fn sync(&self) -> Result<()> {
+        self.check_owner()?;
         self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))
     }
 }
@@ -128,8 +155,9 @@ impl RocksBackend {
     }
 
     /// Opens (creating if needed) the store in directory `path`. A second open of the same
-    /// directory in this process returns the same instance; another process holding it gives
-    /// an [`ErrorKind::Busy`] error that says so.
+    /// directory through this copy of the library returns the same instance; another process,
+    /// or another copy of the library in this process, holding it gives an [`ErrorKind::Busy`]
+    /// error that names the holder. A store opened before fork() is not reused in the child.
     pub fn open(path: &Path) -> Result<Arc<RocksBackend>> {
         std::fs::create_dir_all(path).map_err(|e| {
             Error::new(ErrorKind::Backend, format!("rocksdb:{}: cannot create directory: {e}", path.display()))
@@ -139,8 +167,12 @@ impl RocksBackend {
         })?;
         let mut stores = registry().lock();
         if let Some(b) = stores.get(&canon).and_then(Weak::upgrade) {
-            return Ok(b);
+            if !b.occ.engine.owner.inherited() {
+                return Ok(b);
+            }
         }
+        let what = format!("rocksdb:{}", canon.display());
+        let owner = OwnerLock::acquire(&canon, &what)?;
         let db = DB::open(&Self::db_options(), &canon).map_err(|e| {
             let msg = e.into_string();
             if msg.contains("lock") {
@@ -152,7 +184,7 @@ impl RocksBackend {
                 Error::new(ErrorKind::Backend, format!("rocksdb:{}: {msg}", canon.display()))
             }
         })?;
-        let engine = RocksEngine { db, path: canon.clone() };
+        let engine = RocksEngine { db: ManuallyDrop::new(db), path: canon.clone(), owner };
         let limits = Limits {
             // RocksDB has no hard limits; these keep a runaway caller from exhausting memory.
             max_key: Some(64 << 10),
@@ -169,7 +201,8 @@ impl RocksBackend {
 
 impl Backend for RocksBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
-        Ok(self.occ.begin())
+        self.occ.engine.check_owner()?;
+        self.occ.begin()
     }
     fn limits(&self) -> Limits {
         self.occ.limits()
@@ -179,5 +212,32 @@ impl Backend for RocksBackend {
     }
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.occ.engine.path.display())
+    }
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        disk_space(&self.occ.engine.path)
+    }
+}
+
+impl RocksBackend {
+    /// True if directory `path` holds a RocksDB database (its `CURRENT` file), so that opening
+    /// it creates nothing.
+    pub fn exists(path: &Path) -> bool {
+        path.join("CURRENT").is_file()
+    }
+}
+
+/// The (total, free) bytes of the file system holding `dir` (statvfs; free counts what an
+/// unprivileged user may use).
+fn disk_space(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `path` is a valid C string and `st` a properly sized out-parameter.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        let frsize = st.f_frsize as u64;
+        Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
     }
 }

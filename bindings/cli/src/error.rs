@@ -2,22 +2,25 @@
 
 /// A failed command: what to print after `txvfs: ` and the errno to exit with (0 means 1).
 #[derive(Debug)]
-pub struct Fail {
+pub struct CliError {
     /// The message.
     pub msg: String,
     /// The errno (or txvfs code) behind it, 0 if none.
     pub code: i32,
 }
 
-impl Fail {
+/// Result of a command.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+impl CliError {
     /// A failure with a message and exit code 1.
-    pub fn msg(msg: impl Into<String>) -> Fail {
-        Fail { msg: msg.into(), code: 0 }
+    pub fn msg(msg: impl Into<String>) -> CliError {
+        CliError { msg: msg.into(), code: 0 }
     }
 
     /// An I/O error on a host path.
-    pub fn io(what: &std::path::Path, e: std::io::Error) -> Fail {
-        Fail { msg: format!("{}: {e}", what.display()), code: e.raw_os_error().unwrap_or(0) }
+    pub fn io(what: &std::path::Path, e: std::io::Error) -> CliError {
+        CliError { msg: format!("{}: {e}", what.display()), code: e.raw_os_error().unwrap_or(0) }
     }
 
     /// The process exit code: the errno when it is one, else 1.
@@ -30,8 +33,8 @@ impl Fail {
     }
 }
 
-impl From<txvfs::Error> for Fail {
-    fn from(e: txvfs::Error) -> Fail {
-        Fail { msg: e.to_string(), code: e.code() }
+impl From<txvfs::Error> for CliError {
+    fn from(e: txvfs::Error) -> CliError {
+        CliError { msg: e.to_string(), code: e.code() }
     }
 }

@@ -1,0 +1,177 @@
+//! The command line: the arguments and subcommands clap parses.
+
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// The txvfs command-line tool: inspect and change a transactional virtual file system.
+#[derive(Parser)]
+#[command(name = "txvfs", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The store: a RocksDB directory (`PATH` or `rocksdb:PATH`), `memory:` or `fdb:...`.
+    #[arg(long, global = true, env = "TXVFS_STORE", value_name = "URI")]
+    pub store: Option<String>,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Create a new store (fails if one exists already).
+    Init {
+        /// Bytes per data block: a power of two from 512 to 65536.
+        #[arg(long, default_value_t = 65536)]
+        block_size: u32,
+        /// Files up to this many bytes keep their data in the inode (at most 65536).
+        #[arg(long, default_value_t = 4096)]
+        inline_limit: u32,
+    },
+    /// List a directory (or show one file).
+    Ls {
+        /// Long format: mode, links, owner, group, size, mtime, name.
+        #[arg(short = 'l')]
+        long: bool,
+        /// Recurse into subdirectories.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Paths in the store (default `/`).
+        paths: Vec<OsString>,
+    },
+    /// Print files to standard output.
+    Cat {
+        /// Paths in the store.
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Copy one host file (or standard input with `-`) into the store, in one transaction.
+    Put {
+        /// Host file, or `-` for standard input.
+        host: PathBuf,
+        /// Destination path in the store.
+        path: OsString,
+    },
+    /// Copy one file out of the store to a host file (or standard output with `-`).
+    Get {
+        /// Source path in the store.
+        path: OsString,
+        /// Host file, or `-` for standard output.
+        host: PathBuf,
+    },
+    /// Copy a host directory tree into the store.
+    Import {
+        /// Host directory.
+        host: PathBuf,
+        /// Destination directory in the store (created if missing).
+        path: OsString,
+        /// Import everything in one transaction: all or nothing.
+        #[arg(long)]
+        atomic: bool,
+        /// Entries per transaction without `--atomic`.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        batch: u64,
+    },
+    /// Copy a store directory tree out to a host directory.
+    Export {
+        /// Source directory in the store.
+        path: OsString,
+        /// Host directory (created if missing).
+        host: PathBuf,
+    },
+    /// Create directories.
+    Mkdir {
+        /// Create missing parents; no error if the directory exists.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Permission bits, in octal.
+        #[arg(short = 'm', default_value = "755", value_parser = parse_mode)]
+        mode: u32,
+        /// Paths in the store.
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Remove files, symlinks and (with `-r`) directory trees.
+    Rm {
+        /// Remove directories and everything below them.
+        #[arg(short = 'r', short_alias = 'R')]
+        recursive: bool,
+        /// Paths in the store.
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Rename or move (into DST when DST is a directory).
+    Mv {
+        /// Source path.
+        src: OsString,
+        /// Destination path or directory.
+        dst: OsString,
+    },
+    /// Copy inside the store (into DST when DST is a directory).
+    Cp {
+        /// Copy directories recursively.
+        #[arg(short = 'r', short_alias = 'R')]
+        recursive: bool,
+        /// Source path.
+        src: OsString,
+        /// Destination path or directory.
+        dst: OsString,
+    },
+    /// Make a hard link, or a symbolic link with `-s`.
+    Ln {
+        /// Make a symbolic link whose contents are TARGET.
+        #[arg(short = 's')]
+        symbolic: bool,
+        /// Existing path (or symlink contents with `-s`).
+        target: OsString,
+        /// The new link.
+        link: OsString,
+    },
+    /// Show attributes of files.
+    Stat {
+        /// Paths in the store.
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+    },
+    /// Show a directory tree.
+    Tree {
+        /// Root of the tree (default `/`).
+        path: Option<OsString>,
+    },
+    /// Show the bytes used by trees (apparent file sizes).
+    Du {
+        /// Print only the total of each argument, not every directory.
+        #[arg(short = 's')]
+        summary: bool,
+        /// Paths in the store (default `/`).
+        paths: Vec<OsString>,
+    },
+    /// Show store-wide usage.
+    Df,
+    /// Check the store's on-disk invariants.
+    Fsck {
+        /// Fix what can be fixed safely, and print what was done.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Mount the store with FUSE and serve it until unmounted (`fusermount3 -u`) or
+    /// interrupted (SIGINT/SIGTERM unmount cleanly).
+    Mount {
+        /// An existing directory to mount on.
+        mountpoint: PathBuf,
+        /// Mount read-only (the store is opened read-only).
+        #[arg(long)]
+        read_only: bool,
+        /// Let other users use the mount (FUSE's allow_other).
+        #[arg(long)]
+        allow_other: bool,
+        /// Seconds the kernel may cache attributes and names: how late changes made to the
+        /// store outside this mount can show.
+        #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+        cache_ttl: f64,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o7777).ok_or_else(|| format!("{s:?} is not an octal mode"))
+}

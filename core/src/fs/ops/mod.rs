@@ -1,0 +1,130 @@
+//! Every file-system operation, written once against one kv transaction. Auto-commit calls and
+//! explicit transactions both run these; the caller decides when the transaction commits.
+//!
+//! This file holds the [`Operation`] type and its primitives (guarded writes, inodes, entries); the
+//! operations are grouped by concern in the submodules.
+
+mod access;
+mod attrs;
+mod data;
+mod namespace;
+mod reap;
+mod resolve;
+
+pub use data::MAX_FILE_SIZE;
+pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
+pub(crate) use resolve::{Resolved, FileRef};
+
+use super::staging::Staging;
+use super::types::Credential;
+use super::state::StoreState;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::Txn;
+use crate::schema::{self, Dentry, DirAttr, FileType, Inode};
+
+pub(crate) fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Operations over one kv transaction.
+pub struct Operation<'a> {
+    pub(crate) tx: &'a mut dyn Txn,
+    pub(crate) inner: &'a StoreState,
+    pub(crate) cred: Option<&'a Credential>,
+    /// This open of the store is read-only: every write fails with EROFS.
+    pub(crate) read_only: bool,
+    /// Set once anything was written, so a failure after it can poison an explicit transaction.
+    pub(crate) wrote: bool,
+    /// Inodes this operation kept as orphans because they were open; once the transaction
+    /// commits, the caller frees those whose last handle closed in the meantime.
+    pub(crate) orphaned: Vec<u64>,
+    /// Inodes whose data this operation deleted because no handle had them open; the commit
+    /// checks that none was opened meanwhile ([`OpenFiles::commit_freeing`]).
+    ///
+    /// [`OpenFiles::commit_freeing`]: super::open_files::OpenFiles::commit_freeing
+    pub(crate) freed: Vec<u64>,
+    /// The explicit transaction's write-ahead state (`None` for auto-commit calls).
+    pub(crate) staging: Option<&'a mut Staging>,
+}
+
+impl<'a> Operation<'a> {
+    fn set(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.set(k, v)
+    }
+
+    fn clear(&mut self, k: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.clear(k)
+    }
+
+    fn clear_range(&mut self, (s, e): (Vec<u8>, Vec<u8>)) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.clear_range(&s, &e)
+    }
+
+    fn atomic_add(&mut self, k: &[u8], d: i64) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.atomic_add(k, d)
+    }
+
+    fn atomic_max(&mut self, k: &[u8], v: i64) -> Result<()> {
+        self.writable()?;
+        self.wrote = true;
+        self.tx.atomic_max(k, v.max(0) as u64)
+    }
+
+    pub(super) fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "store is opened read-only"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn load_inode(&mut self, ino: u64) -> Result<Option<Inode>> {
+        match self.tx.get(&schema::inode_key(ino))? {
+            Some(v) => Ok(Some(Inode::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Loads an inode that a directory entry or handle refers to; missing means corruption
+    /// (for entries) or a file deleted under a handle.
+    pub(crate) fn inode(&mut self, ino: u64) -> Result<Inode> {
+        self.load_inode(ino)?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))
+    }
+
+    fn store_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
+        self.set(&schema::inode_key(ino), &inode.encode())
+    }
+
+    pub(crate) fn lookup(&mut self, dir: u64, name: &[u8]) -> Result<Option<Dentry>> {
+        match self.tx.get(&schema::dentry_key(dir, name))? {
+            Some(v) => Ok(Some(Dentry::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records a change in directory `dir`: bumps its mtime and ctime without a read conflict.
+    fn touch_dir(&mut self, dir: u64, now: i64) -> Result<()> {
+        self.atomic_max(&schema::dir_attr_key(dir, DirAttr::Mtime), now)?;
+        self.atomic_max(&schema::dir_attr_key(dir, DirAttr::Ctime), now)
+    }
+
+    fn touch_ctime(&mut self, ino: u64, now: i64) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        if inode.kind == FileType::Dir {
+            return self.atomic_max(&schema::dir_attr_key(ino, DirAttr::Ctime), now);
+        }
+        inode.ctime = now;
+        self.store_inode(ino, &inode)
+    }
+}

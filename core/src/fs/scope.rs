@@ -1,0 +1,127 @@
+//! [`CallScope`]: where a file-system call runs, auto-commit on a store or inside a transaction;
+//! and running one auto-commit operation.
+
+use super::ops::Operation;
+use super::state::StoreState;
+use super::staging::Staging;
+use super::store::Store;
+use super::transaction::{finished, TxShared, TxState};
+use super::types::Credential;
+use crate::kv;
+use super::options::PerOpen;
+use crate::error::{panic_message, Error, ErrorKind, Result};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Where a file-system call runs: auto-commit on a store, or inside a transaction.
+#[doc(hidden)]
+#[derive(Clone)]
+pub enum CallScope {
+    /// Each operation commits by itself.
+    AutoCommit(Store),
+    /// Operations belong to this explicit transaction.
+    InTransaction(Arc<TxShared>),
+}
+
+impl CallScope {
+    pub(crate) fn store(&self) -> &Store {
+        match self {
+            CallScope::AutoCommit(s) => s,
+            CallScope::InTransaction(t) => &t.store,
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        match self {
+            CallScope::AutoCommit(_) => false,
+            CallScope::InTransaction(t) => !matches!(*t.state.lock(), TxState::Active(..)),
+        }
+    }
+
+    pub(crate) fn run<R>(&self, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        match self {
+            CallScope::AutoCommit(s) => s.inner.auto_commit_as(s.cred.as_deref(), s.per_open, f),
+            CallScope::InTransaction(t) => {
+                let mut state = t.state.lock();
+                let (kv, staging) = match &mut *state {
+                    TxState::Active(kv, staging) => (kv, staging),
+                    TxState::Failed(e) => {
+                        return Err(Error::new(e.kind(), format!("transaction failed earlier: {}", e.message())))
+                    }
+                    TxState::Done => return Err(finished()),
+                };
+                let store = &t.store;
+                let mut op = Operation {
+                    tx: &mut **kv,
+                    inner: &store.inner,
+                    cred: store.cred.as_deref(),
+                    read_only: store.per_open.read_only,
+                    wrote: false,
+                    orphaned: Vec::new(),
+                    freed: Vec::new(),
+                    staging: Some(staging),
+                };
+                // A panic leaves the transaction as half an operation, like an error after a
+                // write: poison it, then let the panic go on (the bindings turn it into an error).
+                let r = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut op))) {
+                    Ok(r) => r,
+                    Err(payload) => {
+                        let why = Error::new(
+                            ErrorKind::Invalid,
+                            format!("an operation panicked: {}", panic_message(payload.as_ref())),
+                        );
+                        drop(op);
+                        if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(why)) {
+                            let _ = store.inner.collect_stage(txid, None);
+                        }
+                        drop(state);
+                        panic::resume_unwind(payload);
+                    }
+                };
+                t.orphaned.lock().append(&mut op.orphaned);
+                t.freed.lock().append(&mut op.freed);
+                let wrote = op.wrote;
+                if let (Err(e), true) = (&r, wrote) {
+                    // Only a rollback is possible now: free what the transaction wrote ahead.
+                    if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(e.clone())) {
+                        let _ = store.inner.collect_stage(txid, None);
+                    }
+                }
+                r
+            }
+        }
+    }
+}
+
+impl StoreState {
+    /// Runs one auto-commit operation of the store's own (reaping, removal of detached trees):
+    /// writable, with the first open's retry limit.
+    pub(crate) fn auto_commit<R>(&self, cred: Option<&Credential>, f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        let mode = PerOpen { read_only: false, sync: self.sync, max_retries: self.max_retries };
+        self.auto_commit_as(cred, mode, f)
+    }
+
+    /// Runs one auto-commit operation for an open of the store with options `mode`.
+    pub(crate) fn auto_commit_as<R>(&self, cred: Option<&Credential>, mode: PerOpen, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        let mut orphaned = Vec::new();
+        let r = kv::retry_loop(mode.max_retries, || self.backend.begin(), |mut tx| {
+            let mut op = Operation {
+                tx: &mut *tx,
+                inner: self,
+                cred,
+                read_only: mode.read_only,
+                wrote: false,
+                orphaned: Vec::new(),
+                freed: Vec::new(),
+                staging: None,
+            };
+            let r = f(&mut op)?;
+            orphaned = std::mem::take(&mut op.orphaned);
+            let freed = std::mem::take(&mut op.freed);
+            self.open_files.commit_freeing(&freed, || tx.commit(false))?;
+            Ok(r)
+        })?;
+        self.reap_closed(&orphaned);
+        Ok(r)
+    }
+}

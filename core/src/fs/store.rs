@@ -1,0 +1,212 @@
+//! [`Store`]: opening a store, and the calls that are not file-system calls (tree removal,
+//! sync, parameters).
+
+use super::format::format_or_read;
+use super::leases::{self, LeaseTable, SystemClock, DEFAULT_LEASE};
+use super::locks::LockTable;
+use super::options::{Options, PerOpen};
+use super::state::StoreState;
+use super::types::Credential;
+use super::REMOVE_BATCH;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{self, Backend};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock, Weak};
+
+fn open_stores() -> &'static Mutex<HashMap<usize, Weak<StoreState>>> {
+    static STORES: OnceLock<Mutex<HashMap<usize, Weak<StoreState>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// An open store. Cloning is cheap and shares everything; all methods are thread-safe.
+/// File-system calls come from the [`FileSystem`](super::FileSystem) trait: on a `Store` each call is its own
+/// transaction (auto-commit).
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<StoreState>,
+    pub(crate) cred: Option<Arc<Credential>>,
+    /// This open's own options (read-only, sync, retries).
+    pub(crate) per_open: PerOpen,
+}
+
+impl Store {
+    /// Opens the store at `uri` with default options: `rocksdb:/path` or a bare path
+    /// (RocksDB, created if missing), `memory:` or `memory:?limits=foundationdb`.
+    pub fn open(uri: &str) -> Result<Store> {
+        Store::open_with(uri, Options::default())
+    }
+
+    /// Opens the store at `uri` with `options`.
+    pub fn open_with(uri: &str, options: Options) -> Result<Store> {
+        let backend = kv::open(uri)?;
+        Store::with_backend(backend, options, None)
+    }
+
+    /// Opens the existing store at `uri` with `options`; where there is none, fails with
+    /// [`ErrorKind::NotFound`] ("no store there") and creates nothing (not even a RocksDB
+    /// directory). For tools that must not create a store by mistake.
+    pub fn open_existing(uri: &str, options: Options) -> Result<Store> {
+        let backend = kv::open_existing(uri)?;
+        Store::open_backend(backend, options, None, false)
+    }
+
+    /// Opens a store on an existing backend (for custom or wrapped backends). Opening the same
+    /// backend again in this process shares handles, locks and open-file state; each open keeps
+    /// its own `read_only`, `sync`, `max_retries` and credential (the store's layout options,
+    /// block size and inline limit, are fixed when it is created). `space` is the (total, free) bytes
+    /// that `statfs` reports; `None` asks the backend ([`Backend::disk_space`]).
+    pub fn with_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>) -> Result<Store> {
+        Store::open_backend(backend, options, space, true)
+    }
+
+    /// [`Store::with_backend`]; without `create`, a backend without a store gives NotFound.
+    fn open_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
+        let space = space.or_else(|| backend.disk_space());
+        let cred = options.credential.clone().map(Arc::new);
+        let per_open = PerOpen::of(&options);
+        let key = Arc::as_ptr(&backend) as *const () as usize;
+        let mut stores = open_stores().lock();
+        if let Some(inner) = stores.get(&key).and_then(Weak::upgrade) {
+            return Ok(Store { inner, cred, per_open });
+        }
+        if options.block_size < 512 || options.block_size > 65536 || !options.block_size.is_power_of_two() {
+            return Err(Error::new(ErrorKind::Invalid, "block size must be a power of two from 512 to 65536"));
+        }
+        if options.inline_limit > 65536 {
+            return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
+        }
+        let sb = format_or_read(&*backend, &options, create)?;
+        // SAFETY: getuid/getgid cannot fail.
+        let owner = unsafe { (libc::getuid(), libc::getgid()) };
+        let shared_locks = backend.shared().then(|| {
+            let table = LeaseTable::new(backend.clone(), Arc::new(SystemClock), DEFAULT_LEASE);
+            table.start_renewer();
+            table
+        });
+        let inner = Arc::new(StoreState {
+            backend,
+            block_size: sb.block_size,
+            inline_limit: sb.inline_limit,
+            read_only: options.read_only,
+            sync: options.sync,
+            max_retries: options.max_retries,
+            owner,
+            space,
+            ino_range: Mutex::new((0, 0)),
+            open_files: Default::default(),
+            lost_write: Mutex::new(None),
+            locks: LockTable::new(shared_locks),
+            next_handle: AtomicU64::new(1),
+            process: leases::random_id(),
+        });
+        inner.reap_orphans()?;
+        inner.collect_dead_stages()?;
+        stores.retain(|_, w| w.strong_count() > 0);
+        stores.insert(key, Arc::downgrade(&inner));
+        Ok(Store { inner, cred, per_open })
+    }
+
+    /// The same store, checking permissions as `cred` (or as the owner with `None`).
+    pub fn with_credential(&self, cred: Option<Credential>) -> Store {
+        Store { inner: self.inner.clone(), cred: cred.map(Arc::new), per_open: self.per_open }
+    }
+
+    /// Removes `path` and everything below it, like `rm -r`, for trees of any size.
+    ///
+    /// The first transaction detaches the tree: its name disappears atomically, so no one
+    /// sees a half-deleted tree. The contents are then deleted in bounded transactions of
+    /// [`REMOVE_BATCH`] entries each, so the removal fits FoundationDB's limits whatever the
+    /// size of the tree. If the process stops midway, the rest is deleted the next time the
+    /// store is opened (the detached directories are recorded as orphans). A file or symlink
+    /// is simply unlinked. With a non-root credential, every directory in the tree must be
+    /// writable and searchable (checked before anything changes; the sticky bit is only
+    /// checked at the top).
+    ///
+    /// Errors: `NotFound`, `Busy` for the root, `Access`/`NotPermitted`, and backend errors;
+    /// an error after the detach leaves the rest for the next open (or the next call to
+    /// [`Store::remove_all`] on another path, which does not resume it).
+    ///
+    /// [`Store::remove_all_with`] does the same and reports its progress.
+    pub fn remove_all(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.remove_all_with(path, &mut |_| {})
+    }
+
+    /// [`Store::remove_all`], calling `progress` after each committed batch with the number
+    /// of entries removed so far, for a progress display. The count grows to the number of
+    /// names in the tree, the top included: each file, symlink and directory name counts
+    /// once (for a tree without hard links, the number of inodes freed). Removing a file or
+    /// symlink reports 1. The total is not known in advance; the first call comes after the
+    /// detach and the first batch. On an error, the last count reported is what was
+    /// deleted for good.
+    pub fn remove_all_with(&self, path: impl AsRef<[u8]>, progress: &mut dyn FnMut(u64)) -> Result<()> {
+        let p = path.as_ref();
+        let cred = self.cred.as_deref();
+        if cred.is_some_and(|c| c.uid != 0) {
+            self.check_tree_removable(p)?;
+        }
+        match self.inner.auto_commit(cred, |op| op.detach_tree(p))? {
+            Some(ino) => self.inner.reap_tree(ino, progress),
+            None => {
+                progress(1);
+                Ok(())
+            }
+        }
+    }
+
+    /// Walks the tree at `p` in read-only pages, checking that every directory may be emptied.
+    fn check_tree_removable(&self, p: &[u8]) -> Result<()> {
+        let cred = self.cred.as_deref();
+        let root = self.inner.auto_commit(cred, |op| {
+            let r = op.resolve(p, false)?;
+            Ok(r.entry.filter(|e| e.kind == crate::FileType::Dir).map(|e| e.ino))
+        })?;
+        let mut pending: Vec<u64> = root.into_iter().collect();
+        while let Some(dir) = pending.pop() {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (subdirs, next) = self.inner.auto_commit(cred, |op| op.check_removable(dir, after.as_deref(), REMOVE_BATCH))
+                    .map_err(|e| Error::new(e.kind(), format!("{}: {}", String::from_utf8_lossy(p), e)))?;
+                pending.extend(subdirs);
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every change committed so far durable (what `fsync` does for auto-commit writes).
+    /// Also reports, once, data of a write-back handle that was dropped without `close` and
+    /// could not be written (like a failed write-back reported by the next `fsync`).
+    pub fn sync(&self) -> Result<()> {
+        let synced = self.inner.backend.sync();
+        match self.inner.lost_write.lock().take() {
+            Some(e) => Err(e),
+            None => synced,
+        }
+    }
+
+    /// The store's block size.
+    pub fn block_size(&self) -> u32 {
+        self.inner.block_size
+    }
+
+    /// The store's inline limit.
+    pub fn inline_limit(&self) -> u32 {
+        self.inner.inline_limit
+    }
+
+    /// The backend's description, such as `rocksdb:/path`.
+    pub fn describe(&self) -> String {
+        self.inner.backend.describe()
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.describe())
+    }
+}

@@ -1,0 +1,161 @@
+//! [`Transaction`]: an explicit transaction, how it begins ([`Store::begin`],
+//! [`Store::transact`]), commits and rolls back.
+
+use super::staging::Staging;
+use super::store::Store;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{self, JournalTxn, Txn};
+use crate::schema;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+impl Store {
+    /// Starts an explicit transaction. Nothing it does is visible to others until
+    /// [`Transaction::commit`]; dropping it rolls back.
+    pub fn begin(&self) -> Result<Transaction> {
+        let backend = &self.inner.backend;
+        let limits = backend.limits();
+        // On a backend with a time limit, the transaction renews its backend transaction
+        // before it runs out (kv::JournalTxn), so it may last as long as it needs.
+        let kv: Box<dyn Txn> = match limits.max_txn_duration {
+            Some(limit) => Box::new(JournalTxn::begin(backend.clone(), limit / 2)?),
+            None => backend.begin()?,
+        };
+        Ok(Transaction {
+            shared: Arc::new(TxShared {
+                store: self.clone(),
+                state: Mutex::new(TxState::Active(kv, Staging::new(limits))),
+                orphaned: Mutex::new(Vec::new()),
+                freed: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Runs `f` in a transaction and commits it; retries with backoff when the transaction
+    /// conflicts with another one (so `f` may run several times and must not have side
+    /// effects outside the transaction). Every other error is returned at once.
+    pub fn transact<R>(&self, f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
+        self.transact_durable(self.per_open.sync, f)
+    }
+
+    /// [`Store::transact`], choosing durability for the commit as
+    /// [`Transaction::commit_durable`] does (the SQLite VFS follows `PRAGMA synchronous`).
+    pub fn transact_durable<R>(&self, durable: bool, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
+        kv::retry_loop(self.per_open.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit_durable(durable).map(|()| v)))
+    }
+}
+
+pub(crate) enum TxState {
+    Active(Box<dyn Txn>, Staging),
+    /// An operation failed after writing part of its changes; only rollback is possible.
+    Failed(Error),
+    Done,
+}
+
+#[doc(hidden)]
+pub struct TxShared {
+    pub(crate) store: Store,
+    pub(crate) state: Mutex<TxState>,
+    /// Inodes the transaction kept as orphans; see [`StoreState::reap_closed`].
+    pub(crate) orphaned: Mutex<Vec<u64>>,
+    /// Inodes whose data the transaction deleted; see `OpenFiles::commit_freeing`.
+    pub(crate) freed: Mutex<Vec<u64>>,
+}
+
+/// An explicit transaction: every call on it (and on files opened through it) belongs to it.
+/// Its reads see its own writes; nobody else sees anything until [`Transaction::commit`],
+/// then everything at once. Dropping it rolls back.
+pub struct Transaction {
+    pub(crate) shared: Arc<TxShared>,
+}
+
+impl Transaction {
+    /// Commits: all changes become visible at once (and durable, with the `sync` option), or
+    /// none do. A [`ErrorKind::Conflict`] error means another transaction changed something
+    /// this one read; run it again (see [`Store::transact`]). Takes `&self`, so a transaction
+    /// shared between threads or held by a binding can be committed without being moved out;
+    /// once committed or rolled back, every further call (a second commit too) fails with
+    /// [`ErrorKind::Invalid`] ("already committed or rolled back").
+    pub fn commit(&self) -> Result<()> {
+        let durable = self.shared.store.per_open.sync;
+        self.commit_durable(durable)
+    }
+
+    /// Commits like [`Transaction::commit`], choosing durability for this commit alone,
+    /// whatever the store's `sync` option says: `true` returns once the commit survives power
+    /// loss; `false` makes it atomic and visible at once and durable at the next
+    /// [`Store::sync`] or durable commit (like an auto-commit call). The SQLite VFS maps
+    /// `PRAGMA synchronous=OFF` to `false`.
+    pub fn commit_durable(&self, durable: bool) -> Result<()> {
+        let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
+        match state {
+            TxState::Active(mut kv, staging) => {
+                let inner = &self.shared.store.inner;
+                let freed = std::mem::take(&mut *self.shared.freed.lock());
+                let commit = |kv: Box<dyn Txn>| inner.open_files.commit_freeing(&freed, || kv.commit(durable));
+                let committed = match staging.txid {
+                    None => commit(kv),
+                    Some(txid) => finish_stage(kv.as_mut(), txid).and_then(|()| commit(kv)).inspect_err(|_| {
+                        // Not committed (the staging record is still there): free the chunks.
+                        let _ = inner.collect_stage(txid, None);
+                    }),
+                };
+                committed?;
+                let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
+                inner.reap_closed(&orphaned);
+                Ok(())
+            }
+            TxState::Failed(e) => Err(Error::new(
+                e.kind(),
+                format!("transaction cannot commit: an earlier operation failed part-way: {}", e.message()),
+            )),
+            TxState::Done => Err(finished()),
+        }
+    }
+
+    /// Discards every change of the transaction (nothing happens if it already ended).
+    pub fn rollback(&self) {
+        self.end();
+    }
+
+    /// Ends the transaction without committing; frees what it wrote ahead (a failure leaves
+    /// that to the next open).
+    fn end(&self) {
+        let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
+        if let TxState::Active(_, Staging { txid: Some(txid), .. }) = state {
+            let _ = self.shared.store.inner.collect_stage(txid, None);
+        }
+    }
+}
+
+/// In the final commit of a transaction that wrote ahead: hands its chunks to their blocks by
+/// deleting its staging record and index, after checking that they were not collected.
+fn finish_stage(kv: &mut dyn Txn, txid: u64) -> Result<()> {
+    // Someone may have collected the chunks of this live transaction: another process on a
+    // shared backend (when its lease ran out), or another store instance over the same data
+    // (a wrapped backend, a second copy of the library), which takes every staging record it
+    // finds for dead. So the transaction reads its staging record at a fresh snapshot (later
+    // than its own staging writes, which committed on their own), and a collector that
+    // deletes it conflicts with this commit.
+    kv.refresh()?;
+    if kv.get(&schema::stage_key(txid))?.is_none() {
+        return Err(Error::new(
+            ErrorKind::TooOld,
+            "data this transaction wrote ahead was collected (its lease ran out, or another store instance \
+             over the same data took it for dead)",
+        ));
+    }
+    kv.clear(&schema::stage_key(txid))?;
+    let (s, e) = schema::staged_range(txid);
+    kv.clear_range(&s, &e)
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+pub(crate) fn finished() -> Error {
+    Error::new(ErrorKind::Invalid, "transaction already committed or rolled back")
+}

@@ -1,0 +1,171 @@
+//! One owner per store directory, whatever the path into the process, and fork detection.
+//!
+//! RocksDB's own LOCK file is a POSIX record lock, which never conflicts inside one process:
+//! two copies of txvfs in one process (the Python module and the SQLite extension each carry
+//! one) could both open a store and lose each other's data. txvfs therefore takes its own
+//! lock, an open-file-description lock (`F_OFD_SETLK`) on `txvfs.owner` in the store
+//! directory: it conflicts between any two opens, in one process or in two, and the file
+//! holds the owner's pid for the error message.
+//!
+//! A forked child inherits the parent's open store in memory but not its RocksDB threads;
+//! writing through it corrupts the store. An at-fork handler counts forks, so a store opened
+//! before a fork refuses every call in the child, and closes the child's copy of each lock
+//! descriptor, so the lock goes away with the parent, never held on by a child.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Once;
+
+/// Name of the lock file inside a store directory.
+pub const OWNER_FILE: &str = "txvfs.owner";
+
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+/// Lock descriptors of this process, for the at-fork child handler (which may not take locks
+/// or allocate). -1 is a free slot.
+const SLOTS: usize = 256;
+static LOCK_FDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
+
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::SeqCst);
+    for slot in &LOCK_FDS {
+        let fd = slot.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: close is async-signal-safe; the descriptor is the child's copy.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn register_fork_handler() {
+    static ONCE: Once = Once::new();
+    // SAFETY: registers a plain function without arguments for the child side of fork().
+    ONCE.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    });
+}
+
+/// How many times this process image has been forked off (0 in the original process).
+/// A store remembers the value at open; a different value means "inherited across fork".
+pub fn fork_generation() -> u64 {
+    FORKS.load(Ordering::SeqCst)
+}
+
+/// The error every call on a store inherited across fork() gets in the child.
+pub fn forked_error(what: &str, owner_pid: u32) -> Error {
+    Error::new(
+        ErrorKind::Busy,
+        format!(
+            "{what}: this store was opened by process {owner_pid} before fork(); a store cannot be \
+             used across fork: open it in the child (possible once process {owner_pid} has closed it)"
+        ),
+    )
+}
+
+/// The ownership lock of one store directory; released when dropped.
+pub struct OwnerLock {
+    fd: i32,
+    slot: Option<usize>,
+    generation: u64,
+    pid: u32,
+}
+
+fn ofd_lock(fd: i32, kind: i32, cmd: i32) -> std::io::Result<libc::flock> {
+    // SAFETY: flock is plain data; zeroed is a valid value (whole file from offset 0).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: fd is open; fl is a valid flock for F_OFD_SETLK/F_OFD_GETLK.
+    if unsafe { libc::fcntl(fd, cmd, &mut fl) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fl)
+}
+
+impl OwnerLock {
+    /// Takes the ownership lock of the store in `dir`, or fails with [`ErrorKind::Busy`]
+    /// naming the process that holds it (this one, if another copy of txvfs in this process
+    /// has the store open).
+    pub fn acquire(dir: &Path, what: &str) -> Result<OwnerLock> {
+        register_fork_handler();
+        let path = dir.join(OWNER_FILE);
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::new(ErrorKind::Invalid, format!("{what}: path contains NUL")))?;
+        // SAFETY: c is a valid C string; the flags and mode are plain values.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot open {}: {e}", path.display())));
+        }
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() } as u32;
+        if let Err(e) = ofd_lock(fd, libc::F_WRLCK, libc::F_OFD_SETLK) {
+            let holder = read_pid(fd);
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                let by = match holder {
+                    Some(p) if p == pid => format!(
+                        "this process (pid {pid}), through another copy of the txvfs library \
+                         (another binding: the Python module, the C library, the SQLite extension)"
+                    ),
+                    Some(p) => format!("process {p}"),
+                    None => "another process".to_string(),
+                };
+                return Err(Error::new(ErrorKind::Busy, format!("{what}: store is in use by {by}")));
+            }
+            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
+        }
+        write_pid(fd, pid);
+        let slot = LOCK_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok());
+        Ok(OwnerLock { fd, slot, generation: fork_generation(), pid })
+    }
+
+    /// True when this lock was taken before a fork of this process (so the caller is a child).
+    pub fn inherited(&self) -> bool {
+        self.generation != fork_generation()
+    }
+
+    /// The pid of the process that took the lock.
+    pub fn owner_pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+impl Drop for OwnerLock {
+    fn drop(&mut self) {
+        if self.inherited() {
+            // The at-fork handler closed the child's copy (or the slot table was full and the
+            // child keeps it until exit); the number may name another file by now.
+            return;
+        }
+        if let Some(i) = self.slot {
+            LOCK_FDS[i].store(-1, Ordering::SeqCst);
+        }
+        // SAFETY: fd is ours; closing the last descriptor of the description releases the lock.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+fn read_pid(fd: i32) -> Option<u32> {
+    let mut buf = [0u8; 32];
+    // SAFETY: buf is writable for its length.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n <= 0 {
+        return None;
+    }
+    std::str::from_utf8(&buf[..n as usize]).ok()?.trim().parse().ok()
+}
+
+fn write_pid(fd: i32, pid: u32) {
+    let text = format!("{pid}\n");
+    // SAFETY: fd is open for writing; text is readable for its length. The pid is only for
+    // messages, so a failure to write it is ignored.
+    unsafe {
+        libc::ftruncate(fd, 0);
+        libc::pwrite(fd, text.as_ptr().cast(), text.len(), 0);
+    }
+}

@@ -1,0 +1,50 @@
+//! The one retry policy of the core: a conflicting transaction runs again after a backoff.
+//! [`Store::transact`](crate::Store::transact) and every internal short transaction go through
+//! [`retry_loop`].
+
+use super::{Backend, Txn};
+use crate::error::Result;
+use std::time::Duration;
+
+/// Sleeps before retry `attempt`: exponential from 1 ms up to 100 ms, with jitter.
+pub fn backoff(attempt: u32) {
+    let cap = Duration::from_millis(1 << attempt.min(7)).min(Duration::from_millis(100));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0) as u64;
+    let jitter = nanos % (cap.as_nanos() as u64 + 1);
+    std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
+}
+
+/// The retry loop: begins a transaction with `begin` and runs `attempt` on it (which also
+/// commits it); when that fails with a retryable error (a conflict, a too-old snapshot),
+/// sleeps with [`backoff`] and starts over, at most `max_retries` times. An error from
+/// `begin` and every other error are returned at once. This is the shape of foundationdb-rs
+/// `db.run`.
+pub fn retry_loop<T, R>(
+    max_retries: u32,
+    mut begin: impl FnMut() -> Result<T>,
+    mut attempt: impl FnMut(T) -> Result<R>,
+) -> Result<R> {
+    let mut retries = 0;
+    loop {
+        let tx = begin()?;
+        match attempt(tx) {
+            Err(e) if e.is_retryable() && retries < max_retries => backoff(retries),
+            r => return r,
+        }
+        retries += 1;
+    }
+}
+
+/// Runs `f` in a fresh transaction of `backend` and commits it (durably with `durable`),
+/// retrying through [`retry_loop`].
+pub fn run_with_retries<R>(
+    backend: &dyn Backend,
+    max_retries: u32,
+    durable: bool,
+    mut f: impl FnMut(&mut dyn Txn) -> Result<R>,
+) -> Result<R> {
+    retry_loop(max_retries, || backend.begin(), |mut tx| f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v)))
+}

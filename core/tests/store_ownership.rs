@@ -1,0 +1,130 @@
+//! One owner per RocksDB store, whatever the path into the process: another copy of the
+//! library (simulated by taking txvfs's owner lock the way a second copy would) is refused
+//! with the holder named, and a store inherited across fork() refuses every call in the child
+//! without damaging the parent's store.
+
+use std::ffi::CString;
+use std::sync::Mutex;
+use txvfs::{ErrorKind, FileSystem, Store};
+
+/// The tests run one at a time: a fork while another test thread holds a lock (the store
+/// registry, RocksDB's) would leave the child waiting forever.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes the store's owner lock through a fresh open file description, as a second copy of
+/// txvfs in this process (or another process) would; returns the descriptor or the errno.
+fn lock_like_another_copy(dir: &std::path::Path) -> Result<i32, i32> {
+    let path = CString::new(dir.join("txvfs.owner").to_str().unwrap()).unwrap();
+    // SAFETY: plain libc calls on a path we own; flock zeroed means the whole file.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644);
+        assert!(fd >= 0);
+        let mut fl: libc::flock = std::mem::zeroed();
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        if libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) == -1 {
+            let e = *libc::__errno_location();
+            libc::close(fd);
+            return Err(e);
+        }
+        libc::pwrite(fd, b"4242\n".as_ptr().cast(), 5, 0);
+        Ok(fd)
+    }
+}
+
+#[test]
+fn an_open_store_holds_the_owner_lock_against_other_copies() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    store.write_file("/a", b"1").unwrap();
+    assert_eq!(lock_like_another_copy(dir.path()), Err(libc::EAGAIN));
+    drop(store);
+    let fd = lock_like_another_copy(dir.path()).expect("released when the store closes");
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+}
+
+#[test]
+fn a_store_held_by_another_copy_is_refused_with_the_holder_named() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    Store::open(dir.path().to_str().unwrap()).unwrap().write_file("/kept", b"data").unwrap();
+    let fd = lock_like_another_copy(dir.path()).unwrap();
+    let e = Store::open(dir.path().to_str().unwrap()).err().expect("refused while another copy owns it");
+    assert_eq!(e.kind(), ErrorKind::Busy);
+    assert!(e.message().contains("in use by process 4242"), "{}", e.message());
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
+    let s = Store::open(dir.path().to_str().unwrap()).unwrap();
+    assert_eq!(s.read_file("/kept").unwrap(), b"data");
+}
+
+/// Runs `child` in a forked child and returns its exit status (0: every check held).
+fn in_child(child: impl FnOnce() -> bool) -> i32 {
+    // SAFETY: the child only runs `child` and leaves with _exit, never returning into the
+    // test harness.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(false);
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 100 }
+    }
+}
+
+#[test]
+fn a_store_inherited_across_fork_refuses_every_call_and_the_parent_store_survives() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    for i in 0..50 {
+        store.write_file(format!("/before{i}"), b"parent").unwrap();
+    }
+    let parent = std::process::id();
+    let status = in_child(|| {
+        let refused = |r: txvfs::Result<()>| {
+            r.as_ref().is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"))
+        };
+        let writes = (0..50).all(|i| refused(store.write_file(format!("/child{i}"), b"child")));
+        let read = refused(store.read_file("/before0").map(|_| ()));
+        let tx = refused(store.begin().map(|_| ()));
+        // Opening it again in the child is a new owner: refused while the parent holds it.
+        let reopen = match Store::open(&uri) {
+            Err(e) => e.kind() == ErrorKind::Busy && e.message().contains(&format!("process {parent}")),
+            Ok(_) => false,
+        };
+        writes && read && tx && reopen
+    });
+    assert_eq!(status, 0, "the child could use or reopen the parent's store");
+    for i in 0..50 {
+        store.write_file(format!("/after{i}"), b"parent").unwrap();
+    }
+    drop(store);
+    let s = Store::open(&uri).unwrap();
+    for i in 0..50 {
+        assert_eq!(s.read_file(format!("/before{i}")).unwrap(), b"parent");
+        assert_eq!(s.read_file(format!("/after{i}")).unwrap(), b"parent");
+        assert!(!s.exists(format!("/child{i}")).unwrap());
+    }
+}
+
+#[test]
+fn a_child_may_open_the_store_once_the_parent_has_closed_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_string();
+    Store::open(&uri).unwrap().write_file("/f", b"x").unwrap();
+    // The store is closed before the fork: nothing is inherited, the child is an owner.
+    let status = in_child(|| {
+        let s = Store::open(&uri).unwrap();
+        s.write_file("/from-child", b"y").is_ok() && s.read_file("/f").is_ok_and(|d| d == b"x")
+    });
+    assert_eq!(status, 0);
+    assert_eq!(Store::open(&uri).unwrap().read_file("/from-child").unwrap(), b"y");
+}
+
