@@ -72,11 +72,7 @@ pub(crate) fn detached<T: Send, E: Into<Fail>>(py: Python<'_>, f: impl FnOnce() 
     py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(Into::into),
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = txvfs::error::panic_message(&*p);
             Err(Fail::Core(Error::new(ErrorKind::Backend, format!("internal error (panic in txvfs): {msg}"))))
         }
     })
