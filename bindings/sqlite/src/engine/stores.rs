@@ -3,7 +3,7 @@
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, Weak};
 use txvfs::{Result, Store};
 
 /// Store used when a database URI has no `store=` parameter and `TXVFS_SQLITE_STORE` is unset:
@@ -12,16 +12,46 @@ pub const DEFAULT_STORE: &str = "txvfs-store";
 
 /// An open store and its identity in this process: two URIs that reach one store (`/s` and
 /// `rocksdb:/s/.`) have one identity; two `memory:` URIs are two stores.
-#[derive(Clone)]
-pub struct StoreRef {
+pub struct OpenStore {
     /// The store.
     pub store: Store,
     /// Its identity.
     pub id: String,
 }
 
-fn stores() -> &'static Mutex<HashMap<String, StoreRef>> {
-    static S: OnceLock<Mutex<HashMap<String, StoreRef>>> = OnceLock::new();
+/// A database file's hold on its store: the store stays open while one exists.
+pub type StoreRef = Arc<OpenStore>;
+
+/// How the registries below hold a store. A `memory:` store is kept for the life of the
+/// process (it would vanish with its last database handle); any other store is held only by
+/// its open database files, so that once the last closes, the store is closed and another
+/// owner (Python, the C library, another process) may open it.
+enum Held {
+    Kept(StoreRef),
+    WhileOpen(Weak<OpenStore>),
+}
+
+impl Held {
+    fn of(r: &StoreRef) -> Held {
+        if r.id.starts_with("memory:") {
+            Held::Kept(r.clone())
+        } else {
+            Held::WhileOpen(Arc::downgrade(r))
+        }
+    }
+
+    fn get(&self) -> Option<StoreRef> {
+        match self {
+            Held::Kept(r) => Some(r.clone()),
+            Held::WhileOpen(w) => w.upgrade(),
+        }
+    }
+}
+
+type Registry = Mutex<HashMap<String, Held>>;
+
+fn stores() -> &'static Registry {
+    static S: OnceLock<Registry> = OnceLock::new();
     S.get_or_init(Default::default)
 }
 
@@ -29,24 +59,25 @@ fn default_uri() -> String {
     std::env::var("TXVFS_SQLITE_STORE").unwrap_or_else(|_| DEFAULT_STORE.to_string())
 }
 
-/// Opens (or reuses) the store named by `uri`; `None` means the default store. Stores stay
-/// open for the life of the process (a `memory:` store would otherwise vanish with its last
-/// database handle).
+/// Opens (or reuses) the store named by `uri`; `None` means the default store. A `memory:`
+/// store stays open for the life of the process; any other closes with its last database
+/// file (see `Held`).
 pub fn open_store(uri: Option<&str>) -> Result<StoreRef> {
     let uri = match uri {
         Some(u) if !u.is_empty() => u.to_string(),
         _ => default_uri(),
     };
     let mut map = stores().lock();
-    if let Some(s) = map.get(&uri) {
-        return Ok(s.clone());
+    if let Some(s) = map.get(&uri).and_then(Held::get) {
+        return Ok(s);
     }
     let store = Store::open(&uri)?;
     // A RocksDB store's description is its canonical directory, shared by every spelling of
     // it; each memory: URI names its own store here.
     let id = if uri.starts_with("memory:") { uri.clone() } else { store.describe() };
-    let r = StoreRef { store, id };
-    map.insert(uri, r.clone());
+    let r = Arc::new(OpenStore { store, id });
+    map.retain(|_, h| h.get().is_some());
+    map.insert(uri, Held::of(&r));
     Ok(r)
 }
 
@@ -54,11 +85,11 @@ pub fn open_store(uri: Option<&str>) -> Result<StoreRef> {
 /// process last opened a database of that name, else the default store when it is configured
 /// (`TXVFS_SQLITE_STORE`) or already open. `None`: no store knows the name.
 pub fn store_for_name(path: &str) -> Option<StoreRef> {
-    if let Some(r) = names().lock().get(path) {
-        return Some(r.clone());
+    if let Some(r) = names().lock().get(path).and_then(Held::get) {
+        return Some(r);
     }
     let uri = default_uri();
-    let open = stores().lock().get(&uri).cloned();
+    let open = stores().lock().get(&uri).and_then(Held::get);
     match open {
         Some(r) => Some(r),
         None if std::env::var_os("TXVFS_SQLITE_STORE").is_some() => open_store(None).ok(),
@@ -68,20 +99,22 @@ pub fn store_for_name(path: &str) -> Option<StoreRef> {
 
 /// Like [`store_for_name`], without opening the default store.
 pub fn known_store(path: &str) -> Option<StoreRef> {
-    if let Some(r) = names().lock().get(path) {
-        return Some(r.clone());
+    if let Some(r) = names().lock().get(path).and_then(Held::get) {
+        return Some(r);
     }
-    stores().lock().get(&default_uri()).cloned()
+    stores().lock().get(&default_uri()).and_then(Held::get)
 }
 
-fn names() -> &'static Mutex<HashMap<String, StoreRef>> {
-    static S: OnceLock<Mutex<HashMap<String, StoreRef>>> = OnceLock::new();
+fn names() -> &'static Registry {
+    static S: OnceLock<Registry> = OnceLock::new();
     S.get_or_init(Default::default)
 }
 
 /// Records that database `path` was opened from `store` (for [`store_for_name`]).
 pub fn remember_name(path: &str, store: &StoreRef) {
-    names().lock().insert(path.to_string(), store.clone());
+    let mut names = names().lock();
+    names.retain(|_, h| h.get().is_some());
+    names.insert(path.to_string(), Held::of(store));
 }
 
 /// The canonical store path of a database name as SQLite spells it: absolute (a relative name

@@ -58,10 +58,10 @@ fn fail(e: &txvfs::Error, ioerr: c_int) -> c_int {
 /// no parameters). "" when unknown.
 fn journal_store_id(name: *const c_char, n: &str) -> String {
     if let Some(u) = uri_param(name, c"store") {
-        return engine::open_store(Some(&u)).map(|s| s.id).unwrap_or_default();
+        return engine::open_store(Some(&u)).map(|s| s.id.clone()).unwrap_or_default();
     }
     let db = n.strip_suffix("-journal").or_else(|| n.strip_suffix("-wal")).unwrap_or(n);
-    engine::known_store(&engine::canonical_path(db)).map(|s| s.id).unwrap_or_default()
+    engine::known_store(&engine::canonical_path(db)).map(|s| s.id.clone()).unwrap_or_default()
 }
 
 /// Runs a callback body; a panic becomes `on_panic` instead of unwinding into SQLite.
