@@ -1,8 +1,9 @@
-"""txvfs through fsspec: an atomic multi-file update and (if pandas is installed) a CSV round trip."""
+"""txvfs through fsspec: an atomic multi-file update and a pandas CSV round trip."""
 
 import tempfile
 
 import fsspec
+import pandas as pd
 
 import txvfs.fsspec  # noqa: F401  (registers "txvfs" when the package is not pip-installed)
 
@@ -15,10 +16,5 @@ with tempfile.TemporaryDirectory() as tmp:
     print(sorted(fs.ls("/data", detail=False)))
     with fsspec.open("txvfs:///data/new.csv", "rt", store=tmp + "/store") as f:
         print(f.read().splitlines())
-    try:
-        import pandas as pd
-    except ImportError:
-        print("pandas not installed")
-    else:
-        df = pd.read_csv("txvfs:///data/new.csv", storage_options={"store": tmp + "/store"})
-        print("pandas sum:", int(df["y"].sum()))
+    df = pd.read_csv("txvfs:///data/new.csv", storage_options={"store": tmp + "/store"})
+    print("pandas sum:", int(df["y"].sum()))

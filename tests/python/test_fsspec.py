@@ -180,7 +180,7 @@ def test_open_text_and_modes(fs: TxvfsFileSystem) -> None:
 
 
 def test_pandas_round_trip(tmp_path: pathlib.Path) -> None:
-    pd = pytest.importorskip("pandas")
+    import pandas as pd  # a test requirement (requirements.txt): missing is a failure, not a skip
     uri = os.fspath(tmp_path / "store")
     df = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]})
     df.to_csv("txvfs:///frames/df.csv", index=False, storage_options={"store": uri})
@@ -193,7 +193,8 @@ def test_pandas_round_trip(tmp_path: pathlib.Path) -> None:
 
 class TxvfsFixtures(AbstractFixtures):  # type: ignore[misc]
     @pytest.fixture(scope="class")
-    def fs(self) -> Iterator[TxvfsFileSystem]:
+    @classmethod
+    def fs(cls) -> Iterator[TxvfsFileSystem]:
         store = txvfs.open("memory:")
         yield TxvfsFileSystem(store=store, skip_instance_cache=True)
         store.close()

@@ -15,10 +15,12 @@ import zipfile
 from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import txvfs
+
+from conftest import examples
 
 Op = Tuple[str, Tuple[Any, ...]]
 
@@ -27,7 +29,7 @@ def outcome(fn: Callable[[], Any]) -> Any:
     """A comparable result: the value, or the exception's type and errno."""
     try:
         v = fn()
-    except (OSError, ValueError, TypeError, LookupError) as e:
+    except (OSError, ValueError, TypeError, LookupError, AttributeError) as e:
         return ("raise", type(e).__name__, getattr(e, "errno", None))
     if isinstance(v, (bytearray, memoryview)):
         v = bytes(v)
@@ -96,7 +98,9 @@ bin_ops = st.lists(
         st.tuples(st.just("write"), st.tuples(bin_data)),
         st.tuples(st.just("read"), st.tuples(st.integers(-1, 400))),
         st.tuples(st.just("read"), st.just(())),
-        st.tuples(st.just("read1"), st.tuples(st.integers(-1, 100))) if False else st.tuples(st.just("tell"), st.just(())),
+        st.tuples(st.just("read1"), st.tuples(st.integers(-1, 100))),
+        st.tuples(st.just("read1"), st.just(())),
+        st.tuples(st.just("tell"), st.just(())),
         st.tuples(st.just("readline"), st.just(())),
         st.tuples(st.just("readlines"), st.just(())),
         st.tuples(st.just("readinto"), st.tuples(st.integers(0, 200))),
@@ -128,10 +132,13 @@ text_ops = st.lists(
     max_size=20,
 )
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @SETTINGS
+@example(mode="r+b", buffering=7, initial=b"0123456789", ops=[("read1", (3,)), ("read1", (-1,)), ("write", (b"ab",)), ("read1", (100,)), ("read1", ())])
+@example(mode="rb", buffering=-1, initial=b"abc", ops=[("read1", ()), ("read1", (0,)), ("seek", (1, 0)), ("read1", (1,))])
+@example(mode="rb", buffering=0, initial=b"abc", ops=[("read1", (1,))])  # raw files have no read1
 @given(
     mode=st.sampled_from(BIN_MODES),
     buffering=st.sampled_from([-1, 0, 7, 4096]),

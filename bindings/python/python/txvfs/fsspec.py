@@ -12,17 +12,31 @@
 
 The package registers the protocol through the ``fsspec.specs`` entry point; importing this
 module registers it too (for uses where the package is not installed).
+
+Threads and nesting: ``fs.transaction`` belongs to the thread (and ``contextvars`` context,
+so an asyncio task) that entered it; other threads using the same instance are not in it
+and their calls commit by themselves. A nested ``with fs.transaction`` joins the outer one:
+nothing commits until the outermost block ends, and if an inner block ends with an
+exception, the whole transaction rolls back (at the outer exit, which then raises
+``RuntimeError`` if it would otherwise have committed). Instances are cached per store: the
+same :class:`txvfs.Store` object, or one store path however spelled (``/p``, ``rocksdb:/p``,
+``/p/``), with the same options, is one instance, from any thread.
 """
 
 from __future__ import annotations
 
+import contextvars
 import datetime
+import os
 import stat as _stat
-from typing import Any, Dict, List, Optional, Union
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 import fsspec
-from fsspec.spec import AbstractFileSystem
+from fsspec.config import apply_config
+from fsspec.spec import AbstractFileSystem, _Cached
 from fsspec.transaction import Transaction as _FsspecTransaction
+from fsspec.utils import tokenize
 
 from . import Store, Transaction
 from . import open as _open_store
@@ -32,26 +46,72 @@ __all__ = ["TxvfsFileSystem"]
 
 class TxvfsTransaction(_FsspecTransaction):  # type: ignore[misc]
     """``fs.transaction`` of :class:`TxvfsFileSystem`: one txvfs transaction. Every call on
-    the file system inside the ``with`` block belongs to it; it commits when the block ends
-    normally (raising ``txvfs.TransactionConflict`` if another writer got in the way) and
-    rolls back on an exception. Nothing is deferred to temporary files."""
+    the file system inside the ``with`` block, in the thread (context) that entered it,
+    belongs to it; it commits when the block ends normally (raising
+    ``txvfs.TransactionConflict`` if another writer got in the way) and rolls back on an
+    exception. A nested ``with fs.transaction`` joins it (see the module's documentation).
+    Nothing is deferred to temporary files."""
+
+    def __init__(self, fs: "TxvfsFileSystem", **kwargs: Any) -> None:
+        """A transaction of ``fs``, begun by :meth:`start` (or ``with``)."""
+        super().__init__(fs, **kwargs)
+        self.tx: Optional[Transaction] = None
+        self._depth = 0  # open ``with`` blocks (or start() calls) on it
+        self._inner_failed = False
+        self._token: Optional["contextvars.Token[Optional[TxvfsTransaction]]"] = None
+
+    def __enter__(self) -> "TxvfsTransaction":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.complete(commit=exc_type is None)
 
     def start(self) -> None:
-        """Begins the txvfs transaction."""
-        super().start()
+        """Begins the txvfs transaction and makes it this context's; a second start (a
+        nested block) joins it."""
+        if self._depth:
+            self._depth += 1
+            return
         fs: TxvfsFileSystem = self.fs
-        fs._tx = fs.store.transaction()
+        if fs._current.get() is not None:
+            raise RuntimeError("a transaction of this file system is already open in this thread")
+        self.files: Deque[Any] = deque()
+        self._inner_failed = False
+        self.tx = fs.store.transaction()
+        self._token = fs._current.set(self)
+        self._depth = 1
 
     def complete(self, commit: bool = True) -> None:
-        """Closes files opened in the transaction, then commits or rolls back."""
+        """Ends one block: an inner one only records whether it failed; the outermost
+        closes the files opened in the transaction, then commits or rolls back."""
+        if self._depth > 1:
+            self._depth -= 1
+            if not commit:
+                self._inner_failed = True
+            return
+        if self._depth == 0:
+            return
+        self._depth = 0
         fs: TxvfsFileSystem = self.fs
-        tx, fs._tx = fs._tx, None
+        tx, self.tx = self.tx, None
+        try:
+            assert self._token is not None
+            fs._current.reset(self._token)
+        except ValueError:  # ended in another context than it began in
+            fs._current.set(None)
+        self._token = None
         try:
             while self.files:
                 f = self.files.popleft()
                 if commit:
                     f.close()
             if tx is not None:
+                if commit and self._inner_failed:
+                    tx.rollback()
+                    raise RuntimeError(
+                        "a nested fs.transaction block raised: the whole transaction was rolled back"
+                    )
                 if commit:
                     tx.commit()
                 else:
@@ -60,7 +120,6 @@ class TxvfsTransaction(_FsspecTransaction):  # type: ignore[misc]
             if tx is not None and tx.active:
                 tx.rollback()
             self.files.clear()
-            fs._intrans = False
 
 
 def _has_magic(path: str) -> bool:
@@ -71,7 +130,49 @@ def _epoch(ns: int) -> float:
     return ns / 1e9
 
 
-class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
+def _store_identity(store: Any, store_options: Optional[Dict[str, Any]]) -> Tuple[Any, ...]:
+    """What names one store for the instance cache: a :class:`txvfs.Store` object by
+    identity; a RocksDB URI or path by its real path; other URIs (``memory:...``) as given."""
+    if isinstance(store, Store):
+        return ("object", id(store))
+    options = tuple(sorted((store_options or {}).items()))
+    uri = "memory:" if store is None else os.fspath(store)
+    if isinstance(uri, bytes):
+        uri = os.fsdecode(uri)
+    if uri.startswith(("memory:", "fdb:")):
+        return ("uri", uri, options)
+    path = uri[len("rocksdb:"):] if uri.startswith("rocksdb:") else uri  # as the core reads it
+    return ("rocksdb", os.path.realpath(path), options)
+
+
+class _CachedByStore(_Cached):  # type: ignore[misc]
+    """fsspec's instance cache, keyed by the store (:func:`_store_identity`) and the other
+    arguments instead of their ``str()`` and the calling thread: two stores never share an
+    instance, one store spelled two ways does, and so do threads (an instance's transactions
+    are per thread). ``clear_instance_cache()`` and the reset after ``fork`` still apply."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        kwargs = apply_config(cls, kwargs)
+        if not cls.cachable or kwargs.get("skip_instance_cache"):
+            return super().__call__(*args, **kwargs)
+        rest = dict(kwargs)
+        store = args[0] if args else rest.pop("store", None)
+        options = args[1] if len(args) > 1 else rest.pop("store_options", None)
+        key = "txvfs-store-" + tokenize(cls, os.getpid(), _store_identity(store, options), args[2:], rest)
+        with cls._instantiation_lock:
+            if os.getpid() != getattr(cls, "_pid"):
+                cls._cache.clear()
+                cls._pid = os.getpid()
+            inst = cls._cache.get(key)
+            if inst is None:
+                inst = super().__call__(*args, skip_instance_cache=True, **kwargs)
+                inst._fs_token_ = key
+                cls._cache[key] = inst
+            cls._latest = key
+            return inst
+
+
+class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ignore[misc]
     """An fsspec file system over a txvfs store.
 
     ``store``: a :class:`txvfs.Store` or a store URI (``"memory:"``, ``"rocksdb:/path"`` or a
@@ -83,7 +184,7 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
     protocol = "txvfs"
     root_marker = "/"
     transaction_type = TxvfsTransaction
-    # Instances are cached per (store, options); a Store object is part of the key.
+    # Instances are cached per store and options (see _CachedByStore).
     cachable = True
 
     def __init__(
@@ -100,7 +201,10 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
         if store is None:
             store = "memory:"
         self.store: Store = store if isinstance(store, Store) else _open_store(store, **(store_options or {}))
-        self._tx: Optional[Transaction] = None
+        # The transaction of the running thread (context); see TxvfsTransaction.
+        self._current: "contextvars.ContextVar[Optional[TxvfsTransaction]]" = contextvars.ContextVar(
+            "txvfs_fsspec_transaction", default=None
+        )
 
     @property
     def fsid(self) -> str:
@@ -108,9 +212,38 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return "txvfs:" + self.store.uri
 
     @property
+    def _intrans(self) -> bool:
+        """True while this thread (context) is in ``fs.transaction``."""
+        return self._current.get() is not None
+
+    @_intrans.setter
+    def _intrans(self, value: bool) -> None:
+        pass  # fsspec sets it; here it follows the context's transaction
+
+    @property
+    def transaction(self) -> TxvfsTransaction:
+        """This thread's (context's) open transaction, or a new one to enter with ``with``."""
+        current = self._current.get()
+        return current if current is not None else TxvfsTransaction(self)
+
+    def start_transaction(self) -> TxvfsTransaction:
+        """Begins (or, when one is open in this context, joins) a transaction without
+        ``with``; end it with :meth:`end_transaction`."""
+        t = self.transaction
+        t.start()
+        return t
+
+    def end_transaction(self) -> None:
+        """Ends the block begun by :meth:`start_transaction`: commits at the outermost."""
+        current = self._current.get()
+        if current is not None:
+            current.complete()
+
+    @property
     def _fs(self) -> Union[Store, Transaction]:
-        """Where calls run: the open fsspec transaction, or the store (auto-commit)."""
-        return self._tx if self._tx is not None else self.store
+        """Where calls run: this context's transaction, or the store (auto-commit)."""
+        current = self._current.get()
+        return current.tx if current is not None and current.tx is not None else self.store
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
@@ -249,16 +382,18 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
     def rm(self, path: Any, recursive: bool = False, maxdepth: Optional[int] = None) -> None:
         """Removes files and, with ``recursive``, directory trees; atomically (one
         transaction) when no fsspec transaction is open."""
-        if self._tx is not None:
+        if self._intrans:
             super().rm(path, recursive=recursive, maxdepth=maxdepth)
             return
 
         def go(tx: Transaction) -> None:
-            self._tx = tx
+            scope = TxvfsTransaction(self)
+            scope.tx, scope._depth = tx, 1
+            token = self._current.set(scope)
             try:
                 super(TxvfsFileSystem, self).rm(path, recursive=recursive, maxdepth=maxdepth)
             finally:
-                self._tx = None
+                self._current.reset(token)
 
         self.store.transact(go)
 
@@ -358,6 +493,27 @@ class TxvfsFileSystem(AbstractFileSystem):  # type: ignore[misc]
             self._make_parent(path)
         buffering = -1 if not isinstance(block_size, int) or block_size <= 0 else block_size
         return self._fs.open(path, mode, buffering=buffering)
+
+    def open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Optional[int] = None,
+        cache_options: Optional[Dict[str, Any]] = None,
+        compression: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Opens a file like fsspec's ``open``. Text modes open the store's own
+        ``io.TextIOWrapper`` (not one over a binary file), so that what it buffers belongs
+        to the transaction: a file still open when ``fs.transaction`` commits is flushed."""
+        if "b" in mode or compression is not None:
+            return super().open(path, mode, block_size, cache_options, compression, **kwargs)
+        path = self._strip_protocol(path)
+        if "r" not in mode and self.auto_mkdir:
+            self._make_parent(path)
+        text = {k: kwargs.pop(k) for k in ("encoding", "errors", "newline") if k in kwargs}
+        buffering = -1 if not isinstance(block_size, int) or block_size <= 0 else block_size
+        return self._fs.open(path, mode, buffering=buffering, **text)
 
     def _make_parent(self, path: str) -> None:
         parent = path.rsplit("/", 1)[0] or "/"
