@@ -33,14 +33,14 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     match e.kind() {
         ErrorKind::Conflict | ErrorKind::TooOld => TransactionConflict::new_err(args),
         ErrorKind::TooLarge => TransactionTooLarge::new_err(args),
-        ErrorKind::Corrupt | ErrorKind::Backend => TxvfsError::new_err(args),
+        ErrorKind::Corrupt | ErrorKind::Backend | ErrorKind::CommitUnknown => TxvfsError::new_err(args),
         _ => PyOSError::new_err(args),
     }
 }
 
 /// True for txvfs's own errors (codes above 10000, raised as `TxvfsError`), false for POSIX ones.
 pub(crate) fn is_txvfs_own(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld | ErrorKind::TooLarge | ErrorKind::Corrupt | ErrorKind::Backend)
+    e.code() > 10000
 }
 
 /// Why a call failed: the core said no, or the object was closed (or its transaction ended)
