@@ -17,6 +17,8 @@ pub struct OpenStore {
     pub store: Store,
     /// Its identity.
     pub id: String,
+    /// The URI it was opened with (to open it again once closed).
+    pub uri: String,
 }
 
 /// A database file's hold on its store: the store stays open while one exists.
@@ -75,46 +77,44 @@ pub fn open_store(uri: Option<&str>) -> Result<StoreRef> {
     // A RocksDB store's description is its canonical directory, shared by every spelling of
     // it; each memory: URI names its own store here.
     let id = if uri.starts_with("memory:") { uri.clone() } else { store.describe() };
-    let r = Arc::new(OpenStore { store, id });
+    let r = Arc::new(OpenStore { store, id, uri: uri.clone() });
     map.retain(|_, h| h.get().is_some());
     map.insert(uri, Held::of(&r));
     Ok(r)
 }
 
-/// The store a database name without URI parameters belongs to: the store in which this
-/// process last opened a database of that name, else the default store when it is configured
-/// (`TXVFS_SQLITE_STORE`) or already open. `None`: no store knows the name.
-pub fn store_for_name(path: &str) -> Option<StoreRef> {
-    if let Some(r) = names().lock().get(path).and_then(Held::get) {
-        return Some(r);
+/// The store a database name without URI parameters belongs to: the store from which this
+/// process last opened a database of that name (opened again if it was closed since), else
+/// the default store when it is configured (`TXVFS_SQLITE_STORE`) or already open.
+/// `Ok(None)`: no store knows the name.
+pub fn store_for_name(path: &str) -> Result<Option<StoreRef>> {
+    let known = names().lock().get(path).cloned();
+    if let Some(uri) = known {
+        return open_store(Some(&uri)).map(Some);
     }
-    let uri = default_uri();
-    let open = stores().lock().get(&uri).and_then(Held::get);
+    let open = stores().lock().get(&default_uri()).and_then(Held::get);
     match open {
-        Some(r) => Some(r),
-        None if std::env::var_os("TXVFS_SQLITE_STORE").is_some() => open_store(None).ok(),
-        None => None,
+        Some(r) => Ok(Some(r)),
+        None if std::env::var_os("TXVFS_SQLITE_STORE").is_some() => open_store(None).map(Some),
+        None => Ok(None),
     }
 }
 
-/// Like [`store_for_name`], without opening the default store.
+/// Like [`store_for_name`], among the stores open now (never opens one).
 pub fn known_store(path: &str) -> Option<StoreRef> {
-    if let Some(r) = names().lock().get(path).and_then(Held::get) {
-        return Some(r);
-    }
-    stores().lock().get(&default_uri()).and_then(Held::get)
+    let uri = names().lock().get(path).cloned().unwrap_or_else(default_uri);
+    stores().lock().get(&uri).and_then(Held::get)
 }
 
-fn names() -> &'static Registry {
-    static S: OnceLock<Registry> = OnceLock::new();
+/// Database path -> URI of the store it was last opened from.
+fn names() -> &'static Mutex<HashMap<String, String>> {
+    static S: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
     S.get_or_init(Default::default)
 }
 
 /// Records that database `path` was opened from `store` (for [`store_for_name`]).
 pub fn remember_name(path: &str, store: &StoreRef) {
-    let mut names = names().lock();
-    names.retain(|_, h| h.get().is_some());
-    names.insert(path.to_string(), Held::of(store));
+    names().lock().insert(path.to_string(), store.uri.clone());
 }
 
 /// The canonical store path of a database name as SQLite spells it: absolute (a relative name

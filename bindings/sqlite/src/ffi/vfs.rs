@@ -36,7 +36,11 @@ pub(super) unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *con
             return ffi::SQLITE_OK;
         }
         let path = engine::canonical_path(n);
-        let Some(s) = engine::store_for_name(&path) else { return ffi::SQLITE_IOERR_DELETE_NOENT };
+        let s = match engine::store_for_name(&path) {
+            Ok(Some(s)) => s,
+            Ok(None) => return ffi::SQLITE_IOERR_DELETE_NOENT,
+            Err(e) => return fail(&e, ffi::SQLITE_IOERR_DELETE),
+        };
         match s.store.unlink(&path) {
             Ok(()) if sync_dir != 0 => match s.store.sync() {
                 Ok(()) => ffi::SQLITE_OK,
@@ -63,11 +67,9 @@ pub(super) unsafe extern "C" fn x_access(_vfs: *mut ffi::sqlite3_vfs, name: *con
             return ffi::SQLITE_OK;
         }
         let path = engine::canonical_path(n);
-        if let Some(s) = engine::store_for_name(&path) {
-            match s.store.exists(&path) {
-                Ok(e) => *out = e as c_int,
-                Err(e) => return fail(&e, ffi::SQLITE_IOERR_ACCESS),
-            }
+        match engine::store_for_name(&path).and_then(|s| s.map(|s| s.store.exists(&path)).transpose()) {
+            Ok(e) => *out = e.unwrap_or(false) as c_int,
+            Err(e) => return fail(&e, ffi::SQLITE_IOERR_ACCESS),
         }
         ffi::SQLITE_OK
     })
