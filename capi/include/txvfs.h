@@ -14,7 +14,9 @@
  *  - A store handle is thread-safe. Path operations take the store and a transaction:
  *    tx NULL runs the call as a transaction by itself (auto-commit).
  *  - Open files are int descriptors owned by their store; a closed, forged or other store's
- *    descriptor gives -EBADF.
+ *    descriptor gives -EBADF (a closed number is not handed out again for about 2^31 opens).
+ *  - A store handle is reference-counted: its open descriptors and unfreed transactions keep
+ *    it open after txvfs_store_free, which drops only the caller's reference.
  *  - No panic crosses into C: an internal error returns -TXVFS_EPANIC.
  *
  * Build and link: pkg-config --cflags --libs txvfs, or -I<capi/include> -L<lib dir> -ltxvfs.
@@ -71,6 +73,13 @@
  * txvfs's own error code: a transaction ran longer than the backend allows; retry it.
  */
 #define TXVFS_ETOOOLD 10005
+
+/**
+ * txvfs's own error code: the commit's outcome is unknown: it was applied, but its fsync
+ * failed (the store then refuses every transaction until it is reopened), or the backend
+ * lost contact while committing. Not retried: a retry could apply it twice.
+ */
+#define TXVFS_ECOMMIT_UNKNOWN 10006
 
 /**
  * txvfs's own error code: an internal error (a panic) was caught at the C boundary. The
@@ -236,14 +245,18 @@ typedef struct txvfs_options txvfs_options;
  * An open store. Thread-safe: every function may be called on one store from many threads
  * at once. Its descriptors (`txvfs_open`) belong to it: another store's descriptor is
  * -EBADF here.
+ *
+ * Reference-counted (an `Arc` inside the library): the caller's reference is
+ * dropped by `txvfs_store_free`, and every open descriptor and every transaction not yet
+ * freed holds one more, so the handle outlives `txvfs_store_free` while they do.
  */
 typedef struct txvfs_store txvfs_store;
 
 /**
  * An explicit transaction. Every call given it (and every descriptor opened through it)
  * belongs to it: its reads see its own writes, nobody else sees anything until
- * `txvfs_tx_commit`, then everything at once. Thread-safe (calls on one transaction are
- * serialized).
+ * `txvfs_tx_commit`, then everything at once. Thread-safe (the core serializes calls on one
+ * transaction).
  */
 typedef struct txvfs_tx txvfs_tx;
 
@@ -419,7 +432,9 @@ const char *txvfs_strerror(int code);
  * and writes belong to it, and fail with -EBADF once it has ended.
  *
  * Ownership: the descriptor in `*out_fd` (a positive int) belongs to `store`; close it with
- * `txvfs_close` (freeing the store closes it too).
+ * `txvfs_close`. It holds a reference to the store handle: the store stays open while it is
+ * open, even after `txvfs_store_free`. A closed descriptor's number is -EBADF for at least
+ * 2^31 - 2^17 further opens in the process (it is not reused before).
  * Errors: -ENOENT, -EEXIST, -EISDIR, -ENOTDIR, -ELOOP, -ENAMETOOLONG, -EACCES, -EROFS,
  * -EINVAL (NULL argument, O_ACCMODE 3, relative path), -EMFILE (65536 descriptors open),
  * -EXDEV (a transaction of another store).
@@ -865,12 +880,16 @@ int txvfs_statfs(struct txvfs_store *store,
  * Opens the store named by `uri`: `memory:` (a new, private in-memory store),
  * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
  * for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
- * directory twice in one process shares one instance (the first open's options stay in
- * force, except the credential); another process gets -EBUSY.
+ * directory twice through this library shares one instance, each open keeping its own
+ * read-only, sync, retry and credential options. Another process, or another copy of txvfs
+ * in this process (the Python module, the SQLite extension), holding the store gives -EBUSY
+ * with the holder named in `txvfs_last_error()`. A store opened before fork() cannot be used
+ * in the child: every call with it there fails with -EBUSY.
  *
- * Ownership: the caller owns `*out` and frees it with `txvfs_store_free`.
- * Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (locked
- * by another process), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
+ * Ownership: the caller owns a reference in `*out` and drops it with `txvfs_store_free`
+ * (descriptors and transactions hold references of their own, see there).
+ * Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (in use
+ * by another process or library copy), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
  * -TXVFS_ECORRUPT.
  */
 int txvfs_store_open(const char *uri,
@@ -878,9 +897,13 @@ int txvfs_store_open(const char *uri,
                      struct txvfs_store **out);
 
 /**
- * Closes the store handle: closes every descriptor still open on it (releasing their locks)
- * and frees it. It must be the last call with this handle: no other thread may be using it.
- * Free its transactions first (their calls need the store handle). NULL is a no-op.
+ * Drops the caller's reference to the store handle. The store stays open, and the handle
+ * valid, as long as a descriptor opened on it is open or a transaction begun on it is not
+ * freed: calls on those keep working (with this same `store` pointer), and the store is
+ * closed and freed by the last `txvfs_close` or `txvfs_tx_free`; if none remain, it is
+ * closed and freed now. After this call, pass `store` only to calls on such a descriptor or
+ * transaction, and none that may race with the `txvfs_close`/`txvfs_tx_free` of the last of
+ * them. NULL is a no-op.
  */
 void txvfs_store_free(struct txvfs_store *store);
 
@@ -909,7 +932,9 @@ int txvfs_store_inline_limit(struct txvfs_store *store,
  * and `txvfs_open`; end it with `txvfs_tx_commit` or `txvfs_tx_rollback`, then free it.
  *
  * Ownership: the caller owns `*out` and frees it with `txvfs_tx_free` (which rolls back a
- * transaction still open). Errors: -EINVAL (NULL `store` or `out`), -TXVFS_EBACKEND.
+ * transaction still open). It holds a reference to the store handle: the store stays open
+ * until the transaction is freed, even after `txvfs_store_free`.
+ * Errors: -EINVAL (NULL `store` or `out`), -TXVFS_EBACKEND.
  */
 int txvfs_tx_begin(struct txvfs_store *store,
                    struct txvfs_tx **out);
@@ -920,8 +945,9 @@ int txvfs_tx_begin(struct txvfs_store *store,
  * descriptors with -EBADF; it still has to be freed.
  * Errors: -TXVFS_ECONFLICT (another transaction changed something this one read: run it
  * again, see `txvfs_transact`), -EINVAL (NULL, already finished, or owned by
- * `txvfs_transact`), the error of an earlier call that failed part-way, -TXVFS_ETOOLARGE,
- * -TXVFS_EBACKEND.
+ * `txvfs_transact`), the error of an earlier call that failed part-way (or panicked),
+ * -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store refuses
+ * every further transaction until reopened), -TXVFS_EBACKEND.
  */
 int txvfs_tx_commit(struct txvfs_tx *tx);
 
@@ -933,7 +959,9 @@ int txvfs_tx_rollback(struct txvfs_tx *tx);
 
 /**
  * Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
- * the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. NULL,
+ * the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. It
+ * drops the transaction's reference to the store handle, so it may close and free the store
+ * (when `txvfs_store_free` was called and nothing else is open on it). NULL,
  * and a transaction passed to a `txvfs_transact` callback (freed by `txvfs_transact`), are
  * no-ops.
  */
@@ -941,8 +969,8 @@ void txvfs_tx_free(struct txvfs_tx *tx);
 
 /**
  * Runs `callback(tx, userdata)` in a new transaction and commits it; when the transaction
- * conflicts with another one it rolls back and runs the callback again (with backoff, up to
- * the store's max_retries), so the callback may run several times and must have no effects
+ * conflicts with another one it rolls back and runs the callback again (the core's retry
+ * loop, `Store::transact`: with backoff, up to the store's max_retries), so the callback may run several times and must have no effects
  * outside the transaction.
  *
  * Returns 0 once committed; a negative code the callback returned (as is, not retried unless

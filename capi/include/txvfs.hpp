@@ -276,7 +276,11 @@ private:
 
 class transaction;
 
-/** An open store (owns txvfs_store; move-only). Thread-safe. */
+/**
+ * An open store (owns a reference to txvfs_store; move-only). Thread-safe. Its files and
+ * transactions hold references of their own, so they may outlive it (returned from the
+ * function that opened the store, say): the store stays open until the last of them is gone.
+ */
 class store : public filesystem {
 public:
     /** Opens "memory:", "rocksdb:/path" or a bare path (RocksDB). */
@@ -319,7 +323,10 @@ private:
     }
 };
 
-/** An explicit transaction (owns txvfs_tx; move-only). Destroyed uncommitted, it rolls back. */
+/**
+ * An explicit transaction (owns txvfs_tx; move-only). Destroyed uncommitted, it rolls back. It
+ * keeps its store open, and may outlive the txvfs::store it was begun on.
+ */
 class transaction : public filesystem {
 public:
     transaction(const transaction &) = delete;
@@ -356,7 +363,10 @@ inline transaction store::begin() const {
     return transaction(s_, t, true);
 }
 
-/** An open file descriptor (move-only); closed when destroyed. */
+/**
+ * An open file descriptor (move-only); closed when destroyed. It keeps its store open, and may
+ * outlive the txvfs::store (or transaction) it was opened on.
+ */
 class file {
 public:
     file(txvfs_store *s, int fd) noexcept : s_(s), fd_(fd) {}

@@ -20,6 +20,10 @@ pub const TXVFS_ECORRUPT: c_int = 10003;
 pub const TXVFS_EBACKEND: c_int = 10004;
 /// txvfs's own error code: a transaction ran longer than the backend allows; retry it.
 pub const TXVFS_ETOOOLD: c_int = 10005;
+/// txvfs's own error code: the commit's outcome is unknown: it was applied, but its fsync
+/// failed (the store then refuses every transaction until it is reopened), or the backend
+/// lost contact while committing. Not retried: a retry could apply it twice.
+pub const TXVFS_ECOMMIT_UNKNOWN: c_int = 10006;
 /// txvfs's own error code: an internal error (a panic) was caught at the C boundary. The
 /// library stays usable; the message names the function.
 pub const TXVFS_EPANIC: c_int = 10100;
@@ -31,6 +35,7 @@ const _: () = {
     assert!(TXVFS_ECORRUPT == txvfs::error::code::CORRUPT);
     assert!(TXVFS_EBACKEND == txvfs::error::code::BACKEND);
     assert!(TXVFS_ETOOOLD == txvfs::error::code::TOO_OLD);
+    assert!(TXVFS_ECOMMIT_UNKNOWN == txvfs::error::code::COMMIT_UNKNOWN);
 };
 
 /// A failure on its way to C: a positive code (errno or `TXVFS_E...`) and a message.
@@ -47,10 +52,6 @@ impl Fail {
 
     pub(crate) fn invalid(message: impl Into<String>) -> Fail {
         Fail::new(libc::EINVAL, message)
-    }
-
-    pub(crate) fn is_retryable(&self) -> bool {
-        self.code == TXVFS_ECONFLICT || self.code == TXVFS_ETOOOLD
     }
 }
 
@@ -97,11 +98,7 @@ pub(crate) fn boundary(name: &str, f: impl FnOnce() -> R) -> c_int {
             fail.code.wrapping_neg()
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let what = txvfs::error::panic_message(&*panic);
             set_last_error(&format!("{name}: internal error (panic): {what}"));
             -TXVFS_EPANIC
         }

@@ -1,9 +1,5 @@
-//! Descriptors: the per-store handle table with generation counters, and every call on an
-//! open file (`txvfs_open` ... `txvfs_close`).
-//!
-//! A descriptor is `generation << 16 | slot`. Generations come from one process-wide counter,
-//! so a closed descriptor, a number that was never handed out, and another store's descriptor
-//! all miss (-EBADF) instead of reaching some other file.
+//! Every call on an open file (`txvfs_open` ... `txvfs_close`); the descriptor table is in
+//! [`crate::handles`].
 
 use crate::boundary::{boundary, bytes, bytes_mut, cstr, Fail, Out, R};
 use crate::store::{store_ref, txvfs_store};
@@ -11,79 +7,8 @@ use crate::tx::{txvfs_tx, with_fs};
 use crate::types::*;
 use std::ffi::{c_char, c_int, c_void};
 use std::io::SeekFrom;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use txvfs::{FallocateMode, File, FileSystem, FlockOp, OpenOptions, RangeLockKind};
-
-const SLOT_BITS: u32 = 16;
-const MAX_SLOTS: usize = 1 << SLOT_BITS;
-/// Generations use the 15 bits above the slot, so descriptors are positive `int`s.
-const GEN_MAX: u32 = 0x7fff;
-
-static NEXT_GEN: AtomicU32 = AtomicU32::new(0);
-
-fn next_gen() -> u32 {
-    NEXT_GEN.fetch_add(1, Ordering::Relaxed) % GEN_MAX + 1
-}
-
-struct Slot {
-    generation: u32,
-    file: Option<Arc<File>>,
-}
-
-/// The open files of one store handle.
-#[derive(Default)]
-pub(crate) struct Handles {
-    slots: Mutex<(Vec<Slot>, Vec<usize>)>,
-}
-
-fn bad_fd(fd: c_int) -> Fail {
-    Fail::new(libc::EBADF, format!("descriptor {fd} is not open on this store"))
-}
-
-impl Handles {
-    fn insert(&self, file: File) -> R<c_int> {
-        let mut guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let (slots, free) = &mut *guard;
-        let generation = next_gen();
-        let index = match free.pop() {
-            Some(i) => i,
-            None if slots.len() < MAX_SLOTS => {
-                slots.push(Slot { generation: 0, file: None });
-                slots.len() - 1
-            }
-            None => return Err(Fail::new(libc::EMFILE, format!("{MAX_SLOTS} descriptors are open on this store"))),
-        };
-        slots[index] = Slot { generation, file: Some(Arc::new(file)) };
-        Ok((generation << SLOT_BITS | index as u32) as c_int)
-    }
-
-    fn split(fd: c_int) -> Option<(usize, u32)> {
-        (fd > 0).then(|| ((fd as u32 & (MAX_SLOTS as u32 - 1)) as usize, fd as u32 >> SLOT_BITS))
-    }
-
-    fn get(&self, fd: c_int) -> R<Arc<File>> {
-        let (index, generation) = Self::split(fd).ok_or_else(|| bad_fd(fd))?;
-        let guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.0.get(index) {
-            Some(Slot { generation: g, file: Some(f) }) if *g == generation => Ok(f.clone()),
-            _ => Err(bad_fd(fd)),
-        }
-    }
-
-    fn remove(&self, fd: c_int) -> R<Arc<File>> {
-        let (index, generation) = Self::split(fd).ok_or_else(|| bad_fd(fd))?;
-        let mut guard = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let (slots, free) = &mut *guard;
-        match slots.get_mut(index) {
-            Some(slot) if slot.generation == generation && slot.file.is_some() => {
-                free.push(index);
-                Ok(slot.file.take().expect("checked above"))
-            }
-            _ => Err(bad_fd(fd)),
-        }
-    }
-}
 
 /// Runs `f` on the open file `fd` of `store` (the table is not locked meanwhile, so a blocking
 /// lock call does not stall other descriptors).
@@ -99,7 +24,9 @@ unsafe fn with_file<T>(store: *mut txvfs_store, fd: c_int, f: impl FnOnce(&File)
 /// and writes belong to it, and fail with -EBADF once it has ended.
 ///
 /// Ownership: the descriptor in `*out_fd` (a positive int) belongs to `store`; close it with
-/// `txvfs_close` (freeing the store closes it too).
+/// `txvfs_close`. It holds a reference to the store handle: the store stays open while it is
+/// open, even after `txvfs_store_free`. A closed descriptor's number is -EBADF for at least
+/// 2^31 - 2^17 further opens in the process (it is not reused before).
 /// Errors: -ENOENT, -EEXIST, -EISDIR, -ENOTDIR, -ELOOP, -ENAMETOOLONG, -EACCES, -EROFS,
 /// -EINVAL (NULL argument, O_ACCMODE 3, relative path), -EMFILE (65536 descriptors open),
 /// -EXDEV (a transaction of another store).
@@ -120,7 +47,10 @@ pub unsafe extern "C" fn txvfs_open(
         }
         let options = OpenOptions::from_flags(flags, mode).write_back(flags & TXVFS_O_WRITE_BACK != 0);
         let file = with_fs!(store, tx, |fs| fs.open(p, &options)?);
-        out.set(store_ref(store)?.files.insert(file)?);
+        let s = store_ref(store)?;
+        let fd = s.files.insert(file)?;
+        s.retain(); // the descriptor's reference: dropped by txvfs_close
+        out.set(fd);
         Ok(())
     })
 }
@@ -134,10 +64,13 @@ pub unsafe extern "C" fn txvfs_close(store: *mut txvfs_store, fd: c_int) -> c_in
     boundary("txvfs_close", || {
         let file = store_ref(store)?.files.remove(fd)?;
         // Another thread may be inside a call on it; then the last one out closes it.
-        match Arc::try_unwrap(file) {
-            Ok(file) => Ok(file.close()?),
+        let closed = match Arc::try_unwrap(file) {
+            Ok(file) => file.close(),
             Err(_) => Ok(()),
-        }
+        };
+        // The descriptor's reference to the store: this may free it (no use of `store` below).
+        txvfs_store::release(store);
+        Ok(closed?)
     })
 }
 

@@ -6,17 +6,21 @@
 //! negative errno / `-TXVFS_E...` code; out-parameters come last and are written only on
 //! success; `txvfs_last_error()` gives the thread's last message; every function runs inside
 //! a panic boundary; NULL pointers give -EINVAL; `_free(NULL)` is a no-op; open files are
-//! descriptors from a per-store handle table with generations (a stale or forged one is
-//! -EBADF).
+//! descriptors from a per-store table, numbered so that a closed number is not reused for
+//! about 2^31 opens (a stale or forged one is -EBADF); the store handle is reference-counted,
+//! so descriptors and transactions keep it open after `txvfs_store_free`.
 //!
 //! One module per kind of thing: [`boundary`] (panic boundary, errors, argument checks),
 //! [`types`] (C structs and constants), [`options`], [`store`], [`tx`] (transactions),
-//! [`paths`] (path operations), [`files`] (descriptors).
+//! [`paths`] (path operations), `handles` (the descriptor table), [`files`] (calls on
+//! descriptors). Imports go one way: boundary and types at the bottom, then handles, store,
+//! tx, and paths and files on top.
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)] // the safety contract of each function is in the header
 
 pub mod boundary;
 pub mod files;
+mod handles;
 pub mod options;
 pub mod paths;
 pub mod store;

@@ -1,24 +1,50 @@
 //! The store handle: open, free, sync and the store's fixed parameters.
 
 use crate::boundary::{boundary, boundary_or, cstr, obj, Fail, Out, R};
-use crate::files::Handles;
+use crate::handles::Handles;
 use crate::options::txvfs_options;
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use txvfs::{Options, Store};
 
 /// An open store. Thread-safe: every function may be called on one store from many threads
 /// at once. Its descriptors (`txvfs_open`) belong to it: another store's descriptor is
 /// -EBADF here.
+///
+/// Reference-counted (an `Arc` inside the library): the caller's reference is
+/// dropped by `txvfs_store_free`, and every open descriptor and every transaction not yet
+/// freed holds one more, so the handle outlives `txvfs_store_free` while they do.
 pub struct txvfs_store {
-    /// Distinguishes handles, so a transaction of another store is refused.
-    pub(crate) id: u64,
     pub(crate) store: Store,
     pub(crate) files: Handles,
-    pub(crate) max_retries: u32,
 }
 
-static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+impl txvfs_store {
+    /// A new counted reference to the store behind `self` (for a transaction).
+    pub(crate) fn counted(&self) -> Arc<txvfs_store> {
+        // SAFETY: every `txvfs_store` lives in an `Arc` (`txvfs_store_open`), and `self` is a
+        // live reference to it, so its count is at least one.
+        unsafe {
+            Arc::increment_strong_count(self);
+            Arc::from_raw(self)
+        }
+    }
+
+    /// Counts one more reference, held by the descriptor just opened; `release` drops it.
+    pub(crate) fn retain(&self) {
+        // SAFETY: as in `counted`.
+        unsafe { Arc::increment_strong_count(self) }
+    }
+
+    /// Drops one reference (the caller's or a descriptor's); the last one frees the store.
+    ///
+    /// # Safety
+    /// `p` is a live store and the reference dropped was counted; `p` must not be used
+    /// afterwards unless another reference is known to remain.
+    pub(crate) unsafe fn release(p: *const txvfs_store) {
+        Arc::decrement_strong_count(p)
+    }
+}
 
 /// The store handle an exported function was given.
 ///
@@ -31,12 +57,16 @@ pub(crate) unsafe fn store_ref<'a>(p: *mut txvfs_store) -> R<&'a txvfs_store> {
 /// Opens the store named by `uri`: `memory:` (a new, private in-memory store),
 /// `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
 /// for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
-/// directory twice in one process shares one instance (the first open's options stay in
-/// force, except the credential); another process gets -EBUSY.
+/// directory twice through this library shares one instance, each open keeping its own
+/// read-only, sync, retry and credential options. Another process, or another copy of txvfs
+/// in this process (the Python module, the SQLite extension), holding the store gives -EBUSY
+/// with the holder named in `txvfs_last_error()`. A store opened before fork() cannot be used
+/// in the child: every call with it there fails with -EBUSY.
 ///
-/// Ownership: the caller owns `*out` and frees it with `txvfs_store_free`.
-/// Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (locked
-/// by another process), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
+/// Ownership: the caller owns a reference in `*out` and drops it with `txvfs_store_free`
+/// (descriptors and transactions hold references of their own, see there).
+/// Errors: -EINVAL (NULL `uri` or `out`, a URI that is not UTF-8, bad options), -EBUSY (in use
+/// by another process or library copy), -EROFS (a new store opened read-only), -TXVFS_EBACKEND,
 /// -TXVFS_ECORRUPT.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_store_open(
@@ -48,22 +78,25 @@ pub unsafe extern "C" fn txvfs_store_open(
         let uri = std::str::from_utf8(cstr(uri, "uri")?).map_err(|_| Fail::invalid("uri is not UTF-8"))?;
         let out = Out::new(out, "out")?;
         let options = options.as_ref().map(|o| o.options.clone()).unwrap_or_else(Options::default);
-        let max_retries = options.max_retries;
         let store = Store::open_with(uri, options)?;
-        let id = NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed);
-        out.set(Box::into_raw(Box::new(txvfs_store { id, store, files: Handles::default(), max_retries })));
+        let handle = Arc::new(txvfs_store { store, files: Handles::default() });
+        out.set(Arc::into_raw(handle).cast_mut());
         Ok(())
     })
 }
 
-/// Closes the store handle: closes every descriptor still open on it (releasing their locks)
-/// and frees it. It must be the last call with this handle: no other thread may be using it.
-/// Free its transactions first (their calls need the store handle). NULL is a no-op.
+/// Drops the caller's reference to the store handle. The store stays open, and the handle
+/// valid, as long as a descriptor opened on it is open or a transaction begun on it is not
+/// freed: calls on those keep working (with this same `store` pointer), and the store is
+/// closed and freed by the last `txvfs_close` or `txvfs_tx_free`; if none remain, it is
+/// closed and freed now. After this call, pass `store` only to calls on such a descriptor or
+/// transaction, and none that may race with the `txvfs_close`/`txvfs_tx_free` of the last of
+/// them. NULL is a no-op.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_store_free(store: *mut txvfs_store) {
     boundary_or((), || {
         if !store.is_null() {
-            drop(Box::from_raw(store));
+            txvfs_store::release(store);
         }
     })
 }

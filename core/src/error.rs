@@ -227,8 +227,8 @@ impl From<Error> for std::io::Error {
 }
 
 /// The message of a caught panic (the payload of `std::panic::catch_unwind`): the text
-/// given to `panic!` when it is a string, else "unknown panic". Every binding's panic boundary
-/// (C ABI, Python, SQLite) reports panics with it.
+/// given to `panic!` when it is a string, else "unknown panic". The one copy for the bindings'
+/// panic boundaries (C ABI, Python, SQLite).
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()

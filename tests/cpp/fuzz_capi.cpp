@@ -3,7 +3,9 @@
 // transactions, odd flags and sizes). It checks the ABI's promises on every call:
 //   - the return is 0 or negative, and txvfs_last_error() is never NULL;
 //   - out-parameters are untouched when a call fails;
-//   - no crash, no leak (built with ASan/UBSan by CMake; LeakSanitizer runs at exit).
+//   - no crash, no leak (built with ASan/UBSan by CMake; LeakSanitizer runs at exit);
+//   - a store freed while descriptors and transactions are open stays usable through them
+//     (free_store_first).
 // It only breaks no documented rule itself (no use after free).
 //
 //   fuzz_capi [--seed N] [--ops N] [--seconds S]     (a failing seed reruns exactly)
@@ -24,7 +26,7 @@
 namespace {
 
 std::mt19937_64 rng;
-long long calls = 0, failures_seen = 0;
+long long calls = 0, failures_seen = 0, freed_first = 0;
 std::map<int, long long> codes;
 
 [[noreturn]] void die(const std::string &what) {
@@ -63,6 +65,7 @@ struct Sentinel {
     do { if ((rc) < 0 && !(s).untouched()) die(std::string(fn) + " wrote its out-parameter on failure"); } while (0)
 
 struct World {
+    txvfs_options *options = nullptr; // of both stores
     txvfs_store *stores[2] = {nullptr, nullptr};
     std::vector<int> fds[2];     // open descriptors per store
     std::vector<int> closed;     // descriptors closed already (stale)
@@ -131,6 +134,43 @@ struct CallbackState {
 };
 
 void step(World &w, int si);
+
+/**
+ * Frees store `si` while its descriptors and transactions are still open (they keep it alive),
+ * uses each of them once more through the freed handle, ends them in random order (the last
+ * one frees the store), and opens a new store in its place.
+ */
+void free_store_first(World &w, int si) {
+    txvfs_store *old = w.stores[si];
+    txvfs_store_free(old);
+    freed_first++;
+    std::vector<int> fds = std::move(w.fds[si]);
+    std::vector<txvfs_tx *> txs = std::move(w.txs[si]);
+    for (auto *t : w.done[si]) txs.push_back(t);
+    w.fds[si].clear(), w.txs[si].clear(), w.done[si].clear();
+    while (!fds.empty() || !txs.empty()) {
+        if (!fds.empty() && (txs.empty() || chance(50))) {
+            size_t i = pick(fds.size());
+            int fd = fds[i];
+            fds[i] = fds.back(), fds.pop_back();
+            Sentinel<txvfs_attr> a;
+            int rc = CALL(txvfs_fstat, old, fd, &a.v);
+            EXPECT_UNTOUCHED(rc, a, "txvfs_fstat");
+            CALL(txvfs_close, old, fd);
+            w.closed.push_back(fd);
+        } else {
+            size_t i = pick(txs.size());
+            txvfs_tx *t = txs[i];
+            txs[i] = txs.back(), txs.pop_back();
+            Sentinel<txvfs_attr> a;
+            int rc = CALL(txvfs_stat, old, t, "/", &a.v);
+            EXPECT_UNTOUCHED(rc, a, "txvfs_stat");
+            if (chance(50)) CALL(txvfs_tx_commit, t);
+            txvfs_tx_free(t);
+        }
+    }
+    if (txvfs_store_open("memory:", w.options, &w.stores[si]) != 0) die(std::string("open: ") + txvfs_last_error());
+}
 
 int callback(txvfs_tx *tx, void *userdata) {
     auto *st = static_cast<CallbackState *>(userdata);
@@ -254,6 +294,7 @@ void step(World &w, int si) {
         case 0: rc = CALL(txvfs_store_block_size, s, &v.v); EXPECT_UNTOUCHED(rc, v, "txvfs_store_block_size"); break;
         case 1: rc = CALL(txvfs_store_inline_limit, s, &v.v); EXPECT_UNTOUCHED(rc, v, "txvfs_store_inline_limit"); break;
         case 2: CALL(txvfs_store_sync, s); break;
+        case 3: if (chance(20)) free_store_first(w, si); break;
         default:
             if (txvfs_strerror((int)rng()) == nullptr || txvfs_version() == nullptr) die("NULL static string");
         }
@@ -278,14 +319,12 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
     auto start = std::chrono::steady_clock::now();
 
-    txvfs_options *o = nullptr;
-    if (txvfs_options_new(&o) != 0) die("options_new");
-    txvfs_options_set_inline_limit(o, 64);   // small files leave the inode early
-    txvfs_options_set_block_size(o, 4096);   // and span several blocks
     World w;
+    if (txvfs_options_new(&w.options) != 0) die("options_new");
+    txvfs_options_set_inline_limit(w.options, 64);   // small files leave the inode early
+    txvfs_options_set_block_size(w.options, 4096);   // and span several blocks
     for (auto &s : w.stores)
-        if (txvfs_store_open("memory:", o, &s) != 0) die(std::string("open: ") + txvfs_last_error());
-    txvfs_options_free(o);
+        if (txvfs_store_open("memory:", w.options, &s) != 0) die(std::string("open: ") + txvfs_last_error());
 
     long long done = 0;
     for (; done < ops; done++) {
@@ -300,8 +339,10 @@ int main(int argc, char **argv) {
         for (auto *t : w.done[si]) txvfs_tx_free(t);
         txvfs_store_free(w.stores[si]);
     }
+    txvfs_options_free(w.options);
     std::printf("fuzz_capi: %lld steps, %lld calls, %lld failed with an error code:", done, calls, failures_seen);
     for (auto &[code, n] : codes) std::printf(" %s=%lld", txvfs_strerror(-code), n);
-    std::printf("\nfuzz_capi: ok\n");
+    std::printf("\nfuzz_capi: %lld stores freed before their descriptors and transactions\n", freed_first);
+    std::printf("fuzz_capi: ok\n");
     return 0;
 }

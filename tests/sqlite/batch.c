@@ -37,6 +37,13 @@ static long long stat(sqlite3 *db, const char *key) {
     return v;
 }
 
+/* The VFS's device characteristics for one schema's database file. */
+static int device_flags(sqlite3 *db, const char *schema) {
+    sqlite3_file *f = 0;
+    CHECK(sqlite3_file_control(db, schema, SQLITE_FCNTL_FILE_POINTER, &f) == SQLITE_OK && f);
+    return f->pMethods->xDeviceCharacteristics(f);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) { fprintf(stderr, "usage: batch STORE_DIR\n"); return 2; }
     CHECK(sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE"));
@@ -73,6 +80,15 @@ int main(int argc, char **argv) {
 
     CHECK(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, 0) == SQLITE_OK);
     CHECK(one(db, "SELECT count(*) FROM t") == 600);
+    CHECK(device_flags(db, "main") & SQLITE_IOCAP_BATCH_ATOMIC);
+    /* A database in a commit group commits with the others at phase two, not on its own: it
+     * must not claim batch atomic writes, and its commits use the (in-memory) journal. */
+    exec(db, "PRAGMA main.txvfs_group='g'");
+    CHECK(!(device_flags(db, "main") & SQLITE_IOCAP_BATCH_ATOMIC));
+    b0 = stat(db, "batch");
+    exec(db, "INSERT INTO t(v) VALUES (1)");
+    CHECK(stat(db, "batch") == b0);
+    CHECK(one(db, "SELECT count(*) FROM t") == 601);
     sqlite3_close(db);
     printf("batch atomic (SQLite %s): %d checks passed\n", sqlite3_libversion(), checks);
     return 0;

@@ -14,6 +14,10 @@ LIB = sys.argv[1]
 WORK = sys.argv[2]
 STORE = os.path.join(WORK, "pystore")  # RocksDB store shared by the tests in this process
 passed = []
+# Every test names its store: none may open (and so create) the default store ./txvfs-store.
+CWD = os.path.join(WORK, "pycwd")
+os.makedirs(CWD)
+os.chdir(CWD)
 
 
 def connect(name, store=STORE, extra="", **kw):
@@ -244,5 +248,108 @@ def commit_group_across_attached_databases():
         check(con, s)
     con.close()
 
+
+@test
+def attached_databases_commit_together_without_a_group():
+    # SQLite makes a transaction over several attached databases atomic with a super-journal
+    # (journal modes DELETE, TRUNCATE, PERSIST; synchronous != OFF); txvfs commits all of
+    # them (those in one store) as one txvfs transaction when SQLite deletes the super-journal.
+    # The proof: the second database's part does not fit in the store, so the commit fails,
+    # and the first database must not have changed either.
+    store = "memory:?capacity=3000000"
+    quoted = urllib.parse.quote(store, safe="/:=")
+    for mode in ["delete", "truncate", "persist"]:
+        con = connect(f"/py/at-{mode}-a.db", store=store)
+        con.execute(f"ATTACH 'file:/py/at-{mode}-b.db?vfs=txvfs&store={quoted}' AS b")
+        for s in ("main", "b"):
+            con.execute(f"PRAGMA {s}.journal_mode={mode}")
+            con.execute(f"CREATE TABLE {s}.t(x)")
+        before = stats(con)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO main.t VALUES ('one')")
+        con.execute("INSERT INTO b.t VALUES ('one')")
+        con.execute("COMMIT")
+        after = stats(con)
+        assert after["commits"] == before["commits"] + 1, (mode, before, after)
+        assert after["grouped"] == before["grouped"] + 1, (mode, before, after)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO main.t VALUES ('lost')")
+        con.executemany("INSERT INTO b.t VALUES (randomblob(100000))", [()] * 40)  # ~4 MB
+        try:
+            con.execute("COMMIT")
+            raise AssertionError("4 MB transaction committed on a 3 MB store")
+        except sqlite3.OperationalError as e:
+            assert "full" in str(e) or "disk I/O" in str(e), e
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        other = connect(f"/py/at-{mode}-a.db", store=store)
+        other.execute(f"ATTACH 'file:/py/at-{mode}-b.db?vfs=txvfs&store={quoted}' AS b")
+        for c in (con, other):
+            assert c.execute("SELECT x FROM main.t").fetchall() == [("one",)], (mode, c.execute("SELECT x FROM main.t").fetchall())
+            assert c.execute("SELECT count(*) FROM b.t").fetchone()[0] == 1, mode
+            check(c)
+            check(c, "b")
+        other.close()
+        con.close()
+
+
+@test
+def one_group_two_connections_two_threads():
+    # Explicit groups are for databases on separate connections: two threads commit to two
+    # databases of one group at once, over and over. Neither may block the other for good.
+    for name in ("/py/tg-1.db", "/py/tg-2.db"):
+        c = connect(name, extra="&group=tg")
+        c.execute("CREATE TABLE t(x)")
+        c.close()
+    errors = []
+
+    def writer(name):
+        try:
+            c = connect(name, extra="&group=tg", timeout=30, check_same_thread=False)
+            for i in range(400):
+                c.execute("INSERT INTO t VALUES (?)", (i,))
+            c.close()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in ("/py/tg-1.db", "/py/tg-2.db")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "group commits from two threads deadlocked"
+    assert not errors, errors
+    for name in ("/py/tg-1.db", "/py/tg-2.db"):
+        c = connect(name)
+        assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 400
+        check(c)
+        c.close()
+
+
+@test
+def backup_and_vacuum_into():
+    # The backup API (another page size than the destination's) and VACUUM INTO write through
+    # their own commit paths; both must end in the store.
+    src = sqlite3.connect(os.path.join(WORK, "backup-src.db"))
+    src.execute("PRAGMA page_size=8192")
+    src.execute("CREATE TABLE t(x)")
+    src.executemany("INSERT INTO t VALUES (randomblob(500))", [()] * 2000)
+    src.commit()
+    dst = connect("/py/backup.db")
+    dst.execute("CREATE TABLE old(y)")
+    src.backup(dst)
+    src.close()
+    dst.execute(f"VACUUM INTO 'file:/py/vacuumed.db?vfs=txvfs&store={urllib.parse.quote(STORE, safe='/:=')}'")
+    dst.close()
+    for name in ("/py/backup.db", "/py/vacuumed.db"):
+        c = connect(name)
+        assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 2000, name
+        assert c.execute("PRAGMA page_size").fetchone()[0] == 8192, name
+        check(c)
+        c.close()
+
+
+assert not os.path.exists(os.path.join(CWD, "txvfs-store")), "the default store was created"
+passed.append("no_default_store_created")
 
 print(f"python sqlite3 tests: {len(passed)} passed ({', '.join(passed)})")

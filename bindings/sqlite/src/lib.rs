@@ -9,6 +9,18 @@
 //!   have the shape `SQLITE_EXTRA_INIT` expects (`int f(const char *)`) and find the host's
 //!   SQLite through weak symbols (`src/host.c`), so the library never carries its own copy.
 //!
+//! What reaches the store:
+//! - Inside an SQLite write transaction (RESERVED lock or more) pages stay in the VFS and
+//!   commit as one txvfs transaction at SQLite's commit point: `SQLITE_FCNTL_COMMIT_PHASETWO`,
+//!   `SQLITE_FCNTL_COMMIT_ATOMIC_WRITE` (batch atomic builds), or, for a transaction over
+//!   attached databases, the deletion of its super-journal (every database that named it at
+//!   `SQLITE_FCNTL_SYNC`, one txvfs transaction per store). Anything else (a rollback, a
+//!   rollback that failed half-way) is dropped when the lock is released: the store never
+//!   holds a page SQLite did not commit, so journals need not outlive the process.
+//! - Writes made without a write lock (VFS shims, tools, `nolock=1`) commit durably at xSync,
+//!   and at xClose at the latest.
+//! - Locks belong to the file's identity (store, inode): every name of a database shares them.
+//!
 //! The logic lives in [`engine`] (no SQLite types); `ffi` is the SQLite edge.
 
 pub mod engine;

@@ -21,7 +21,7 @@ fn open_stores() -> &'static Mutex<HashMap<usize, Weak<StoreState>>> {
 }
 
 /// An open store. Cloning is cheap and shares everything; all methods are thread-safe.
-/// File-system calls come from the [`FileSystem`] trait: on a `Store` each call is its own
+/// File-system calls come from the [`FileSystem`](super::FileSystem) trait: on a `Store` each call is its own
 /// transaction (auto-commit).
 #[derive(Clone)]
 pub struct Store {

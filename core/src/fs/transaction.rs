@@ -34,8 +34,14 @@ impl Store {
     /// Runs `f` in a transaction and commits it; retries with backoff when the transaction
     /// conflicts with another one (so `f` may run several times and must not have side
     /// effects outside the transaction). Every other error is returned at once.
-    pub fn transact<R>(&self, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
-        kv::retry_loop(self.per_open.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit().map(|()| v)))
+    pub fn transact<R>(&self, f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
+        self.transact_durable(self.per_open.sync, f)
+    }
+
+    /// [`Store::transact`], choosing durability for the commit as
+    /// [`Transaction::commit_durable`] does (the SQLite VFS follows `PRAGMA synchronous`).
+    pub fn transact_durable<R>(&self, durable: bool, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
+        kv::retry_loop(self.per_open.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit_durable(durable).map(|()| v)))
     }
 }
 

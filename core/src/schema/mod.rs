@@ -63,9 +63,14 @@ pub fn super_key() -> Vec<u8> {
 pub fn inode_key(ino: u64) -> Vec<u8> {
     key(INODE, ino, &[])
 }
-/// A directory's hot attribute key (`m` mtime, `c` ctime, `n` link-count delta).
+/// A directory's attribute key (`m` mtime, `c` ctime, `n` link-count delta, `p` parent).
 pub fn dir_attr_key(ino: u64, attr: DirAttr) -> Vec<u8> {
     key(INODE, ino, &[attr as u8])
+}
+/// Which hot attribute a key of [`inode_range`] holds: `None` for the inode's own key (or an
+/// unknown attribute byte).
+pub fn dir_attr_of(key: &[u8]) -> Option<DirAttr> {
+    key.get(9).copied().and_then(DirAttr::from_u8)
 }
 /// All keys of one inode (attributes and hot attributes).
 pub fn inode_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
@@ -249,5 +254,13 @@ mod tests {
         assert!(block_key(1, u64::MAX) < block_range(1, 0).1);
         assert!(dentry_key(1, b"zzz") < dentry_range(1).1);
         assert!(dir_attr_key(7, DirAttr::Mtime) < inode_range(7).1);
+    }
+
+    #[test]
+    fn dir_attr_keys_parse_back() {
+        for a in [DirAttr::Mtime, DirAttr::Ctime, DirAttr::Nlink, DirAttr::Parent] {
+            assert_eq!(dir_attr_of(&dir_attr_key(7, a)).map(|b| b as u8), Some(a as u8));
+        }
+        assert!(dir_attr_of(&inode_key(7)).is_none());
     }
 }

@@ -20,11 +20,11 @@ impl Operation<'_> {
             let (s, e) = schema::inode_range(ino);
             for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
                 let n = decode_counter(Some(&v));
-                match k.get(9) {
-                    Some(&b) if b == DirAttr::Mtime as u8 => st.mtime_ns = n as i64,
-                    Some(&b) if b == DirAttr::Ctime as u8 => st.ctime_ns = st.ctime_ns.max(n as i64),
-                    Some(&b) if b == DirAttr::Nlink as u8 => st.nlink = st.nlink.wrapping_add(n),
-                    _ => {}
+                match schema::dir_attr_of(&k) {
+                    Some(DirAttr::Mtime) => st.mtime_ns = n as i64,
+                    Some(DirAttr::Ctime) => st.ctime_ns = st.ctime_ns.max(n as i64),
+                    Some(DirAttr::Nlink) => st.nlink = st.nlink.wrapping_add(n),
+                    Some(DirAttr::Parent) | None => {}
                 }
             }
         }

@@ -1,0 +1,247 @@
+//! An open main database file: reads through its uncommitted writes, SQLite's locks, and the
+//! rule that decides what reaches the store. Inside an SQLite write transaction (RESERVED or
+//! more) writes commit only at SQLite's commit point; whatever SQLite did not commit (a
+//! rollback, a failed rollback, an error) is dropped when the lock is released. Writes made
+//! without a lock (a shim, a tool, `nolock=1`) commit at xSync, and at the latest at xClose.
+
+use super::commit::{self, Group, Member, MemberRef};
+use super::locks::{file_lock, Holder, Level, LockResult};
+use super::overlay::Overlay;
+use super::stats;
+use super::stores::{remember_name, StoreRef};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use txvfs::{File, FileSystem, OpenOptions, Result};
+
+/// An open main database file.
+pub struct Db {
+    store: StoreRef,
+    path: String,
+    /// Handle on the store: reads of committed data.
+    file: File,
+    locks: Holder,
+    member: MemberRef,
+    /// Overlay as it was at SQLITE_FCNTL_BEGIN_ATOMIC_WRITE, while a batch is open.
+    batch: Option<Overlay>,
+}
+
+impl Db {
+    /// Opens the database `path` (canonical) in `store` (creating it, and its parent
+    /// directories, when `create`), joining commit group `group` if given.
+    pub fn open(store: StoreRef, path: &str, create: bool, read_only: bool, group: Option<&str>) -> Result<Db> {
+        if create && !read_only {
+            if let Some(i) = path.rfind('/') {
+                if i > 0 {
+                    store.store.mkdir_all(&path[..i], 0o755)?;
+                }
+            }
+        }
+        let opts = OpenOptions::new().read(true).write(!read_only).create(create && !read_only);
+        let file = store.store.open(path, &opts)?;
+        let ino = file.stat()?.ino;
+        let locks = Holder::new(file_lock(&store.id, ino));
+        remember_name(path, &store);
+        let member = Arc::new(Mutex::new(Member::new(store.clone(), path)));
+        let mut db = Db { store, path: path.to_string(), file, locks, member, batch: None };
+        if let Some(g) = group {
+            db.join_group(g)?;
+        }
+        Ok(db)
+    }
+
+    /// The canonical store path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Puts this database in commit group `name` (an empty name leaves its group).
+    pub fn join_group(&mut self, name: &str) -> Result<()> {
+        let old = self.member.lock().group.take();
+        if let Some(g) = old {
+            g.leave(&self.member);
+        }
+        if !name.is_empty() {
+            let g = Group::join(&self.store.id, name, &self.member);
+            self.member.lock().group = Some(g);
+        }
+        Ok(())
+    }
+
+    /// The commit group's name, if any.
+    pub fn group_name(&self) -> Option<String> {
+        self.member.lock().group.as_ref().map(|g| g.name.clone())
+    }
+
+    /// True when the file commits a batch (SQLITE_FCNTL_BEGIN/COMMIT_ATOMIC_WRITE) atomically
+    /// on its own: not in a commit group, whose members commit together at phase two.
+    pub fn batch_capable(&self) -> bool {
+        self.member.lock().group.is_none()
+    }
+
+    /// `PRAGMA synchronous=OFF` (true) or another level (false).
+    pub fn set_sync_off(&self, off: bool) {
+        self.member.lock().sync_off = off;
+    }
+
+    /// Reads at `off` into `buf`; returns the bytes before end of file (the rest is zeros).
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
+        let m = self.member.lock();
+        m.overlay.read(off, buf, |b| {
+            let mut done = 0;
+            while done < b.len() {
+                let n = self.file.read_at(&mut b[done..], off + done as u64)?;
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+            b[done..].fill(0);
+            Ok(())
+        })
+    }
+
+    fn committed_size(&self) -> Result<u64> {
+        Ok(self.file.stat()?.size)
+    }
+
+    /// Writes into the uncommitted overlay.
+    pub fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        let mut m = self.member.lock();
+        m.overlay.write(off, data, || self.committed_size())
+    }
+
+    /// Truncates the overlay's view of the file.
+    pub fn truncate(&self, size: u64) -> Result<()> {
+        self.member.lock().overlay.truncate(size);
+        Ok(())
+    }
+
+    /// The file's size as this handle sees it.
+    pub fn size(&self) -> Result<u64> {
+        if let Some(s) = self.member.lock().overlay.size() {
+            return Ok(s);
+        }
+        self.committed_size()
+    }
+
+    fn in_write_transaction(&self) -> bool {
+        self.locks.level() >= Level::Reserved
+    }
+
+    /// xSync. In an SQLite write transaction: the commit will be durable. Without a write
+    /// lock (nobody's transaction protocol covers these writes): commits them now, durably.
+    pub fn sync(&self) -> Result<()> {
+        if self.in_write_transaction() {
+            self.member.lock().synced = true;
+            return Ok(());
+        }
+        let dirty = !self.member.lock().overlay.is_empty();
+        if dirty {
+            commit::commit_members(std::slice::from_ref(&self.member), true)
+        } else {
+            self.store.store.sync()
+        }
+    }
+
+    /// SQLITE_FCNTL_SYNC: phase one of SQLite's commit is complete for this database; with a
+    /// super-journal, the database commits with the others that name it.
+    pub fn phase_one_done(&self, super_journal: Option<&str>) {
+        self.member.lock().ready = true;
+        if let Some(name) = super_journal {
+            commit::join_super(name, &self.member);
+        }
+    }
+
+    /// SQLITE_FCNTL_BEGIN_ATOMIC_WRITE.
+    pub fn begin_batch(&mut self) {
+        self.batch = Some(self.member.lock().overlay.clone());
+    }
+
+    /// SQLITE_FCNTL_COMMIT_ATOMIC_WRITE: commits the batch now.
+    pub fn commit_batch(&mut self) -> Result<()> {
+        self.batch = None;
+        let durable = !self.member.lock().sync_off;
+        let r = commit::commit_members(std::slice::from_ref(&self.member), durable);
+        if r.is_ok() {
+            stats().batch.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE: forgets the batch's writes.
+    pub fn rollback_batch(&mut self) {
+        if let Some(o) = self.batch.take() {
+            self.member.lock().overlay = o;
+        }
+    }
+
+    /// SQLITE_FCNTL_COMMIT_PHASETWO (SQLite's transaction is committed): commits this
+    /// database's overlay, with those of its commit group's members that finished phase one,
+    /// as one txvfs transaction. After a super-journal commit there is nothing left to do.
+    pub fn commit(&self) -> Result<()> {
+        let members = commit::with_groups(std::slice::from_ref(&self.member));
+        // One member lock at a time (other threads commit group members too).
+        let sync_off = self.member.lock().sync_off;
+        let durable = !sync_off && members.iter().any(|m| m.lock().synced);
+        commit::commit_members(&members, durable)
+    }
+
+    /// The level this handle holds.
+    pub fn level(&self) -> Level {
+        self.locks.level()
+    }
+
+    /// xLock.
+    pub fn lock(&mut self, want: Level) -> LockResult {
+        self.locks.lock(want)
+    }
+
+    /// xUnlock to `to` (Shared or None). Leaving a write transaction drops what SQLite did not
+    /// commit at its commit point: the store still holds the last committed state, which is
+    /// exactly what a rollback restores (and a failed rollback must never make durable).
+    pub fn unlock(&mut self, to: Level) -> Result<()> {
+        if self.in_write_transaction() && to <= Level::Shared {
+            self.abandon();
+        }
+        self.locks.unlock(to);
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        let name = {
+            let mut m = self.member.lock();
+            let name = m.super_journal.take();
+            m.reset();
+            name
+        };
+        if let Some(n) = name {
+            commit::leave_super(&n, &self.member);
+        }
+        self.batch = None;
+    }
+
+    /// xCheckReservedLock: does any handle hold RESERVED or more?
+    pub fn reserved_by_anyone(&self) -> bool {
+        self.locks.reserved_by_anyone()
+    }
+
+    /// Closes the handle, releasing its locks. Writes made without a write lock and not yet
+    /// synced are committed (not waiting for durability), as a file system keeps written
+    /// data at close.
+    pub fn close(mut self) -> Result<()> {
+        let result = if self.in_write_transaction() {
+            self.unlock(Level::None)
+        } else {
+            let dirty = !self.member.lock().overlay.is_empty();
+            let r = if dirty { commit::commit_members(std::slice::from_ref(&self.member), false) } else { Ok(()) };
+            self.locks.unlock(Level::None);
+            r
+        };
+        let group = self.member.lock().group.take();
+        if let Some(g) = group {
+            g.leave(&self.member);
+        }
+        result
+    }
+}

@@ -1,0 +1,105 @@
+//! The VFS logic, free of SQLite types (the shape of mvsqlite's `mvfs`): stores and canonical
+//! names ([`stores`]), SQLite's five lock levels keyed by inode ([`locks`]), database files
+//! whose writes stay in an overlay ([`overlay`], [`db`]) until SQLite commits, commits of one
+//! or several databases as one txvfs transaction ([`commit`]), and in-memory journal and temp
+//! files ([`memfile`]). `ffi` translates SQLite's callbacks into calls on these types.
+
+pub mod commit;
+pub mod db;
+pub mod locks;
+pub mod memfile;
+pub mod overlay;
+pub mod stores;
+
+pub use db::Db;
+pub use locks::{Level, LockResult};
+pub use memfile::MemFile;
+pub use overlay::Overlay;
+pub use stores::{canonical_path, is_side_file, known_store, open_store, store_for_name, StoreRef, DEFAULT_STORE};
+
+use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
+
+/// Process-wide counters, readable with `PRAGMA txvfs_stats`.
+#[derive(Default)]
+pub struct Stats {
+    /// txvfs transactions committed for SQLite write transactions.
+    pub commits: AtomicU64,
+    /// ... of which were durable (synchronous != OFF).
+    pub durable: AtomicU64,
+    /// ... of which came from SQLITE_FCNTL_COMMIT_ATOMIC_WRITE (batch atomic writes).
+    pub batch: AtomicU64,
+    /// ... of which committed more than one database (commit groups, super-journals).
+    pub grouped: AtomicU64,
+    /// Rollback journals opened (kept in memory).
+    pub journals: AtomicU64,
+}
+
+/// The process's counters.
+pub fn stats() -> &'static Stats {
+    static S: OnceLock<Stats> = OnceLock::new();
+    S.get_or_init(Stats::default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use txvfs::FileSystem;
+
+    #[test]
+    fn five_lock_levels() {
+        let store = open_store(Some("memory:")).unwrap();
+        let mut a = Db::open(store.clone(), "/locks.db", true, false, None).unwrap();
+        let mut b = Db::open(store, "/locks.db", true, false, None).unwrap();
+        assert_eq!(a.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(a.lock(Level::Reserved), LockResult::Ok);
+        assert!(b.reserved_by_anyone());
+        assert_eq!(b.lock(Level::Reserved), LockResult::Busy);
+        assert_eq!(a.lock(Level::Exclusive), LockResult::Busy, "b still reads");
+        assert_eq!(a.level(), Level::Pending);
+        b.unlock(Level::None).unwrap();
+        assert_eq!(b.lock(Level::Shared), LockResult::Busy, "pending keeps new readers out");
+        assert_eq!(a.lock(Level::Exclusive), LockResult::Ok);
+        a.write(0, b"hello").unwrap();
+        a.commit().unwrap();
+        a.unlock(Level::Shared).unwrap();
+        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        let mut buf = [0u8; 5];
+        assert_eq!(b.read(0, &mut buf).unwrap(), 5);
+        assert_eq!(&buf, b"hello");
+        a.close().unwrap();
+        b.close().unwrap();
+    }
+
+    #[test]
+    fn hard_link_shares_the_lock_and_other_stores_do_not() {
+        let store = open_store(Some("memory:?limits=foundationdb")).unwrap();
+        store.store.write_file("/h.db", b"").unwrap();
+        store.store.link("/h.db", "/h2.db").unwrap();
+        let mut a = Db::open(store.clone(), "/h.db", false, false, None).unwrap();
+        let mut b = Db::open(store, "/h2.db", false, false, None).unwrap();
+        assert_eq!(a.lock(Level::Reserved), LockResult::Ok);
+        assert_eq!(b.lock(Level::Reserved), LockResult::Busy);
+        let other = open_store(Some("memory:?capacity=1000000000")).unwrap();
+        let mut c = Db::open(other, "/h.db", true, false, None).unwrap();
+        assert_eq!(c.lock(Level::Reserved), LockResult::Ok, "another store's /h.db is another file");
+        for d in [a, b, c] {
+            d.close().unwrap();
+        }
+    }
+
+    #[test]
+    fn abandoned_write_transaction_reaches_nothing() {
+        let store = open_store(Some("memory:")).unwrap();
+        let mut a = Db::open(store.clone(), "/abandon.db", true, false, None).unwrap();
+        a.lock(Level::Shared);
+        a.lock(Level::Reserved);
+        a.lock(Level::Exclusive);
+        a.write(0, b"never committed").unwrap();
+        a.sync().unwrap();
+        a.unlock(Level::Shared).unwrap();
+        a.close().unwrap();
+        assert_eq!(store.store.read_file("/abandon.db").unwrap(), b"");
+    }
+}

@@ -1,0 +1,329 @@
+//! The `sqlite3_io_methods` callbacks, and xOpen: a main database is a txvfs file ([`Db`]);
+//! journals, super-journals and temp files live in memory ([`MemFile`]).
+
+use super::{cstr, fail, guard, journal_store_id, set_error, sqlite_string, uri_param};
+use crate::engine::{self, Db, Level, LockResult, MemFile};
+use libsqlite3_sys as ffi;
+use std::ffi::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+enum Kind {
+    Db(Db),
+    Mem { file: Arc<MemFile>, store_id: String, name: Option<String>, delete_on_close: bool },
+}
+
+#[repr(C)]
+pub(super) struct TxFile {
+    base: ffi::sqlite3_file,
+    kind: *mut Kind,
+}
+
+unsafe fn kind<'a>(f: *mut ffi::sqlite3_file) -> &'a mut Kind {
+    &mut *(*(f as *mut TxFile)).kind
+}
+
+static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 1,
+    xClose: Some(x_close),
+    xRead: Some(x_read),
+    xWrite: Some(x_write),
+    xTruncate: Some(x_truncate),
+    xSync: Some(x_sync),
+    xFileSize: Some(x_file_size),
+    xLock: Some(x_lock),
+    xUnlock: Some(x_unlock),
+    xCheckReservedLock: Some(x_check_reserved_lock),
+    xFileControl: Some(x_file_control),
+    xSectorSize: Some(x_sector_size),
+    xDeviceCharacteristics: Some(x_device_characteristics),
+    xShmMap: None,
+    xShmLock: None,
+    xShmBarrier: None,
+    xShmUnmap: None,
+    xFetch: None,
+    xUnfetch: None,
+};
+
+const WAL_REFUSED: &str = "txvfs: WAL mode is not supported (no shared memory); every write transaction already \
+commits atomically as one txvfs transaction: use journal_mode DELETE (the default), TRUNCATE, PERSIST or MEMORY";
+
+pub(super) unsafe extern "C" fn x_open(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    (*file).pMethods = ptr::null();
+    guard(ffi::SQLITE_CANTOPEN, || {
+        let zname = cstr(name);
+        let k = if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+            let Some(path) = zname.map(engine::canonical_path) else {
+                set_error(0, "txvfs: a main database needs a name".into());
+                return ffi::SQLITE_CANTOPEN;
+            };
+            let store_uri = uri_param(name, c"store");
+            let group = uri_param(name, c"group");
+            let store = match engine::open_store(store_uri.as_deref()) {
+                Ok(s) => s,
+                Err(e) => return fail(&e, ffi::SQLITE_CANTOPEN),
+            };
+            let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
+            let read_only = flags & ffi::SQLITE_OPEN_READONLY != 0;
+            match Db::open(store, &path, create, read_only, group.as_deref().filter(|g| !g.is_empty())) {
+                Ok(db) => Kind::Db(db),
+                Err(e) => return fail(&e, ffi::SQLITE_CANTOPEN),
+            }
+        } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
+            set_error(0, WAL_REFUSED.into());
+            return ffi::SQLITE_CANTOPEN;
+        } else {
+            let journal = flags & ffi::SQLITE_OPEN_MAIN_JOURNAL != 0;
+            let delete_on_close = flags & ffi::SQLITE_OPEN_DELETEONCLOSE != 0;
+            // A journal belongs to its database's store (two stores may hold one name).
+            let store_id = match zname {
+                Some(n) if journal => journal_store_id(name, n),
+                _ => String::new(),
+            };
+            let file = MemFile::open(&store_id, zname, journal);
+            Kind::Mem { file, store_id, name: zname.map(str::to_string), delete_on_close }
+        };
+        let tf = file as *mut TxFile;
+        (*tf).kind = Box::into_raw(Box::new(k));
+        (*file).pMethods = &IO_METHODS;
+        if !out_flags.is_null() {
+            *out_flags = flags;
+        }
+        ffi::SQLITE_OK
+    })
+}
+
+pub(super) unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
+    guard(ffi::SQLITE_IOERR_CLOSE, || {
+        let tf = file as *mut TxFile;
+        if (*tf).kind.is_null() {
+            return ffi::SQLITE_OK;
+        }
+        let k = Box::from_raw((*tf).kind);
+        (*tf).kind = ptr::null_mut();
+        match *k {
+            Kind::Db(db) => match db.close() {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => fail(&e, ffi::SQLITE_IOERR_CLOSE),
+            },
+            Kind::Mem { name, store_id, delete_on_close, .. } => {
+                if let (Some(n), true) = (name, delete_on_close) {
+                    MemFile::delete(&store_id, &n);
+                }
+                ffi::SQLITE_OK
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: i64) -> c_int {
+    guard(ffi::SQLITE_IOERR_READ, || {
+        let out = std::slice::from_raw_parts_mut(buf as *mut u8, amt as usize);
+        let n = match kind(file) {
+            Kind::Db(db) => match db.read(off as u64, out) {
+                Ok(n) => n,
+                Err(e) => {
+                    out.fill(0);
+                    return fail(&e, ffi::SQLITE_IOERR_READ);
+                }
+            },
+            Kind::Mem { file, .. } => file.read(off as u64, out),
+        };
+        // Short reads are zero-filled (done above): SQLite relies on it.
+        if n < out.len() {
+            ffi::SQLITE_IOERR_SHORT_READ
+        } else {
+            ffi::SQLITE_OK
+        }
+    })
+}
+
+unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: i64) -> c_int {
+    guard(ffi::SQLITE_IOERR_WRITE, || {
+        let data = std::slice::from_raw_parts(buf as *const u8, amt as usize);
+        match kind(file) {
+            Kind::Db(db) => match db.write(off as u64, data) {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => fail(&e, ffi::SQLITE_IOERR_WRITE),
+            },
+            Kind::Mem { file, .. } => {
+                file.write(off as u64, data);
+                ffi::SQLITE_OK
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    guard(ffi::SQLITE_IOERR_TRUNCATE, || match kind(file) {
+        Kind::Db(db) => match db.truncate(size as u64) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => fail(&e, ffi::SQLITE_IOERR_TRUNCATE),
+        },
+        Kind::Mem { file, .. } => {
+            file.truncate(size as u64);
+            ffi::SQLITE_OK
+        }
+    })
+}
+
+unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
+    guard(ffi::SQLITE_IOERR_FSYNC, || {
+        match kind(file) {
+            Kind::Db(db) => match db.sync() {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => fail(&e, ffi::SQLITE_IOERR_FSYNC),
+            },
+            Kind::Mem { .. } => ffi::SQLITE_OK,
+        }
+    })
+}
+
+unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, out: *mut i64) -> c_int {
+    guard(ffi::SQLITE_IOERR_FSTAT, || {
+        let size = match kind(file) {
+            Kind::Db(db) => match db.size() {
+                Ok(s) => s,
+                Err(e) => return fail(&e, ffi::SQLITE_IOERR_FSTAT),
+            },
+            Kind::Mem { file, .. } => file.size(),
+        };
+        *out = size as i64;
+        ffi::SQLITE_OK
+    })
+}
+
+unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    guard(ffi::SQLITE_IOERR_LOCK, || match kind(file) {
+        Kind::Db(db) => match db.lock(Level::from_int(level)) {
+            LockResult::Ok => ffi::SQLITE_OK,
+            LockResult::Busy => ffi::SQLITE_BUSY,
+        },
+        Kind::Mem { .. } => ffi::SQLITE_OK,
+    })
+}
+
+unsafe extern "C" fn x_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    guard(ffi::SQLITE_IOERR_UNLOCK, || match kind(file) {
+        Kind::Db(db) => match db.unlock(Level::from_int(level)) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => fail(&e, ffi::SQLITE_IOERR_UNLOCK),
+        },
+        Kind::Mem { .. } => ffi::SQLITE_OK,
+    })
+}
+
+unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+    guard(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, || {
+        *out = match kind(file) {
+            Kind::Db(db) => db.reserved_by_anyone() as c_int,
+            Kind::Mem { .. } => 0,
+        };
+        ffi::SQLITE_OK
+    })
+}
+
+/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode=WAL` is refused; `txvfs_group` and `txvfs_stats`
+/// are txvfs's own; `synchronous` is noted (and left to SQLite).
+unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
+    let args = arg as *mut *mut c_char;
+    let name = cstr(*args.add(1)).unwrap_or("").to_ascii_lowercase();
+    let value = cstr(*args.add(2)).map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string());
+    let set = |msg: &str| *args = sqlite_string(msg);
+    match name.as_str() {
+        "journal_mode" if value.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("wal")) => {
+            set(WAL_REFUSED);
+            ffi::SQLITE_ERROR
+        }
+        "synchronous" => {
+            if let Some(v) = &value {
+                db.set_sync_off(v.eq_ignore_ascii_case("off") || v == "0");
+            }
+            ffi::SQLITE_NOTFOUND
+        }
+        "txvfs_group" => {
+            if let Some(v) = value {
+                if let Err(e) = db.join_group(&v) {
+                    set(&format!("txvfs: {e}"));
+                    return ffi::SQLITE_ERROR;
+                }
+            }
+            set(&db.group_name().unwrap_or_default());
+            ffi::SQLITE_OK
+        }
+        "txvfs_stats" => {
+            let s = engine::stats();
+            set(&format!(
+                "commits={} durable={} batch={} grouped={} journals={}",
+                s.commits.load(Ordering::Relaxed),
+                s.durable.load(Ordering::Relaxed),
+                s.batch.load(Ordering::Relaxed),
+                s.grouped.load(Ordering::Relaxed),
+                s.journals.load(Ordering::Relaxed)
+            ));
+            ffi::SQLITE_OK
+        }
+        _ => ffi::SQLITE_NOTFOUND,
+    }
+}
+
+unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+    guard(ffi::SQLITE_IOERR, || {
+        let Kind::Db(db) = kind(file) else { return ffi::SQLITE_NOTFOUND };
+        match op {
+            ffi::SQLITE_FCNTL_SYNC => {
+                // The argument names the super-journal of a multi-database commit, if any.
+                db.phase_one_done(cstr(arg as *const c_char));
+                ffi::SQLITE_OK
+            }
+            ffi::SQLITE_FCNTL_LOCKSTATE => {
+                *(arg as *mut c_int) = db.level() as c_int;
+                ffi::SQLITE_OK
+            }
+            ffi::SQLITE_FCNTL_COMMIT_PHASETWO => match db.commit() {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => fail(&e, ffi::SQLITE_IOERR_WRITE),
+            },
+            ffi::SQLITE_FCNTL_BEGIN_ATOMIC_WRITE => {
+                db.begin_batch();
+                ffi::SQLITE_OK
+            }
+            ffi::SQLITE_FCNTL_COMMIT_ATOMIC_WRITE => match db.commit_batch() {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => fail(&e, ffi::SQLITE_IOERR_COMMIT_ATOMIC),
+            },
+            ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => {
+                db.rollback_batch();
+                ffi::SQLITE_OK
+            }
+            ffi::SQLITE_FCNTL_PRAGMA => pragma(db, arg),
+            ffi::SQLITE_FCNTL_VFSNAME => {
+                *(arg as *mut *mut c_char) = sqlite_string("txvfs");
+                ffi::SQLITE_OK
+            }
+            _ => ffi::SQLITE_NOTFOUND,
+        }
+    })
+}
+
+unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
+    4096
+}
+
+unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    guard(0, || {
+        let base = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | ffi::SQLITE_IOCAP_SAFE_APPEND | ffi::SQLITE_IOCAP_SEQUENTIAL;
+        match kind(file) {
+            Kind::Db(db) if db.batch_capable() => base | ffi::SQLITE_IOCAP_BATCH_ATOMIC,
+            _ => base,
+        }
+    })
+}
+

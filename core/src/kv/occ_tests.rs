@@ -1,0 +1,110 @@
+//! Unit tests of the resolver: range arithmetic, refresh, and a failed fsync.
+
+use super::*;
+
+/// An engine over one map whose fsync fails once `fail_sync` is set.
+#[derive(Default)]
+struct FlakyDisk {
+    map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    fail_sync: std::sync::atomic::AtomicBool,
+}
+
+impl Engine for FlakyDisk {
+    type Snapshot = BTreeMap<Vec<u8>, Vec<u8>>;
+    fn snapshot(&self, _version: u64) -> Self::Snapshot {
+        self.map.lock().clone()
+    }
+    fn get(&self, snap: &Self::Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(snap.get(key).cloned())
+    }
+    fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.map.lock().get(key).cloned())
+    }
+    fn scan(&self, snap: &Self::Snapshot, s: &[u8], e: &[u8], _rev: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        for (k, v) in snap.range::<[u8], _>((Bound::Included(s), Bound::Excluded(e))) {
+            if !visit(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+    fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+        let mut map = self.map.lock();
+        for m in batch {
+            match m {
+                Mutation::Set(k, v) => drop(map.insert(k, v)),
+                Mutation::Clear(k) => drop(map.remove(&k)),
+                Mutation::ClearRange(..) => unimplemented!(),
+            }
+        }
+        Ok(())
+    }
+    fn sync(&self) -> Result<()> {
+        if self.fail_sync.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Backend, "fsync: Input/output error"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn refresh_moves_to_the_latest_snapshot_unless_a_read_changed() {
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    let mut t = store.begin().unwrap();
+    assert_eq!(t.get(b"a").unwrap(), None);
+    t.set(b"mine", b"1").unwrap();
+    let mut other = store.begin().unwrap();
+    other.set(b"b", b"2").unwrap();
+    other.commit(false).unwrap();
+    assert_eq!(t.get(b"b").unwrap(), None, "its snapshot");
+    // `b` was read before the refresh, and changed after the snapshot: a conflict.
+    assert_eq!(t.refresh().unwrap_err().kind(), ErrorKind::Conflict);
+
+    let mut t = store.begin().unwrap();
+    assert_eq!(t.get(b"a").unwrap(), None);
+    t.set(b"mine", b"1").unwrap();
+    let mut other = store.begin().unwrap();
+    other.set(b"c", b"3").unwrap();
+    other.commit(false).unwrap();
+    t.refresh().unwrap();
+    assert_eq!(t.get(b"c").unwrap(), Some(b"3".to_vec()), "the fresh snapshot");
+    assert_eq!(t.get(b"mine").unwrap(), Some(b"1".to_vec()), "its own writes stay");
+    let mut late = store.begin().unwrap();
+    late.set(b"a", b"x").unwrap();
+    late.commit(false).unwrap();
+    assert_eq!(t.commit(false).unwrap_err().kind(), ErrorKind::Conflict, "reads still checked");
+}
+
+#[test]
+fn a_failed_fsync_is_an_unknown_outcome_and_stops_the_store() {
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    let mut tx = store.begin().unwrap();
+    tx.set(b"a", b"1").unwrap();
+    tx.commit(true).unwrap();
+    store.engine.fail_sync.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut tx = store.begin().unwrap();
+    tx.set(b"b", b"2").unwrap();
+    let e = tx.commit(true).unwrap_err();
+    // Never "failed, nothing changed": the batch was applied before the fsync failed.
+    assert_eq!(e.kind(), ErrorKind::CommitUnknown, "{e}");
+    assert!(!e.is_retryable());
+    // Even once the disk answers again, nothing written since may be trusted: the store
+    // refuses transactions and syncs until it is reopened.
+    store.engine.fail_sync.store(false, std::sync::atomic::Ordering::SeqCst);
+    let e = store.begin().err().expect("refused after a failed fsync");
+    assert!(e.message().contains("failed fsync"), "{e}");
+    assert!(store.sync_all().is_err());
+}
+
+#[test]
+fn range_overlap_is_half_open() {
+    let r = coalesce(vec![(b"b".to_vec(), b"d".to_vec()), (b"c".to_vec(), b"e".to_vec())]);
+    assert_eq!(r, vec![(b"b".to_vec(), b"e".to_vec())]);
+    assert!(ranges_contain(&r, b"b"));
+    assert!(ranges_contain(&r, b"dz"));
+    assert!(!ranges_contain(&r, b"e"));
+    assert!(!ranges_contain(&r, b"a"));
+    assert!(ranges_overlap(&r, b"a", b"c"));
+    assert!(!ranges_overlap(&r, b"a", b"b"));
+    assert!(!ranges_overlap(&r, b"e", b"f"));
+}
