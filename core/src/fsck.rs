@@ -5,7 +5,8 @@
 //!
 //! Checks: the superblock and root decode; every entry's parent is a live directory and its
 //! child a live inode of the entry's type; link counts match the entries (directories: 2 +
-//! subdirectories); every inode is reachable or recorded as an orphan; orphan records, blocks
+//! subdirectories); a directory's recorded parent is the directory its entry is in; every
+//! inode is reachable or recorded as an orphan; orphan records, blocks
 //! and xattrs belong to live inodes; no block lies beyond its file's size or in an inline
 //! file; every chunk a block refers to exists; every chunk belongs to a block or a staging
 //! record; staged-index entries (`U`) have their staging record (`T`); the inode and byte
@@ -47,6 +48,8 @@ pub enum ProblemKind {
     Unreachable,
     /// A directory named by more than one entry.
     DirectoryLinkedTwice,
+    /// A directory whose recorded parent (its `p` key) is not the directory its entry is in.
+    DirectoryParent,
     /// An orphan record of a missing inode.
     StrayOrphan,
     /// A block of a missing inode, of a non-file, of an inline file, or beyond the file's size.
@@ -254,6 +257,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
     // Inodes and directories' hot attributes.
     let mut inodes: BTreeMap<u64, InodeSummary> = BTreeMap::new();
     let mut nlink_delta: HashMap<u64, u64> = HashMap::new();
+    let mut recorded_parent: HashMap<u64, u64> = HashMap::new();
     rd.scan(Scope::Inodes, |_, k, v| {
         match schema::parse_inode_key(&k) {
             Ok((ino, None)) => match Inode::decode(&v) {
@@ -264,6 +268,9 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             },
             Ok((ino, Some(DirAttr::Nlink))) => {
                 nlink_delta.insert(ino, kv::decode_counter(Some(&v)));
+            }
+            Ok((ino, Some(DirAttr::Parent))) => {
+                recorded_parent.insert(ino, kv::decode_counter(Some(&v)));
             }
             Ok(_) => {}
             Err(err) => malformed(&mut r, "inode", &k, err),
@@ -288,6 +295,8 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
     // Directory entries.
     let mut refs: HashMap<u64, u64> = HashMap::new();
     let mut subdirs: HashMap<u64, u64> = HashMap::new();
+    // The directory each directory's (last) entry is in.
+    let mut entry_parent: HashMap<u64, u64> = HashMap::new();
     rd.scan(Scope::Dentries, |_, k, v| {
         let (parent, name) = match schema::parse_dentry_key(&k) {
             Ok((parent, name)) => (parent, String::from_utf8_lossy(name).into_owned()),
@@ -324,6 +333,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         *refs.entry(d.ino).or_default() += 1;
         if child.kind == FileType::Dir {
             *subdirs.entry(parent).or_default() += 1;
+            entry_parent.insert(d.ino, parent);
         }
         Ok(())
     })?;
@@ -361,6 +371,16 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             }
             if n > 1 {
                 r.problem(P::DirectoryLinkedTwice, format!("directory {ino} is in {n} directories"), vec![]);
+            }
+            // Stores from before parent keys have none: only a wrong one is a problem.
+            if let (1, Some(&recorded), Some(&actual)) = (n, recorded_parent.get(&ino), entry_parent.get(&ino)) {
+                if recorded != actual {
+                    r.problem(
+                        P::DirectoryParent,
+                        format!("directory {ino} records parent {recorded}, its entry is in directory {actual}"),
+                        vec![Fix::Set(schema::dir_attr_key(ino, DirAttr::Parent), actual.to_le_bytes().to_vec())],
+                    );
+                }
             }
         } else if n > 0 && i.nlink as u64 != n {
             let fixed = changed_inode(rd, ino, |i| i.nlink = n as u32)?;

@@ -93,7 +93,7 @@ fn clean_store_checks_clean_and_reports_progress() {
 #[test]
 fn repairable_damage_is_found_then_repaired() {
     let (backend, store) = populated();
-    let (d, a, mid) = (ino(&store, "/d"), ino(&store, "/d/a"), ino(&store, "/mid"));
+    let (d, a, mid, sub) = (ino(&store, "/d"), ino(&store, "/d/a"), ino(&store, "/mid"), ino(&store, "/d/sub"));
     let (victim, lost) = (ino(&store, "/victim"), ino(&store, "/lost"));
     damage(&backend, |tx| {
         // An entry whose inode is gone; an entry inside a file.
@@ -106,6 +106,8 @@ fn repairable_damage_is_found_then_repaired() {
         inode.nlink = 5;
         tx.set(&schema::inode_key(a), &inode.encode()).unwrap();
         tx.atomic_add(&schema::dir_attr_key(d, DirAttr::Nlink), 3).unwrap();
+        // A directory that records the wrong parent (/d/sub says /mid).
+        tx.set(&schema::dir_attr_key(sub, DirAttr::Parent), &mid.to_le_bytes()).unwrap();
         // An inode in no directory.
         tx.clear(&schema::dentry_key(ROOT_INO, b"lost")).unwrap();
         // Records of inodes that do not exist, and a block beyond a file's size.
@@ -119,7 +121,7 @@ fn repairable_damage_is_found_then_repaired() {
     });
     let r = check(&backend);
     let want: HashSet<P> = [
-        P::DanglingEntry, P::EntryType, P::LinkCount, P::Unreachable, P::StrayOrphan, P::StrayBlock,
+        P::DanglingEntry, P::EntryType, P::LinkCount, P::DirectoryParent, P::Unreachable, P::StrayOrphan, P::StrayBlock,
         P::StrayChunk, P::StrayStagedIndex, P::StrayXattr, P::Counter,
     ]
     .into();
@@ -133,6 +135,7 @@ fn repairable_damage_is_found_then_repaired() {
         format!("entry \"b\" in directory {d} says Symlink, inode {a} is File"),
         format!("inode {a} has link count 5, but 2 entries"),
         format!("directory {d} has link count 6, its entries make 3"),
+        format!("directory {sub} records parent {mid}, its entry is in directory {d}"),
         format!("inode {lost} (File) is in no directory and not an orphan"),
         "orphan record for missing inode 999999".into(),
         "block 0 of missing inode 777777".into(),
@@ -163,6 +166,8 @@ fn repairable_damage_is_found_then_repaired() {
     assert_eq!(store.lstat("/d/b").unwrap().kind, FileType::File);
     assert_eq!(store.lstat("/d/a").unwrap().nlink, 2);
     assert_eq!(store.lstat("/d").unwrap().nlink, 3);
+    // The repaired parent key is the one a rename walks up: /d cannot move below /d/sub.
+    assert_eq!(store.rename("/d", "/d/sub/d").unwrap_err().kind(), txvfs::ErrorKind::Invalid);
     assert!(store.lstat("/victim").is_err());
 }
 

@@ -90,6 +90,9 @@ mod tests {
     fn keys_parse_back() {
         assert!(matches!(parse_inode_key(&inode_key(7)).unwrap(), (7, None)));
         assert!(matches!(parse_inode_key(&dir_attr_key(7, DirAttr::Nlink)).unwrap(), (7, Some(DirAttr::Nlink))));
+        for attr in [DirAttr::Mtime, DirAttr::Ctime, DirAttr::Nlink, DirAttr::Parent] {
+            assert_eq!(DirAttr::from_u8(attr as u8).map(|a| a as u8), Some(attr as u8));
+        }
         assert_eq!(parse_dentry_key(&dentry_key(3, b"name")).unwrap(), (3, &b"name"[..]));
         assert_eq!(parse_block_key(&block_key(4, 9)).unwrap(), (4, 9));
         assert_eq!(parse_xattr_key(&xattr_key(5, b"user.a")).unwrap(), (5, &b"user.a"[..]));
