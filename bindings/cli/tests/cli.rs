@@ -93,7 +93,7 @@ fn bad_arguments_and_help() {
         let o = Command::new(BIN).args([cmd, "--help"]).output().unwrap();
         assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Usage"), "{cmd} --help");
     }
-    // A mountpoint that does not exist fails before mounting (bindings/fuse/tests/mount.rs
+    // A mountpoint that does not exist fails before mounting (bindings/fuse/tests/mount_cli.rs
     // runs real mounts).
     let missing = env.host("no-such-mountpoint");
     let (code, msg) = env.fails(&["mount", missing.to_str().unwrap()]);
