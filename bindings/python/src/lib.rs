@@ -10,11 +10,13 @@
 //!
 //! One file per object: `errors` (exceptions, the call boundary), `paths` (path arguments),
 //! `stat` (`StatResult`, `StatVfsResult`), `filesystem` (the calls shared by `Store` and
-//! `Transaction`), `store`, `transaction`, `handle` (open files); this file is the module.
+//! `Transaction`), `store`, `transaction`, `handle` (open files), `fsck` (the integrity
+//! check); this file is the module.
 #![warn(missing_docs)]
 
 mod errors;
 mod filesystem;
+mod fsck;
 mod handle;
 mod paths;
 mod stat;
@@ -50,6 +52,8 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TransactionConflict", py.get_type::<TransactionConflict>())?;
     m.add("TransactionTooLarge", py.get_type::<TransactionTooLarge>())?;
     m.add_function(wrap_pyfunction!(strerror, m)?)?;
+    m.add_function(wrap_pyfunction!(fsck::fsck, m)?)?;
+    m.add_class::<fsck::FsckReport>()?;
     m.add("CONFLICT", txvfs::error::code::CONFLICT)?;
     m.add("TOO_LARGE", txvfs::error::code::TOO_LARGE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

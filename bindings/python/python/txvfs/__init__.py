@@ -45,12 +45,14 @@ from typing import (
 
 from . import _txvfs
 from ._txvfs import (
+    FsckReport,
     Handle,
     StatResult,
     StatVfsResult,
     TransactionConflict,
     TransactionTooLarge,
     TxvfsError,
+    fsck,
 )
 
 __all__ = [
@@ -64,6 +66,8 @@ __all__ = [
     "TxvfsError",
     "TransactionConflict",
     "TransactionTooLarge",
+    "fsck",
+    "FsckReport",
     "flock",
     "lockf",
     "LOCK_SH",

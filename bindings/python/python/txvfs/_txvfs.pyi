@@ -18,6 +18,8 @@ __all__ = [
     "TransactionConflict",
     "TransactionTooLarge",
     "strerror",
+    "fsck",
+    "FsckReport",
     "CONFLICT",
     "TOO_LARGE",
     "__version__",
@@ -37,6 +39,19 @@ class TransactionTooLarge(TxvfsError):
 
 def strerror(code: int) -> str:
     """The fixed description of an errno or txvfs code."""
+
+def fsck(uri: str, repair: bool = False) -> FsckReport:
+    """Checks the store at ``uri`` key by key (and repairs what is safe with ``repair``)."""
+
+@final
+class FsckReport:
+    """What fsck found."""
+    @property
+    def problems(self) -> List[Tuple[str, str, bool]]: ...
+    @property
+    def keys_read(self) -> int: ...
+    @property
+    def clean(self) -> bool: ...
 
 @final
 class StatResult:
