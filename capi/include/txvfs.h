@@ -333,6 +333,28 @@ typedef struct txvfs_lock {
 } txvfs_lock;
 
 /**
+ * What `txvfs_fsck` found.
+ */
+typedef struct txvfs_fsck_report {
+    /**
+     * Keys read.
+     */
+    uint64_t keys_read;
+    /**
+     * Problems found, repaired ones included (0: the store is clean).
+     */
+    uint64_t problems;
+    /**
+     * Problems repaired (with `repair`).
+     */
+    uint64_t repaired;
+    /**
+     * Length in bytes of the whole text report (what `txvfs fsck` prints), without the NUL.
+     */
+    uint64_t text_needed;
+} txvfs_fsck_report;
+
+/**
  * One directory entry, as `txvfs_readdir` fills it in a caller's array.
  */
 typedef struct txvfs_dirent {
@@ -584,6 +606,22 @@ int txvfs_getlk(struct txvfs_store *store,
                 uint64_t start,
                 uint64_t len,
                 struct txvfs_lock *out);
+
+/**
+ * Checks the store at `uri` key by key without opening it (opening would tidy up first), and
+ * with `repair` non-zero fixes what has one safe answer. Run it while no one writes to the
+ * store. The counts go to `*out`; the text report goes to `text` like `snprintf`: at most
+ * `text_len - 1` bytes and a NUL (`text` may be NULL when `text_len` is 0;
+ * `out->text_needed` says how much room the whole report needs).
+ * Errors: -EINVAL (NULL `uri` or `out`, NULL `text` with a length, a URI that is not UTF-8),
+ * -ENOENT (no store there: nothing is created), -EBUSY (the store is in use by another
+ * process or library copy), -TXVFS_EBACKEND.
+ */
+int txvfs_fsck(const char *uri,
+               int repair,
+               char *text,
+               size_t text_len,
+               struct txvfs_fsck_report *out);
 
 /**
  * Creates options with the defaults: sync on, block size 65536, inline limit 4096, writable,

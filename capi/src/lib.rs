@@ -20,6 +20,7 @@
 
 pub mod boundary;
 pub mod files;
+pub mod fsck;
 mod handles;
 pub mod options;
 pub mod paths;

@@ -130,3 +130,32 @@ TEST_CASE("store: two memory: stores are separate", "[basics]") {
     OK(txvfs_exists(b, nullptr, "/only-in-a", &e));
     REQUIRE_FALSE(e);
 }
+
+TEST_CASE("fsck: a clean store, the report text like snprintf, no store there, bad arguments", "[basics]") {
+    TempDir d;
+    std::string uri = d.path + "/store";
+    {
+        Store s(uri);
+        OK(txvfs_mkdir_all(s, nullptr, "/a/b", 0755));
+        OK(txvfs_write_file(s, nullptr, "/a/b/f", "data", 4));
+    }
+    txvfs_fsck_report r;
+    OK(txvfs_fsck(uri.c_str(), 0, nullptr, 0, &r));
+    REQUIRE(r.problems == 0);
+    REQUIRE(r.repaired == 0);
+    REQUIRE(r.keys_read > 3);
+    REQUIRE(r.text_needed > 0);
+    std::string whole(r.text_needed + 1, 'x');
+    OK(txvfs_fsck(uri.c_str(), 0, &whole[0], whole.size(), &r));
+    REQUIRE(std::strlen(whole.c_str()) == r.text_needed);
+    char small[5];
+    OK(txvfs_fsck(uri.c_str(), 0, small, sizeof small, &r));
+    REQUIRE(std::strlen(small) == 4);
+    REQUIRE(std::string(small) == whole.substr(0, 4));
+    std::string missing = d.path + "/missing";
+    REQUIRE(txvfs_fsck(missing.c_str(), 0, nullptr, 0, &r) == -ENOENT);
+    REQUIRE(access(missing.c_str(), F_OK) != 0);
+    REQUIRE(txvfs_fsck(nullptr, 0, nullptr, 0, &r) == -EINVAL);
+    REQUIRE(txvfs_fsck(uri.c_str(), 0, nullptr, 0, nullptr) == -EINVAL);
+    REQUIRE(txvfs_fsck(uri.c_str(), 0, nullptr, 8, &r) == -EINVAL);
+}
