@@ -26,6 +26,9 @@ pub mod kv;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+/// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
+/// own language, such as Python's `Store.transact`).
+pub use kv::backoff;
 pub use fsck::CheckReport;
 pub use fs::{
     Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,

@@ -38,6 +38,13 @@ fn strerror(code: i32) -> String {
     ErrorKind::from_code(code).map(|k| k.description().to_string()).unwrap_or_else(|| format!("unknown error {code}"))
 }
 
+/// Sleeps before retry `attempt` of a conflicting transaction, with the core's backoff
+/// (exponential from 1 ms to 100 ms, with jitter), without holding the GIL.
+#[pyfunction]
+fn backoff(py: Python<'_>, attempt: u32) {
+    py.detach(|| txvfs::backoff(attempt));
+}
+
 /// The native module `txvfs._txvfs`.
 #[pymodule]
 fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -53,6 +60,7 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TransactionTooLarge", py.get_type::<TransactionTooLarge>())?;
     m.add_function(wrap_pyfunction!(strerror, m)?)?;
     m.add_function(wrap_pyfunction!(fsck::fsck, m)?)?;
+    m.add_function(wrap_pyfunction!(backoff, m)?)?;
     m.add_class::<fsck::FsckReport>()?;
     m.add("CONFLICT", txvfs::error::code::CONFLICT)?;
     m.add("TOO_LARGE", txvfs::error::code::TOO_LARGE)?;

@@ -26,8 +26,6 @@ import errno as _errno
 import io
 import itertools
 import os
-import random
-import time
 import warnings
 import weakref
 from typing import (
@@ -313,8 +311,9 @@ class Store(_PathOps, _txvfs.Store):
         return Transaction(self)
 
     def transact(self, fn: Callable[["Transaction"], T], retries: int = 100) -> T:
-        """Runs ``fn(tx)`` in a transaction and commits it, running it again (with
-        backoff) when it conflicts with another transaction, up to ``retries`` times.
+        """Runs ``fn(tx)`` in a transaction and commits it, running it again (with the
+        core's backoff, as ``Store::transact`` does) when it conflicts with another
+        transaction, up to ``retries`` times.
         ``fn`` may run several times, so it must not have effects outside ``tx``. Every
         other exception rolls back and propagates."""
         attempt = 0
@@ -328,7 +327,7 @@ class Store(_PathOps, _txvfs.Store):
                 tx.rollback()
                 if attempt >= retries:
                     raise
-                time.sleep(min(0.0005 * (2 ** attempt), 0.05) * random.random())
+                _txvfs.backoff(attempt)
                 attempt += 1
             except BaseException:
                 tx.rollback()

@@ -20,6 +20,7 @@ __all__ = [
     "strerror",
     "fsck",
     "FsckReport",
+    "backoff",
     "CONFLICT",
     "TOO_LARGE",
     "__version__",
@@ -39,6 +40,9 @@ class TransactionTooLarge(TxvfsError):
 
 def strerror(code: int) -> str:
     """The fixed description of an errno or txvfs code."""
+
+def backoff(attempt: int) -> None:
+    """Sleeps before retry ``attempt`` with the core's backoff."""
 
 def fsck(uri: str, repair: bool = False) -> FsckReport:
     """Checks the store at ``uri`` key by key (and repairs what is safe with ``repair``)."""
