@@ -2,8 +2,8 @@
 //! the power cut that forgets them (see main.rs for the model).
 
 use fuser::{Errno, FileAttr, FileType, INodeNo};
-use std::ffi::OsStr;
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -47,6 +47,7 @@ pub fn persist(f: &File, ops: &[Op]) -> io::Result<()> {
 /// xorshift64*: the cut's random choices come from the seed the harness gives.
 pub struct Rng(u64);
 impl Rng {
+    /// The next pseudo-random number.
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -55,6 +56,7 @@ impl Rng {
     }
 }
 
+/// Everything the file system knows, behind one lock.
 #[derive(Default)]
 pub struct State {
     /// Inode number -> backing path. Unlinked files keep their (stale) path here.
@@ -124,10 +126,12 @@ fn short(p: &Path) -> String {
     p.file_name().unwrap_or_default().to_string_lossy().into_owned()
 }
 
+/// The errno the kernel gets for an I/O error of the backing directory.
 pub fn err(e: io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// The FUSE file type of a backing file.
 pub fn kind_of(ft: fs::FileType) -> FileType {
     if ft.is_dir() {
         FileType::Directory
@@ -146,6 +150,7 @@ fn time(secs: i64, nsecs: i64) -> SystemTime {
     }
 }
 
+/// Attributes of the control file.
 pub fn ctl_attr() -> FileAttr {
     FileAttr {
         ino: INodeNo(CTL_INO),
@@ -167,14 +172,17 @@ pub fn ctl_attr() -> FileAttr {
 }
 
 impl State {
+    /// The backing path of inode `ino`.
     pub fn path(&self, ino: u64) -> Result<PathBuf, Errno> {
         self.paths.get(&ino).cloned().ok_or(Errno::ENOENT)
     }
 
+    /// The backing path of `name` in directory `parent`.
     pub fn child(&self, parent: u64, name: &OsStr) -> Result<PathBuf, Errno> {
         Ok(self.path(parent)?.join(name))
     }
 
+    /// The inode number of an existing backing path (a new one the first time).
     pub fn ino_for(&mut self, path: PathBuf) -> u64 {
         if let Some(&ino) = self.inos.get(&path) {
             return ino;
@@ -209,6 +217,7 @@ impl State {
         }
     }
 
+    /// Attributes as the mount shows them: the size includes unsynced writes.
     pub fn attr(&self, ino: u64, fh: Option<u64>) -> Result<FileAttr, Errno> {
         if ino == CTL_INO {
             return Ok(ctl_attr());
@@ -241,6 +250,7 @@ impl State {
         })
     }
 
+    /// Registers an open backing file; returns its handle number.
     pub fn add_handle(&mut self, f: File) -> u64 {
         self.next_fh += 1;
         self.files.insert(self.next_fh, f);
@@ -340,6 +350,7 @@ impl State {
         )
     }
 
+    /// A command written to the control file.
     pub fn control(&mut self, data: &[u8]) -> Result<(), Errno> {
         let text = String::from_utf8_lossy(data);
         let words: Vec<&str> = text.split_whitespace().collect();
