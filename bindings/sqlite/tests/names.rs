@@ -16,6 +16,25 @@ fn extension() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join("libtxvfs_sqlite")
 }
 
+/// A Python whose sqlite3 module can load extensions: the one tests/sqlite/run found, else the
+/// first of `python3` and Debian's `/usr/bin/python3` that can (pyenv builds often cannot).
+fn python_that_loads_extensions() -> String {
+    if let Ok(p) = std::env::var("TXVFS_SQLITE_PYTHON") {
+        return p;
+    }
+    let can = |p: &str| {
+        Command::new(p)
+            .args(["-c", "import sqlite3, sys; sys.exit(not hasattr(sqlite3.Connection, 'enable_load_extension'))"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    ["python3", "/usr/bin/python3"]
+        .into_iter()
+        .find(|p| can(p))
+        .expect("no python3 whose sqlite3 can load extensions (scripts/setup installs Debian's)")
+        .to_string()
+}
+
 #[test]
 fn one_database_under_several_names_has_one_lock() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,8 +49,7 @@ fn one_database_under_several_names_has_one_lock() {
         store.link("/data/x.db", "/data/hard.db").unwrap();
     }
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/sqlite/test_names.py");
-    // A Python whose sqlite3 module can load extensions (tests/sqlite/run passes the one it found).
-    let python = std::env::var("TXVFS_SQLITE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = python_that_loads_extensions();
     let out = Command::new(&python)
         .arg(&script)
         .arg(extension())
