@@ -1,6 +1,6 @@
 //! Runs random operations on txvfs and the model together and compares every result.
 
-use super::handles::{STORE_SLOTS, SLOTS};
+use super::handles::{Mode, STORE_SLOTS, SLOTS};
 use super::ops::*;
 use super::tree::compare_trees;
 use super::{Model, R};
@@ -157,7 +157,20 @@ impl Runner {
             if self.rng.gen_ratio(1, if self.big.is_some() { 4 } else { 8 }) {
                 self.transaction();
             } else {
-                let op = gen_op(&mut self.rng, &self.options, &self.gen, &self.m);
+                let open: Vec<usize> = (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
+                let op = if self.big.is_some() && !open.is_empty() && self.rng.gen_ratio(1, 4) {
+                    // Large writes through store handles: write-back ones pass their 4 MiB
+                    // flush point. At most 2.5 MB each, so buffer and write fit in one
+                    // backend transaction (see `write_back_large_write_after_buffered_data`).
+                    let n = self.rng.gen_range(500_000..2_500_000);
+                    Op::HWrite(open[self.rng.gen_range(0..open.len())], data_of(n, self.rng.gen()))
+                } else if self.big.is_some() && open.is_empty() && self.rng.gen_ratio(1, 8) {
+                    // A handle for those, on a name no other call uses (so the open succeeds).
+                    let wb = self.rng.gen_ratio(2, 3);
+                    Op::HOpen(0, b"/f".to_vec(), Mode { read: true, write: true, create: true, write_back: wb, ..Mode::default() })
+                } else {
+                    gen_op(&mut self.rng, &self.options, &self.gen, &self.m)
+                };
                 let store = self.store.clone();
                 self.step(&store, &op);
                 if self.i % 50 == 0 {
