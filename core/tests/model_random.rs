@@ -113,7 +113,7 @@ fn model_staged_writes_fdb_limits() {
         let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
-        let s = run_single("staged", &store, &options, seed, ops(400), Some(backend));
+        let s = run_single("staged", &store, &options, seed, ops(600), Some(backend));
         staged += s.staged;
         total += s.ops;
     }
@@ -154,6 +154,8 @@ struct SharedPart {
     conflicts: u64,
     /// Runs of a transaction after a conflict (`Store::transact` retrying).
     retries: u64,
+    /// An append handle on the file, held across its renames (auto-commit writes).
+    held: Option<txvfs::File>,
 }
 
 /// One conflict-safe operation in `/shared`: append to this thread's own file, rename it
@@ -176,17 +178,23 @@ fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart)
         std::thread::yield_now();
         tx.write_file("/shared/counter", (n + 1).to_string().as_bytes())
     };
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..5) {
         0 => {
             append(&|p| store.open(p, &OpenOptions::new().append(true))).unwrap();
             me.records.extend_from_slice(&record);
         }
-        1 => {
+        1 if me.held.is_some() => {
+            // Through a handle held since the start, across renames of its file.
+            let f = me.held.as_ref().unwrap();
+            f.write(&record).unwrap();
+            me.records.extend_from_slice(&record);
+        }
+        1 | 4 => {
             let other = if me.name[8] == b'f' { format!("/shared/g{t}") } else { format!("/shared/f{t}") };
             store.rename(&me.name, &other).unwrap();
             me.name = other.into_bytes();
         }
-        2 => match store.transact(bump) {
+        2 => match store.transact(&bump) {
             Ok(()) => {
                 me.records.extend_from_slice(&record);
                 me.increments += 1;
@@ -226,14 +234,16 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
                     let tseed = seed * 100 + t as u64;
                     let mut r = Runner::new(&store, &options, tseed, prefix.as_bytes());
                     r.shared = true;
-                    let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0 };
+                    let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0, held: None };
                     store.write_file(&me.name, b"").unwrap();
+                    me.held = Some(store.open(&me.name, &OpenOptions::new().append(true)).unwrap());
                     let mut rng = SmallRng::seed_from_u64(tseed ^ 0x5eed);
                     while r.i < n && r.mismatches.is_empty() {
                         r.run(10);
                         shared_step(&store, t, &mut rng, &mut me);
                     }
                     r.finish();
+                    me.held.take().unwrap().close().unwrap();
                     (r, me)
                 })
             })
@@ -275,7 +285,7 @@ fn model_threads_memory() {
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::open_with("memory:", options.clone()).unwrap();
         let threads = 2 + (seed % 3) as usize;
-        run_threads("threads memory", &store, &options, seed, threads, ops(800));
+        run_threads("threads memory", &store, &options, seed, threads, ops(1500));
     }
 }
 
@@ -285,6 +295,6 @@ fn model_threads_rocksdb() {
         let dir = tempfile::tempdir().unwrap();
         let options = small_blocks();
         let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
-        run_threads("threads rocksdb", &store, &options, seed, 3, ops(600));
+        run_threads("threads rocksdb", &store, &options, seed, 3, ops(1000));
     }
 }

@@ -26,6 +26,8 @@ pub enum Op {
     Readlink(Vec<u8>),
     HOpen(usize, Vec<u8>, Mode),
     HClose(usize),
+    /// Dropping the handle without `close` (it flushes write-back data too).
+    HDrop(usize),
     HRead(usize, usize),
     HPread(usize, u64, usize),
     HWrite(usize, Vec<u8>),
@@ -194,7 +196,8 @@ pub fn gen_op(rng: &mut SmallRng, o: &Options, g: &Gen, m: &Model) -> Op {
         }
         81..=86 => Op::HStat(s),
         87..=93 => Op::HSync(s),
-        _ => Op::HClose(s),
+        94..=97 => Op::HClose(s),
+        _ => Op::HDrop(s),
     }
 }
 
@@ -215,7 +218,7 @@ pub fn model_apply(m: &mut Model, op: &Op) -> R {
         Op::Symlink(t, l) => m.symlink(t, l),
         Op::Readlink(p) => m.readlink(p),
         Op::HOpen(s, p, mode) => m.h_open(*s, p, *mode),
-        Op::HClose(s) => m.h_close(*s),
+        Op::HClose(s) | Op::HDrop(s) => m.h_close(*s),
         Op::HRead(s, n) => m.h_read(*s, *n),
         Op::HPread(s, off, n) => m.h_pread(*s, *off, *n),
         Op::HWrite(s, d) => m.h_write(*s, None, d),
@@ -246,7 +249,7 @@ pub fn handle_slot(op: &Op) -> Option<usize> {
     match op {
         Op::HOpen(s, ..) | Op::HClose(s) | Op::HRead(s, _) | Op::HPread(s, ..) | Op::HWrite(s, _) => Some(*s),
         Op::HPwrite(s, ..) | Op::HSeek(s, _) | Op::HSetLen(s, _) | Op::HAllocate(s, ..) | Op::HStat(s) => Some(*s),
-        Op::HSync(s) => Some(*s),
+        Op::HSync(s) | Op::HDrop(s) => Some(*s),
         _ => None,
     }
 }
@@ -320,6 +323,10 @@ pub fn fs_apply<F: FileSystem>(fs: &F, files: &mut [Option<File>], prefix: &[u8]
             Ok(Val::Unit)
         }
         Op::HClose(s) => unit(files[*s].take().unwrap().close()),
+        Op::HDrop(s) => {
+            drop(files[*s].take());
+            Ok(Val::Unit)
+        }
         Op::HRead(s, n) => {
             let mut buf = vec![0; *n];
             let got = file(files, *s).read(&mut buf)?;
@@ -385,6 +392,7 @@ pub fn op_name(op: &Op) -> &'static str {
         Op::Readlink(..) => "readlink",
         Op::HOpen(..) => "h_open",
         Op::HClose(..) => "h_close",
+        Op::HDrop(..) => "h_drop",
         Op::HRead(..) => "h_read",
         Op::HPread(..) => "h_pread",
         Op::HWrite(..) => "h_write",
