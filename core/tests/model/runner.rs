@@ -167,7 +167,7 @@ impl Runner {
                 } else if self.big.is_some() && open.is_empty() && self.rng.gen_ratio(1, 8) {
                     // A handle for those, on a name no other call uses (so the open succeeds).
                     let wb = self.rng.gen_ratio(2, 3);
-                    Op::HOpen(0, b"/f".to_vec(), Mode { read: true, write: true, create: true, write_back: wb, ..Mode::default() })
+                    Op::HOpen(0, b"/e".to_vec(), Mode { read: true, write: true, create: true, write_back: wb, ..Mode::default() })
                 } else {
                     gen_op(&mut self.rng, &self.options, &self.gen, &self.m)
                 };
@@ -192,6 +192,24 @@ impl Runner {
         Op::WriteFile(path, data)
     }
 
+    /// In a big transaction: calls on `/e` (which the big writes fill) through a handle of the
+    /// transaction, at offsets across its megabytes, so that blocks written ahead are
+    /// overwritten, truncated and punched before the transaction ends.
+    fn on_big_file(&mut self) -> Op {
+        let slot = STORE_SLOTS;
+        if self.m.handles[slot].is_none() {
+            return Op::HOpen(slot, b"/e".to_vec(), Mode { read: true, write: true, create: true, ..Mode::default() });
+        }
+        let off = self.rng.gen_range(0..3_000_000);
+        match self.rng.gen_range(0..5) {
+            0 => Op::HSetLen(slot, off),
+            1 => Op::HAllocate(slot, txvfs::FallocateMode::PunchHole, off, self.rng.gen_range(1..1_500_000)),
+            2 => Op::HPwrite(slot, off, data_of(self.rng.gen_range(1..300_000), self.rng.gen())),
+            3 => Op::HPread(slot, off, self.rng.gen_range(1..300_000)),
+            _ => Op::HAllocate(slot, txvfs::FallocateMode::Allocate, off, self.rng.gen_range(1..1_000_000)),
+        }
+    }
+
     fn transaction(&mut self) {
         // Write-back data goes out first: its flush would otherwise land after the group.
         self.sync_all();
@@ -207,6 +225,8 @@ impl Runner {
             let op = if bigs > 0 && self.rng.gen_ratio(bigs, (total - j) as u32) {
                 bigs -= 1;
                 self.big_write()
+            } else if big.is_some() && self.rng.gen_ratio(1, 4) {
+                self.on_big_file()
             } else {
                 gen_op(&mut self.rng, &self.options, &self.gen, &self.m)
             };
