@@ -6,27 +6,38 @@
 //! readdir, unlink, rename with flags, link, symlink, readlink) and open handles held across
 //! them (read, write, read+write, append, create, create-new, truncate, write-back), used for
 //! read/pread/write/pwrite/seek/set_len/fallocate (allocate, keep-size, punch-hole)/fstat/
-//! sync/close, also after their file was unlinked or renamed. Random groups of operations run
-//! in explicit transactions (with handles of their own) that commit or roll back; a rollback
-//! restores the model from a snapshot. Write-back data is compared once synced or closed (and
-//! always through its own handle). The modes:
-//! - `model_random_memory` / `model_random_rocksdb`: one thread, small and default blocks.
-//! - `model_staged_writes_fdb_limits`: FoundationDB's limits on the memory backend; half the
-//!   transactions write a few MB, so blocks are written ahead as chunks (staged), then commit
-//!   or roll back; staging records must be gone and a rollback must leave no chunk.
-//! - `model_threads_memory` / `model_threads_rocksdb`: several threads, each on its own
-//!   subtree with its own model, plus a shared directory where each thread appends records to
-//!   its own file, renames it, and increments a shared counter in transactions that conflict
-//!   (whole or not at all); at the end the tree must be the union of the models.
+//! sync/close/drop, also after their file was unlinked or renamed over (it stays usable until
+//! its last handle goes). Random groups of operations run in explicit transactions, with
+//! handles of their own (one of which, now and then, must give EBADF once the transaction has
+//! ended), that commit or roll back; a rollback restores the model from a snapshot.
+//! Write-back data is compared once synced or closed, and always through its own handle;
+//! before another call reads or writes that file, the handle is synced.
 //!
-//! CI runs fixed seeds, printed at the start of each run. To reproduce a failure:
-//! `TXVFS_SEED=N cargo test --release -p txvfs --test model_random` (each mode runs seed N;
-//! threads interleave differently each run). A longer random run:
+//! The modes (fixed seeds in CI, printed at the start of each run, with op counts at the end):
+//! - `model_random_memory` (8 seeds x 2,500 ops) / `model_random_rocksdb` (2,500): one thread,
+//!   tiny (512-byte blocks, 128-byte inline limit) and default layouts.
+//! - `model_staged_writes_fdb_limits` (2 x 600): the memory backend with FoundationDB's limits;
+//!   half the transactions write a few MB, so blocks are written ahead as chunks (staged), and
+//!   a handle of the transaction truncates, punches and overwrites them before it commits or
+//!   rolls back; afterwards no staging record may be left, and a rollback no chunk. Store
+//!   handles write up to 2.5 MB at once, so write-back buffers pass their 4 MiB flush.
+//! - `model_threads_memory` (3 and 4 threads x 1,500) / `model_threads_rocksdb` (3 x 1,000):
+//!   each thread runs the above on its own subtree `/tN` with its own model, and between
+//!   rounds works in `/shared`: appends records to its own file (directly, or through a handle
+//!   held across renames), renames it, and increments a shared counter together with an
+//!   append, in transactions that conflict (`Store::transact` retries; a single `commit` may
+//!   fail with a retryable conflict and then changes nothing). At the end the tree must be the
+//!   union of the models, the counter the number of committed increments, and statfs agree.
+//!
+//! Reproducing a failure: `TXVFS_SEED=N cargo test --release -p txvfs --test model_random`
+//! (each mode runs seed N; threads interleave differently from run to run). A longer random
+//! run, separate from CI:
 //! `TXVFS_SEED=random TXVFS_MODEL_OPS=20000 cargo test --release -p txvfs --test model_random -- --nocapture`
 
 mod model;
 
-use model::runner::{Runner, Stats};
+use model::runner::Runner;
+use model::tree::compare_trees;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -69,8 +80,8 @@ fn report(mode: &str, seed: u64, r: &Runner) {
     );
 }
 
-/// Runs one seed on one thread; returns the operation count.
-fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize, big: Option<Arc<dyn Backend>>) -> Stats {
+/// Runs one seed on one thread.
+fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize, big: Option<Arc<dyn Backend>>) -> Runner {
     eprintln!("model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {})", store.describe(), options.block_size, options.inline_limit);
     let mut r = Runner::new(store, options, seed, b"");
     r.big = big;
@@ -78,7 +89,7 @@ fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize,
     r.finish();
     r.check();
     report(mode, seed, &r);
-    r.stats
+    r
 }
 
 #[test]
@@ -88,7 +99,7 @@ fn model_random_memory() {
         // Odd seeds use tiny blocks (many inline/block transitions), even ones the defaults.
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::open_with("memory:", options.clone()).unwrap();
-        total += run_single("memory", &store, &options, seed, ops(2500), None).ops;
+        total += run_single("memory", &store, &options, seed, ops(2500), None).stats.ops;
     }
     eprintln!("model_random memory: {total} operations");
     assert!(total >= ops(2500));
@@ -101,7 +112,13 @@ fn model_random_rocksdb() {
         let dir = tempfile::tempdir().unwrap();
         let options = small_blocks();
         let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
-        total += run_single("rocksdb", &store, &options, seed, ops(2500), None).ops;
+        let r = run_single("rocksdb", &store, &options, seed, ops(2500), None);
+        total += r.stats.ops;
+        // Everything is still there after the store is closed and opened again.
+        let model = r.m.clone();
+        drop((r, store));
+        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        compare_trees(&model, &store, b"", &format!("seed {seed}, reopened"), true);
     }
     assert!(total >= ops(2500));
 }
@@ -113,7 +130,7 @@ fn model_staged_writes_fdb_limits() {
         let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
-        let s = run_single("staged", &store, &options, seed, ops(600), Some(backend));
+        let s = run_single("staged", &store, &options, seed, ops(600), Some(backend)).stats;
         staged += s.staged;
         total += s.ops;
     }
