@@ -66,7 +66,7 @@ fn report(mode: &str, seed: u64, r: &Runner) {
     let s = &r.stats;
     eprintln!(
         "model_random {mode}: seed {seed} ok: {} ops, {} commits, {} rollbacks, {} conflicts, {} staged, \
-         {} calls on orphans, {} buffered writes, {} forced syncs, {} inodes at the end\n  outcomes (model): {}",
+         {} calls on orphans, {} buffered writes, {} forced syncs, {} orphans closed in a transaction, {} inodes at the end\n  outcomes (model): {}",
         s.ops,
         s.commits,
         s.rollbacks,
@@ -75,6 +75,7 @@ fn report(mode: &str, seed: u64, r: &Runner) {
         s.orphan_calls,
         s.buffered_writes,
         s.settles,
+        s.orphans_closed_in_tx,
         r.m.nodes.len(),
         s.summary()
     );

@@ -27,6 +27,8 @@ pub struct Stats {
     /// Writes buffered by write-back handles, and syncs forced before another call used the file.
     pub buffered_writes: usize,
     pub settles: usize,
+    /// Store handles closed during a transaction that had unlinked their file.
+    pub orphans_closed_in_tx: usize,
     pub outcomes: BTreeMap<&'static str, (usize, BTreeMap<i32, usize>)>,
 }
 
@@ -221,8 +223,23 @@ impl Runner {
         let mut bigs = if big.is_some() { self.rng.gen_range(3..5) } else { 0 };
         let store_slots = std::mem::replace(&mut self.gen.slots, STORE_SLOTS..SLOTS);
         let total = k + bigs;
+        // Store handles closed meanwhile: outside the transaction, so a rollback keeps that.
+        let mut closed_outside = Vec::new();
         for j in 0..total {
-            let op = if bigs > 0 && self.rng.gen_ratio(bigs, (total - j) as u32) {
+            let open: Vec<usize> = (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
+            if !open.is_empty() && self.rng.gen_ratio(1, 8) {
+                // The last handle of a file the transaction unlinked may close before the
+                // commit: the commit must then free the file.
+                let s = open[self.rng.gen_range(0..open.len())];
+                let ino = self.m.handles[s].as_ref().unwrap().ino;
+                self.stats.orphans_closed_in_tx += (self.m.nodes[&ino].links == 0) as usize;
+                let store = self.store.clone();
+                let op = if self.rng.gen() { Op::HClose(s) } else { Op::HDrop(s) };
+                self.step(&store, &op);
+                closed_outside.push(s);
+                continue;
+            }
+            let op = if bigs > 0 && self.rng.gen_ratio(bigs, ((total - j) as u32).max(bigs)) {
                 bigs -= 1;
                 self.big_write()
             } else if big.is_some() && self.rng.gen_ratio(1, 4) {
@@ -277,6 +294,9 @@ impl Runner {
             self.stats.commits += 1;
         } else {
             self.m = snapshot;
+            for s in closed_outside {
+                let _ = self.m.h_close(s);
+            }
             self.stats.rollbacks += 1;
         }
         if let (Some(b), Some([chunks, ..])) = (big, before) {
