@@ -6,7 +6,7 @@ use super::tree::compare_trees;
 use super::{Model, R};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use txvfs::kv::Backend;
 use txvfs::{ErrorKind, File, FileSystem, Options, Store};
@@ -47,9 +47,9 @@ impl Stats {
 }
 
 /// Keys of the write-ahead machinery: chunks (`C`), staging records (`T`), their index (`U`).
-pub fn staging_keys(b: &dyn Backend) -> [usize; 3] {
+pub fn staging_keys(b: &dyn Backend) -> [BTreeSet<Vec<u8>>; 3] {
     let mut tx = b.begin().unwrap();
-    [b'C', b'T', b'U'].map(|scope| tx.get_range(&[scope], &[scope + 1], 0, false).unwrap().len())
+    [b'C', b'T', b'U'].map(|scope| tx.get_range(&[scope], &[scope + 1], 0, false).unwrap().into_iter().map(|(k, _)| k).collect())
 }
 
 pub struct Runner {
@@ -253,7 +253,7 @@ impl Runner {
         if self.rng.gen_ratio(1, 4) {
             compare_trees(&self.m, &tx, &self.gen.prefix, &self.ctx(" (inside a transaction)"), false);
         }
-        let staged = big.as_ref().is_some_and(|b| staging_keys(&**b)[1] > 0);
+        let staged = big.as_ref().is_some_and(|b| !staging_keys(&**b)[1].is_empty());
         self.stats.staged += staged as usize;
         // Handles opened in the transaction close before it ends, except now and then one
         // that must then fail with EBADF.
@@ -301,9 +301,10 @@ impl Runner {
         }
         if let (Some(b), Some([chunks, ..])) = (big, before) {
             let [c, t, u] = staging_keys(&*b);
-            assert_eq!((t, u), (0, 0), "{}: staging records left after the transaction ended", self.ctx(""));
+            assert_eq!((t.len(), u.len()), (0, 0), "{}: staging records left after the transaction ended", self.ctx(""));
             if !committed {
-                assert_eq!(c, chunks, "{}: a rolled-back transaction left chunks", self.ctx(""));
+                // (A handle closed meanwhile may have freed an unlinked file's chunks.)
+                assert!(c.is_subset(&chunks), "{}: a rolled-back transaction left chunks", self.ctx(""));
             }
         }
         self.compare(" (after a transaction)");
