@@ -28,6 +28,8 @@
 //!   append, in transactions that conflict (`Store::transact` retries; a single `commit` may
 //!   fail with a retryable conflict and then changes nothing). At the end the tree must be the
 //!   union of the models, the counter the number of committed increments, and statfs agree.
+//! - `model_threads_staged_fdb_limits` (3 x 300): the threads mode with the staged mode's big
+//!   transactions, writing ahead at the same time; no chunk may be left in the end.
 //!
 //! Reproducing a failure: `TXVFS_SEED=N cargo test --release -p txvfs --test model_random`
 //! (each mode runs seed N; threads interleave differently from run to run). A longer random
@@ -243,7 +245,7 @@ fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart)
 }
 
 /// `threads` threads on one store, each on `/tK` with its own model, and all in `/shared`.
-fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads: usize, n: usize) {
+fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads: usize, n: usize, big: Option<Arc<dyn Backend>>) {
     eprintln!("model_random {mode}: seed {seed} ({threads} threads x {n} ops, {})", store.describe());
     store.mkdir("/shared", 0o755).unwrap();
     store.write_file("/shared/counter", b"0").unwrap();
@@ -252,12 +254,14 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
             .map(|t| {
                 let store = store.clone();
                 let options = options.clone();
+                let big = big.clone();
                 sc.spawn(move || {
                     let prefix = format!("/t{t}");
                     store.mkdir(&prefix, 0o755).unwrap();
                     let tseed = seed * 100 + t as u64;
                     let mut r = Runner::new(&store, &options, tseed, prefix.as_bytes());
                     r.shared = true;
+                    r.big = big;
                     let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0, held: None };
                     store.write_file(&me.name, b"").unwrap();
                     me.held = Some(store.open(&me.name, &OpenOptions::new().append(true)).unwrap());
@@ -309,7 +313,7 @@ fn model_threads_memory() {
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::open_with("memory:", options.clone()).unwrap();
         let threads = 2 + (seed % 3) as usize;
-        run_threads("threads memory", &store, &options, seed, threads, ops(1500));
+        run_threads("threads memory", &store, &options, seed, threads, ops(1500), None);
     }
 }
 
@@ -319,6 +323,24 @@ fn model_threads_rocksdb() {
         let dir = tempfile::tempdir().unwrap();
         let options = small_blocks();
         let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
-        run_threads("threads rocksdb", &store, &options, seed, 3, ops(1000));
+        run_threads("threads rocksdb", &store, &options, seed, 3, ops(1000), None);
+    }
+}
+
+/// Several threads whose transactions write ahead at the same time (FoundationDB's limits on
+/// the memory backend): one's rollback must not collect another's chunks, and at the end,
+/// once everything is removed, no chunk may be left.
+#[test]
+fn model_threads_staged_fdb_limits() {
+    for seed in seeds(&[3201]) {
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let options = Options::default();
+        let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
+        run_threads("threads staged", &store, &options, seed, 3, ops(300), Some(backend.clone()));
+        for e in store.readdir("/", None, 0).unwrap() {
+            store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
+        }
+        let left = model::runner::staging_keys(&*backend).map(|k| k.len());
+        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
     }
 }

@@ -299,7 +299,8 @@ impl Runner {
             }
             self.stats.rollbacks += 1;
         }
-        if let (Some(b), Some([chunks, ..])) = (big, before) {
+        // Other threads' transactions stage too: then only the end of the run checks chunks.
+        if let (Some(b), Some([chunks, ..]), false) = (big, before, self.shared) {
             let [c, t, u] = staging_keys(&*b);
             assert_eq!((t.len(), u.len()), (0, 0), "{}: staging records left after the transaction ended", self.ctx(""));
             if !committed {
