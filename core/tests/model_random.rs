@@ -261,6 +261,7 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
                     let tseed = seed * 100 + t as u64;
                     let mut r = Runner::new(&store, &options, tseed, prefix.as_bytes());
                     r.shared = true;
+                    r.rerun = seed;
                     r.big = big;
                     let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0, held: None };
                     store.write_file(&me.name, b"").unwrap();

@@ -56,6 +56,8 @@ pub struct Runner {
     pub store: Store,
     pub options: Options,
     pub seed: u64,
+    /// The `TXVFS_SEED` that reruns this (a thread's seed derives from its run's).
+    pub rerun: u64,
     pub gen: Gen,
     pub m: Model,
     files: Vec<Option<File>>,
@@ -76,6 +78,7 @@ impl Runner {
             store: store.clone(),
             options: options.clone(),
             seed,
+            rerun: seed,
             gen: Gen { prefix: prefix.to_vec(), slots: 0..STORE_SLOTS },
             m: Model::new(),
             files: (0..SLOTS).map(|_| None).collect(),
@@ -89,7 +92,7 @@ impl Runner {
     }
 
     fn ctx(&self, what: &str) -> String {
-        format!("seed {} op {}{what} (rerun with TXVFS_SEED={})", self.seed, self.i, self.seed)
+        format!("seed {} op {}{what} (rerun with TXVFS_SEED={})", self.seed, self.i, self.rerun)
     }
 
     /// Runs `op` on the model and on `fs` and compares the results. Write-back data that
@@ -327,7 +330,7 @@ impl Runner {
             self.mismatches.is_empty(),
             "seed {} (rerun with TXVFS_SEED={}): {} mismatches:\n{}",
             self.seed,
-            self.seed,
+            self.rerun,
             self.mismatches.len(),
             self.mismatches.join("\n")
         );
