@@ -198,4 +198,21 @@ impl Model {
         self.handles[slot].as_mut().unwrap().dirty = false;
         Ok(Val::Unit)
     }
+
+    /// A path naming `ino` (the first found), if it has a name left.
+    pub fn path_of(&self, ino: u64) -> Option<Vec<u8>> {
+        let mut stack = vec![(Vec::new(), super::ROOT)];
+        while let Some((path, dir)) = stack.pop() {
+            for (name, &e) in self.dir(dir) {
+                let p = [path.as_slice(), b"/", name].concat();
+                if e == ino {
+                    return Some(p);
+                }
+                if self.is_dir(e) {
+                    stack.push((p, e));
+                }
+            }
+        }
+        None
+    }
 }

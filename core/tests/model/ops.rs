@@ -175,6 +175,16 @@ pub fn gen_op(rng: &mut SmallRng, o: &Options, g: &Gen, m: &Model) -> Op {
         return gen_path_op(rng, o, g);
     }
     let s = open[rng.gen_range(0..open.len())];
+    if rng.gen_ratio(1, 12) {
+        // Take the name of an open file away: unlink it, rename it, or rename over it.
+        if let Some(p) = m.path_of(m.handles[s].as_ref().unwrap().ino) {
+            return match rng.gen_range(0..3) {
+                0 => Op::Unlink(p),
+                1 => Op::Rename(p, gen_path(rng, false, false), RenameFlags::default()),
+                _ => Op::Rename(gen_path(rng, false, false), p, RenameFlags::default()),
+            };
+        }
+    }
     let small = |rng: &mut SmallRng| gen_size(rng, o) as usize;
     match rng.gen_range(0..100) {
         0..=14 => Op::HRead(s, small(rng)),
