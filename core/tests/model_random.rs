@@ -1,377 +1,347 @@
 //! Model-based random test: a small in-memory model of POSIX (Linux) semantics and txvfs run
 //! the same random operations on a tiny namespace, so that most operations hit existing paths
 //! and error cases. Every result (value or errno) is compared, and the whole tree now and then.
-//! Random groups of operations run in explicit transactions that commit or roll back; a
-//! rollback restores the model from a snapshot.
 //!
-//! `TXVFS_SEED=N` runs only seed N (on the memory backend), for reproducing a failure.
+//! The operations: path calls (mkdir, rmdir, write_file, pwrite, truncate, read, stat, lstat,
+//! readdir, unlink, rename with flags, link, symlink, readlink) and open handles held across
+//! them (read, write, read+write, append, create, create-new, truncate, write-back), used for
+//! read/pread/write/pwrite/seek/set_len/fallocate (allocate, keep-size, punch-hole)/fstat/
+//! sync/close/drop, also after their file was unlinked or renamed over (it stays usable until
+//! its last handle goes). Random groups of operations run in explicit transactions, with
+//! handles of their own (one of which, now and then, must give EBADF once the transaction has
+//! ended), that commit or roll back; a rollback restores the model from a snapshot.
+//! Write-back data is compared once synced or closed, and always through its own handle;
+//! before another call reads or writes that file, the handle is synced.
+//!
+//! The modes (fixed seeds in CI, printed at the start of each run, with op counts at the end):
+//! - `model_random_memory` (8 seeds x 2,500 ops) / `model_random_rocksdb` (2,500): one thread,
+//!   tiny (512-byte blocks, 128-byte inline limit) and default layouts.
+//! - `model_staged_writes_fdb_limits` (2 x 600): the memory backend with FoundationDB's limits;
+//!   half the transactions write a few MB, so blocks are written ahead as chunks (staged), and
+//!   a handle of the transaction truncates, punches and overwrites them before it commits or
+//!   rolls back; afterwards no staging record may be left, and a rollback no chunk. Store
+//!   handles write up to 2.5 MB at once, so write-back buffers pass their 4 MiB flush.
+//! - `model_threads_memory` (3 and 4 threads x 1,500) / `model_threads_rocksdb` (3 x 1,000):
+//!   each thread runs the above on its own subtree `/tN` with its own model, and between
+//!   rounds works in `/shared`: appends records to its own file (directly, or through a handle
+//!   held across renames), renames it, and increments a shared counter together with an
+//!   append, in transactions that conflict (`Store::transact` retries; a single `commit` may
+//!   fail with a retryable conflict and then changes nothing). At the end the tree must be the
+//!   union of the models, the counter the number of committed increments, and statfs agree.
+//! - `model_threads_staged_fdb_limits` (3 x 300): the threads mode with the staged mode's big
+//!   transactions, writing ahead at the same time; no chunk may be left in the end.
+//!
+//! Reproducing a failure: `TXVFS_SEED=N cargo test --release -p txvfs --test model_random`
+//! (each mode runs seed N; threads interleave differently from run to run). A longer random
+//! run, separate from CI:
+//! `TXVFS_SEED=random TXVFS_MODEL_OPS=20000 cargo test --release -p txvfs --test model_random -- --nocapture`
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 mod model;
 
-use model::*;
-use std::collections::{BTreeMap, HashMap};
-use txvfs::{Error, FileSystem, FileType, OpenOptions, Options, RenameFlags, Store};
-
-
-/// One random operation.
-#[derive(Clone, Debug)]
-enum Op {
-    Mkdir(Vec<u8>),
-    Rmdir(Vec<u8>),
-    WriteFile(Vec<u8>, Vec<u8>),
-    Pwrite(Vec<u8>, u64, Vec<u8>),
-    Truncate(Vec<u8>, u64),
-    Read(Vec<u8>),
-    Stat(Vec<u8>),
-    Lstat(Vec<u8>),
-    Readdir(Vec<u8>),
-    Unlink(Vec<u8>),
-    Rename(Vec<u8>, Vec<u8>, RenameFlags),
-    Link(Vec<u8>, Vec<u8>),
-    Symlink(Vec<u8>, Vec<u8>),
-    Readlink(Vec<u8>),
-}
-
-/// A path of 1 to 3 names (or rarely `/`). Directories are mostly named `a` or `b` and files
-/// mostly `c` or `d`, with enough overlap that file and directory operations collide often.
-fn gen_path(rng: &mut SmallRng, allow_root: bool, dir: bool) -> Vec<u8> {
-    if allow_root && rng.gen_ratio(1, 40) {
-        return b"/".to_vec();
-    }
-    let depth = match (rng.gen_range(0..10), dir) {
-        (0..=4, true) | (0..=2, false) => 1,
-        (5..=8, true) | (3..=6, false) => 2,
-        _ => 3,
-    };
-    let mut p = Vec::new();
-    for i in 0..depth {
-        let dir_like = if i + 1 < depth { true } else { dir };
-        let k = if rng.gen_ratio(4, 5) { 0 } else { 2 };
-        let k = k + rng.gen_range(0..2);
-        let k = if dir_like { k } else { 3 - k };
-        p.push(b'/');
-        p.extend_from_slice(NAMES[k].as_bytes());
-    }
-    p
-}
-
-fn gen_target(rng: &mut SmallRng) -> Vec<u8> {
-    let name = |rng: &mut SmallRng| NAMES[rng.gen_range(0..NAMES.len())].as_bytes().to_vec();
-    match rng.gen_range(0..10) {
-        0..=3 => {
-            let dir = rng.gen();
-            gen_path(rng, false, dir)
-        }
-        4..=5 => name(rng),
-        6 => [b"../".to_vec(), name(rng)].concat(),
-        7 => [name(rng), b"/".to_vec(), name(rng)].concat(),
-        8 => b".".to_vec(),
-        _ => b"..".to_vec(),
-    }
-}
-
-/// Sizes around the interesting boundaries of the store used (inline limit, block size).
-fn gen_size(rng: &mut SmallRng, o: &Options) -> u64 {
-    let (il, bs) = (o.inline_limit as u64, o.block_size as u64);
-    match rng.gen_range(0..10) {
-        0..=3 => rng.gen_range(0..8),
-        4..=5 => rng.gen_range(il.saturating_sub(8)..il + 8),
-        6..=7 => rng.gen_range(bs - 8..bs + 8),
-        _ => rng.gen_range(0..3 * bs),
-    }
-}
-
-fn gen_data(rng: &mut SmallRng, o: &Options) -> Vec<u8> {
-    let n = gen_size(rng, o) as usize;
-    let base: u8 = rng.gen();
-    (0..n).map(|i| base.wrapping_add((i as u8).wrapping_mul(7)) | 1).collect()
-}
-
-fn gen_op(rng: &mut SmallRng, o: &Options) -> Op {
-    match rng.gen_range(0..100) {
-        0..=7 => Op::Mkdir(gen_path(rng, true, true)),
-        8..=12 => Op::Rmdir(gen_path(rng, true, true)),
-        13..=28 => Op::WriteFile(gen_path(rng, true, false), gen_data(rng, o)),
-        29..=38 => Op::Pwrite(gen_path(rng, false, false), gen_size(rng, o), gen_data(rng, o)),
-        39..=43 => Op::Truncate(gen_path(rng, false, false), gen_size(rng, o)),
-        44..=52 => Op::Read(gen_path(rng, false, false)),
-        53..=56 => Op::Stat(gen_path(rng, true, false)),
-        57..=60 => Op::Lstat(gen_path(rng, false, false)),
-        61..=64 => Op::Readdir(gen_path(rng, true, true)),
-        65..=71 => Op::Unlink(gen_path(rng, true, false)),
-        72..=85 => {
-            let flags = match rng.gen_range(0..10) {
-                0 => RenameFlags { no_replace: true, exchange: false },
-                1 => RenameFlags { no_replace: false, exchange: true },
-                _ => RenameFlags::default(),
-            };
-            {
-                let dir = rng.gen_ratio(1, 3);
-                Op::Rename(gen_path(rng, false, dir), gen_path(rng, false, dir), flags)
-            }
-        }
-        86..=91 => Op::Link(gen_path(rng, false, false), gen_path(rng, false, false)),
-        92..=96 => Op::Symlink(gen_target(rng), gen_path(rng, false, false)),
-        _ => Op::Readlink(gen_path(rng, false, false)),
-    }
-}
-
-fn model_apply(m: &mut Model, op: &Op) -> R {
-    match op {
-        Op::Mkdir(p) => m.mkdir(p),
-        Op::Rmdir(p) => m.rmdir(p),
-        Op::WriteFile(p, d) => m.write_file(p, d),
-        Op::Pwrite(p, off, d) => m.pwrite(p, *off, d),
-        Op::Truncate(p, n) => m.truncate(p, *n),
-        Op::Read(p) => m.read(p),
-        Op::Stat(p) => m.stat(p, true),
-        Op::Lstat(p) => m.stat(p, false),
-        Op::Readdir(p) => m.readdir(p),
-        Op::Unlink(p) => m.unlink(p),
-        Op::Rename(a, b, f) => m.rename(a, b, *f),
-        Op::Link(a, b) => m.link(a, b),
-        Op::Symlink(t, l) => m.symlink(t, l),
-        Op::Readlink(p) => m.readlink(p),
-    }
-}
-
-fn fs_stat(st: txvfs::Stat) -> Val {
-    let size = if st.is_dir() { 0 } else { st.size };
-    Val::Stat(st.kind, size, st.nlink)
-}
-
-fn fs_apply<F: FileSystem>(fs: &F, op: &Op) -> Result<Val, Error> {
-    let unit = |r: Result<(), Error>| r.map(|()| Val::Unit);
-    match op {
-        Op::Mkdir(p) => unit(fs.mkdir(p, 0o755)),
-        Op::Rmdir(p) => unit(fs.rmdir(p)),
-        Op::WriteFile(p, d) => unit(fs.write_file(p, d)),
-        Op::Pwrite(p, off, d) => {
-            let f = fs.open(p, &OpenOptions::new().write(true))?;
-            f.write_at(d, *off)?;
-            f.close().map(|()| Val::Unit)
-        }
-        Op::Truncate(p, n) => unit(fs.truncate(p, *n)),
-        Op::Read(p) => fs.read_file(p).map(Val::Bytes),
-        Op::Stat(p) => fs.stat(p).map(fs_stat),
-        Op::Lstat(p) => fs.lstat(p).map(fs_stat),
-        Op::Readdir(p) => {
-            fs.readdir(p, None, 0).map(|es| Val::Names(es.into_iter().map(|e| (e.name, e.kind)).collect()))
-        }
-        Op::Unlink(p) => unit(fs.unlink(p)),
-        Op::Rename(a, b, f) => unit(fs.rename_with(a, b, *f)),
-        Op::Link(a, b) => unit(fs.link(a, b)),
-        Op::Symlink(t, l) => unit(fs.symlink(t, l)),
-        Op::Readlink(p) => fs.readlink(p).map(Val::Bytes),
-    }
-}
-
-fn show_op(op: &Op) -> String {
-    let s = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
-    match op {
-        Op::WriteFile(p, d) => format!("write_file {} ({} bytes)", s(p), d.len()),
-        Op::Pwrite(p, off, d) => format!("pwrite {} at {off} ({} bytes)", s(p), d.len()),
-        Op::Symlink(t, l) => format!("symlink {} -> {}", s(l), s(t)),
-        Op::Rename(a, b, f) => format!("rename {} {} {:?}", s(a), s(b), f),
-        Op::Link(a, b) => format!("link {} {}", s(a), s(b)),
-        other => {
-            let dbg = format!("{other:?}");
-            dbg.chars().take(200).collect()
-        }
-    }
-}
-
-fn show_val(r: &R) -> String {
-    match r {
-        Ok(Val::Bytes(b)) if b.len() > 40 => format!("Ok({} bytes)", b.len()),
-        other => format!("{other:?}"),
-    }
-}
-
-/// Walks the model and the store together and compares every entry; also checks that names
-/// sharing an inode in the model share one in the store, and the other way round.
-fn compare_trees<F: FileSystem>(m: &Model, fs: &F, ctx: &str, counts: bool) {
-    let mut inos: HashMap<u64, u64> = HashMap::new();
-    let mut back: HashMap<u64, u64> = HashMap::new();
-    let mut stack = vec![(b"/".to_vec(), ROOT)];
-    while let Some((path, ino)) = stack.pop() {
-        let st = fs.lstat(&path).unwrap_or_else(|e| panic!("{ctx}: lstat {}: {e}", String::from_utf8_lossy(&path)));
-        assert_eq!(fs_stat(st.clone()), m.stat_val(ino), "{ctx}: attributes of {}", String::from_utf8_lossy(&path));
-        assert_eq!(*inos.entry(ino).or_insert(st.ino), st.ino, "{ctx}: hard links of {}", String::from_utf8_lossy(&path));
-        assert_eq!(*back.entry(st.ino).or_insert(ino), ino, "{ctx}: inode reuse at {}", String::from_utf8_lossy(&path));
-        match &m.nodes[&ino].kind {
-            Kind::File(d) => {
-                let got = fs.read_file(&path).unwrap();
-                assert!(got == *d, "{ctx}: contents of {} ({} vs {} bytes)", String::from_utf8_lossy(&path), got.len(), d.len());
-            }
-            Kind::Symlink(t) => assert_eq!(&fs.readlink(&path).unwrap(), t, "{ctx}: target of {}", String::from_utf8_lossy(&path)),
-            Kind::Dir(entries) => {
-                let got: Vec<(Vec<u8>, FileType)> =
-                    fs.readdir(&path, None, 0).unwrap().into_iter().map(|e| (e.name, e.kind)).collect();
-                let want: Vec<(Vec<u8>, FileType)> = entries.iter().map(|(n, &i)| (n.clone(), m.ftype(i))).collect();
-                assert_eq!(got, want, "{ctx}: entries of {}", String::from_utf8_lossy(&path));
-                for (n, &i) in entries {
-                    let mut p = if path == b"/" { Vec::new() } else { path.clone() };
-                    p.push(b'/');
-                    p.extend_from_slice(n);
-                    stack.push((p, i));
-                }
-            }
-        }
-    }
-    if counts {
-        // statfs reads the committed counters, so only outside a transaction.
-        assert_eq!(fs.statfs().unwrap().files, m.nodes.len() as u64, "{ctx}: statfs inode count");
-    }
-}
-
-struct Run {
-    ops: usize,
-    mismatches: Vec<String>,
-    /// Per operation kind: how many succeeded, and how often each errno came back.
-    outcomes: BTreeMap<&'static str, (usize, BTreeMap<i32, usize>)>,
-}
-
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Mkdir(..) => "mkdir",
-        Op::Rmdir(..) => "rmdir",
-        Op::WriteFile(..) => "write_file",
-        Op::Pwrite(..) => "pwrite",
-        Op::Truncate(..) => "truncate",
-        Op::Read(..) => "read",
-        Op::Stat(..) => "stat",
-        Op::Lstat(..) => "lstat",
-        Op::Readdir(..) => "readdir",
-        Op::Unlink(..) => "unlink",
-        Op::Rename(..) => "rename",
-        Op::Link(..) => "link",
-        Op::Symlink(..) => "symlink",
-        Op::Readlink(..) => "readlink",
-    }
-}
-
-fn step<F: FileSystem>(fs: &F, m: &mut Model, op: &Op, i: usize, run: &mut Run, seed: u64) {
-    let want = model_apply(m, op);
-    let got = fs_apply(fs, op).map_err(|e| e.code());
-    run.ops += 1;
-    let o = run.outcomes.entry(op_name(op)).or_default();
-    match &want {
-        Ok(_) => o.0 += 1,
-        Err(e) => *o.1.entry(*e).or_default() += 1,
-    }
-    if want != got {
-        run.mismatches.push(format!(
-            "seed {seed} op {i}: {}: model {} txvfs {}",
-            show_op(op),
-            show_val(&want),
-            show_val(&got)
-        ));
-    }
-}
-
-/// Runs `n` random operations with seed `seed` on `store`; returns the count run.
-fn run_seed(store: &Store, options: &Options, seed: u64, n: usize) -> usize {
-    eprintln!("model_random: seed {seed} ({n} ops, {}, block {} inline {})", store.describe(), options.block_size, options.inline_limit);
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut m = Model::new();
-    let mut run = Run { ops: 0, mismatches: Vec::new(), outcomes: BTreeMap::new() };
-    let mut i = 0;
-    let (mut commits, mut rollbacks) = (0, 0);
-    while i < n {
-        if rng.gen_ratio(1, 8) {
-            // A group of operations in one explicit transaction.
-            let snapshot = m.clone();
-            let tx = store.begin().unwrap();
-            let k = rng.gen_range(1..20);
-            for _ in 0..k {
-                let op = gen_op(&mut rng, options);
-                step(&tx, &mut m, &op, i, &mut run, seed);
-                i += 1;
-            }
-            if rng.gen_ratio(1, 4) {
-                compare_trees(&m, &tx, &format!("seed {seed} op {i} (inside a transaction)"), false);
-            }
-            if rng.gen_ratio(2, 3) {
-                tx.commit().unwrap_or_else(|e| panic!("seed {seed} op {i}: commit: {e}"));
-                commits += 1;
-            } else {
-                tx.rollback();
-                m = snapshot;
-                rollbacks += 1;
-            }
-            compare_trees(&m, store, &format!("seed {seed} op {i} (after a transaction)"), true);
-        } else {
-            let op = gen_op(&mut rng, options);
-            step(store, &mut m, &op, i, &mut run, seed);
-            i += 1;
-            if i % 50 == 0 {
-                compare_trees(&m, store, &format!("seed {seed} op {i}"), true);
-            }
-        }
-        if run.mismatches.len() >= 20 {
-            break;
-        }
-    }
-    compare_trees(&m, store, &format!("seed {seed} end"), true);
-    assert!(
-        run.mismatches.is_empty(),
-        "seed {seed} (rerun with TXVFS_SEED={seed}): {} mismatches:\n{}",
-        run.mismatches.len(),
-        run.mismatches.join("\n")
-    );
-    let summary: Vec<String> = run
-        .outcomes
-        .iter()
-        .map(|(k, (ok, errs))| {
-            let errs: Vec<String> = errs.iter().map(|(e, n)| format!("e{e}:{n}")).collect();
-            format!("{k} ok:{ok} {}", errs.join(" "))
-        })
-        .collect();
-    eprintln!(
-        "model_random: seed {seed} ok: {} ops, {commits} commits, {rollbacks} rollbacks, {} inodes at the end\n  outcomes (model): {}",
-        run.ops,
-        m.nodes.len(),
-        summary.join("; ")
-    );
-    run.ops
-}
+use model::runner::Runner;
+use model::tree::compare_trees;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use txvfs::kv::{Backend, Limits, MemoryBackend};
+use txvfs::{ErrorKind, FileSystem, OpenOptions, Options, Store};
 
 fn small_blocks() -> Options {
     Options { block_size: 512, inline_limit: 128, sync: false, ..Options::default() }
 }
 
-fn env_seed() -> Option<u64> {
-    std::env::var("TXVFS_SEED").ok().map(|s| s.parse().expect("TXVFS_SEED must be a number"))
+/// Seeds to run: `TXVFS_SEED=N` or `random` (one seed), else the fixed CI seeds.
+fn seeds(ci: &[u64]) -> Vec<u64> {
+    match std::env::var("TXVFS_SEED").ok().as_deref() {
+        None => ci.to_vec(),
+        Some("random") => vec![rand::random::<u32>() as u64],
+        Some(s) => vec![s.parse().expect("TXVFS_SEED must be a number or `random`")],
+    }
+}
+
+/// Operations per seed: `TXVFS_MODEL_OPS`, else `ci`.
+fn ops(ci: usize) -> usize {
+    std::env::var("TXVFS_MODEL_OPS").ok().map_or(ci, |s| s.parse().expect("TXVFS_MODEL_OPS must be a number"))
+}
+
+fn report(mode: &str, seed: u64, r: &Runner) {
+    let s = &r.stats;
+    eprintln!(
+        "model_random {mode}: seed {seed} ok: {} ops, {} commits, {} rollbacks, {} conflicts, {} staged, \
+         {} calls on orphans, {} buffered writes, {} forced syncs, {} orphans closed in a transaction, {} inodes at the end\n  outcomes (model): {}",
+        s.ops,
+        s.commits,
+        s.rollbacks,
+        s.conflicts,
+        s.staged,
+        s.orphan_calls,
+        s.buffered_writes,
+        s.settles,
+        s.orphans_closed_in_tx,
+        r.m.nodes.len(),
+        s.summary()
+    );
+}
+
+/// Runs one seed on one thread.
+fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize, big: Option<Arc<dyn Backend>>) -> Runner {
+    eprintln!("model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {})", store.describe(), options.block_size, options.inline_limit);
+    let mut r = Runner::new(store, options, seed, b"");
+    r.big = big;
+    r.run(n);
+    r.finish();
+    r.check();
+    report(mode, seed, &r);
+    r
 }
 
 #[test]
 fn model_random_memory() {
-    let seeds: Vec<u64> = match env_seed() {
-        Some(s) => vec![s],
-        None => (1..=8).collect(),
-    };
     let mut total = 0;
-    for seed in seeds {
+    for seed in seeds(&(1..=8).collect::<Vec<_>>()) {
         // Odd seeds use tiny blocks (many inline/block transitions), even ones the defaults.
         let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let store = Store::open_with("memory:", options.clone()).unwrap();
-        total += run_seed(&store, &options, seed, 2500);
+        total += run_single("memory", &store, &options, seed, ops(2500), None).stats.ops;
     }
-    eprintln!("model_random: {total} operations on memory");
-    assert!(env_seed().is_some() || total >= 10_000);
+    eprintln!("model_random memory: {total} operations");
+    assert!(total >= ops(2500));
 }
 
 #[test]
 fn model_random_rocksdb() {
-    if env_seed().is_some() {
-        return;
+    let mut total = 0;
+    for seed in seeds(&[1001]) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_blocks();
+        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let r = run_single("rocksdb", &store, &options, seed, ops(2500), None);
+        total += r.stats.ops;
+        // Everything is still there after the store is closed and opened again.
+        let model = r.m.clone();
+        drop((r, store));
+        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        compare_trees(&model, &store, b"", &format!("seed {seed}, reopened"), true);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let options = small_blocks();
-    let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
-    run_seed(&store, &options, 1001, 2500);
-    drop(store);
+    assert!(total >= ops(2500));
+}
+
+#[test]
+fn model_staged_writes_fdb_limits() {
+    let (mut staged, mut total) = (0, 0);
+    for seed in seeds(&[2001, 2002]) {
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
+        let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
+        let s = run_single("staged", &store, &options, seed, ops(600), Some(backend.clone())).stats;
+        // No chunk outlives its block: once everything is removed, none is left.
+        for e in store.readdir("/", None, 0).unwrap() {
+            store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
+        }
+        let left = model::runner::staging_keys(&*backend).map(|k| k.len());
+        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
+        staged += s.staged;
+        total += s.ops;
+    }
+    eprintln!("model_random staged: {total} operations, {staged} transactions wrote ahead");
+    assert!(staged > 0, "no transaction wrote data ahead: the staged path was not tested");
+}
+
+/// Found by extending this test: on a backend with a transaction size limit, a write-back
+/// handle holding nearly 4 MiB refuses a 7 MiB write with `TooLarge`, and every retry fails the
+/// same way, though the same write through a handle without write-back succeeds: `File::write`
+/// appends the new bytes to the buffer and then writes buffer and write in one auto-commit
+/// transaction (11 MB here, over FoundationDB's 10 MB) instead of flushing the buffer first.
+#[test]
+#[ignore = "bug: a write-back handle refuses (TooLarge, forever) a write that a plain handle accepts, once buffer + write pass the backend's transaction size (core/src/fs/file.rs File::write)"]
+fn write_back_large_write_after_buffered_data() {
+    let store = Store::open("memory:?limits=foundationdb").unwrap();
+    let (first, second) = (vec![1u8; (4 << 20) - 100], vec![2u8; 7 << 20]);
+    // Without write-back both writes succeed (each is one transaction of its own).
+    let plain = store.open("/plain", &OpenOptions::new().write(true).create(true)).unwrap();
+    plain.write(&first).unwrap();
+    plain.write(&second).unwrap();
+    plain.close().unwrap();
+    let f = store.open("/wb", &OpenOptions::new().write(true).create(true).write_back(true)).unwrap();
+    f.write(&first).unwrap();
+    let r1 = f.write(&second).map_err(|e| e.to_string());
+    let r2 = f.write(&second).map_err(|e| e.to_string());
+    assert_eq!((r1, r2.is_ok()), (Ok(second.len()), true), "a 7 MiB write after 4 MiB buffered, and its retry");
+    f.close().unwrap();
+    assert!(store.read_file("/wb").unwrap() == [first, second.clone(), second].concat());
+}
+
+/// A thread's state in the shared directory: its file's current name and what it must hold.
+struct SharedPart {
+    name: Vec<u8>,
+    records: Vec<u8>,
+    increments: u64,
+    attempts: u64,
+    conflicts: u64,
+    /// Runs of a transaction after a conflict (`Store::transact` retrying).
+    retries: u64,
+    /// An append handle on the file, held across its renames (auto-commit writes).
+    held: Option<txvfs::File>,
+}
+
+/// One conflict-safe operation in `/shared`: append to this thread's own file, rename it
+/// (within `/shared`), or increment the shared counter together with an append, in a
+/// transaction (retried by `Store::transact`, or once with `begin`/`commit`).
+fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart) {
+    me.attempts += 1;
+    let record = format!("t{t}:{};", me.attempts).into_bytes();
+    let append = |fs: &dyn Fn(&[u8]) -> txvfs::Result<txvfs::File>| -> txvfs::Result<()> {
+        let f = fs(&me.name)?;
+        f.write(&record)?;
+        f.close()
+    };
+    let runs = std::cell::Cell::new(0);
+    let bump = |tx: &txvfs::Transaction| -> txvfs::Result<()> {
+        runs.set(runs.get() + 1);
+        let n: u64 = String::from_utf8(tx.read_file("/shared/counter")?).unwrap().parse().unwrap();
+        append(&|p| tx.open(p, &OpenOptions::new().append(true)))?;
+        // Between the read and the write: let another thread's increment in (a conflict).
+        std::thread::yield_now();
+        tx.write_file("/shared/counter", (n + 1).to_string().as_bytes())
+    };
+    match rng.gen_range(0..5) {
+        0 => {
+            append(&|p| store.open(p, &OpenOptions::new().append(true))).unwrap();
+            me.records.extend_from_slice(&record);
+        }
+        1 if me.held.is_some() => {
+            // Through a handle held since the start, across renames of its file.
+            let f = me.held.as_ref().unwrap();
+            f.write(&record).unwrap();
+            me.records.extend_from_slice(&record);
+        }
+        1 | 4 => {
+            let other = if me.name[8] == b'f' { format!("/shared/g{t}") } else { format!("/shared/f{t}") };
+            store.rename(&me.name, &other).unwrap();
+            me.name = other.into_bytes();
+        }
+        2 => match store.transact(&bump) {
+            Ok(()) => {
+                me.records.extend_from_slice(&record);
+                me.increments += 1;
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => me.conflicts += 1,
+            Err(e) => panic!("thread {t}: transact: {e}"),
+        },
+        _ => {
+            let tx = store.begin().unwrap();
+            match bump(&tx).and_then(|()| tx.commit()) {
+                Ok(()) => {
+                    me.records.extend_from_slice(&record);
+                    me.increments += 1;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => me.conflicts += 1,
+                Err(e) => panic!("thread {t}: transaction: {e}"),
+            }
+        }
+    }
+    me.retries += runs.get().max(1) - 1;
+    assert_eq!(store.read_file(&me.name).unwrap(), me.records, "thread {t}: its own file in /shared");
+}
+
+/// `threads` threads on one store, each on `/tK` with its own model, and all in `/shared`.
+fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads: usize, n: usize, big: Option<Arc<dyn Backend>>) {
+    eprintln!("model_random {mode}: seed {seed} ({threads} threads x {n} ops, {})", store.describe());
+    store.mkdir("/shared", 0o755).unwrap();
+    store.write_file("/shared/counter", b"0").unwrap();
+    let results: Vec<(Runner, SharedPart)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let store = store.clone();
+                let options = options.clone();
+                let big = big.clone();
+                sc.spawn(move || {
+                    let prefix = format!("/t{t}");
+                    store.mkdir(&prefix, 0o755).unwrap();
+                    let tseed = seed * 100 + t as u64;
+                    let mut r = Runner::new(&store, &options, tseed, prefix.as_bytes());
+                    r.shared = true;
+                    r.rerun = seed;
+                    r.big = big;
+                    let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0, held: None };
+                    store.write_file(&me.name, b"").unwrap();
+                    me.held = Some(store.open(&me.name, &OpenOptions::new().append(true)).unwrap());
+                    let mut rng = SmallRng::seed_from_u64(tseed ^ 0x5eed);
+                    while r.i < n && r.mismatches.is_empty() {
+                        r.run(10);
+                        shared_step(&store, t, &mut rng, &mut me);
+                    }
+                    r.finish();
+                    me.held.take().unwrap().close().unwrap();
+                    (r, me)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every thread's subtree matches its model; /shared holds exactly what succeeded.
+    let mut inodes = 3; // the root, /shared and its counter
+    let mut increments = 0;
+    let mut names = vec![b"counter".to_vec()];
+    for (t, (r, me)) in results.iter().enumerate() {
+        r.check();
+        report(&format!("{mode} thread {t}"), r.seed, r);
+        eprintln!(
+            "  shared: {} attempts, {} increments, {} retried after a conflict, {} failed with a conflict",
+            me.attempts, me.increments, me.retries, me.conflicts
+        );
+        assert_eq!(store.read_file(&me.name).unwrap(), me.records, "thread {t}: its file in /shared");
+        inodes += r.m.nodes.len() as u64 + 1;
+        increments += me.increments;
+        names.push(me.name[8..].to_vec());
+    }
+    names.sort();
+    let listed: Vec<Vec<u8>> = store.readdir("/shared", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(listed, names, "entries of /shared");
+    let counter = String::from_utf8(store.read_file("/shared/counter").unwrap()).unwrap();
+    assert_eq!(counter, increments.to_string(), "the shared counter counts each committed increment once");
+    let mut top: Vec<Vec<u8>> = store.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    top.sort();
+    let mut want: Vec<Vec<u8>> = (0..threads).map(|t| format!("t{t}").into_bytes()).chain([b"shared".to_vec()]).collect();
+    want.sort();
+    assert_eq!(top, want, "entries of /");
+    assert_eq!(store.statfs().unwrap().files, inodes, "statfs: the union of the models, /shared and the root");
+}
+
+#[test]
+fn model_threads_memory() {
+    for seed in seeds(&[3001, 3002]) {
+        let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
+        let store = Store::open_with("memory:", options.clone()).unwrap();
+        let threads = 2 + (seed % 3) as usize;
+        run_threads("threads memory", &store, &options, seed, threads, ops(1500), None);
+    }
+}
+
+#[test]
+fn model_threads_rocksdb() {
+    for seed in seeds(&[3101]) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_blocks();
+        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        run_threads("threads rocksdb", &store, &options, seed, 3, ops(1000), None);
+    }
+}
+
+/// Several threads whose transactions write ahead at the same time (FoundationDB's limits on
+/// the memory backend): one's rollback must not collect another's chunks, and at the end,
+/// once everything is removed, no chunk may be left.
+#[test]
+fn model_threads_staged_fdb_limits() {
+    for seed in seeds(&[3201]) {
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let options = Options::default();
+        let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
+        run_threads("threads staged", &store, &options, seed, 3, ops(300), Some(backend.clone()));
+        for e in store.readdir("/", None, 0).unwrap() {
+            store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
+        }
+        let left = model::runner::staging_keys(&*backend).map(|k| k.len());
+        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
+    }
 }

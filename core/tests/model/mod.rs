@@ -1,5 +1,11 @@
 //! The model of `model_random.rs`: POSIX (Linux) semantics of a tiny namespace, in memory.
 
+pub mod handles;
+pub mod ops;
+pub mod runner;
+pub mod tree;
+
+use handles::MHandle;
 use std::collections::{BTreeMap, VecDeque};
 use txvfs::{FileType, RenameFlags};
 
@@ -17,6 +23,7 @@ pub const EBUSY: i32 = 16;
 pub const ENOTEMPTY: i32 = 39;
 pub const ELOOP: i32 = 40;
 pub const EPERM: i32 = 1;
+pub const EBADF: i32 = 9;
 
 #[derive(Clone, Debug)]
 pub enum Kind {
@@ -32,11 +39,14 @@ pub struct Node {
     pub links: u64,
 }
 
-/// The model: inodes by number, directories as name -> inode maps.
+/// The model: inodes by number, directories as name -> inode maps, and open handles by slot.
 #[derive(Clone, Debug)]
 pub struct Model {
     pub nodes: BTreeMap<u64, Node>,
     pub next: u64,
+    /// Open handles per inode: a file whose last name goes stays (an orphan) while open.
+    pub open: BTreeMap<u64, u32>,
+    pub handles: Vec<Option<MHandle>>,
 }
 
 /// Result of resolving a path in the model.
@@ -56,6 +66,8 @@ pub enum Val {
     /// kind, size (non-directories only), nlink.
     Stat(FileType, u64, u64),
     Names(Vec<(Vec<u8>, FileType)>),
+    /// A position (seek).
+    Num(u64),
 }
 
 pub type R = Result<Val, i32>;
@@ -64,7 +76,7 @@ impl Model {
     pub fn new() -> Model {
         let mut nodes = BTreeMap::new();
         nodes.insert(ROOT, Node { kind: Kind::Dir(BTreeMap::new()), links: 0 });
-        Model { nodes, next: ROOT + 1 }
+        Model { nodes, next: ROOT + 1, open: BTreeMap::new(), handles: vec![None; handles::SLOTS] }
     }
 
     pub fn dir(&self, ino: u64) -> &BTreeMap<Vec<u8>, u64> {
@@ -203,7 +215,7 @@ impl Model {
     pub fn drop_link(&mut self, ino: u64) {
         let n = self.nodes.get_mut(&ino).unwrap();
         n.links -= 1;
-        if n.links == 0 {
+        if n.links == 0 && !self.open.contains_key(&ino) {
             self.nodes.remove(&ino);
         }
     }
