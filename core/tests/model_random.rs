@@ -147,13 +147,13 @@ fn model_staged_writes_fdb_limits() {
     assert!(staged > 0, "no transaction wrote data ahead: the staged path was not tested");
 }
 
-/// Found by extending this test: on a backend with a transaction size limit, a write-back
+/// Found by extending this test (fixed in core/src/fs/file.rs): on a backend with a transaction
+/// size limit, a write-back
 /// handle holding nearly 4 MiB refuses a 7 MiB write with `TooLarge`, and every retry fails the
 /// same way, though the same write through a handle without write-back succeeds: `File::write`
 /// appends the new bytes to the buffer and then writes buffer and write in one auto-commit
 /// transaction (11 MB here, over FoundationDB's 10 MB) instead of flushing the buffer first.
 #[test]
-#[ignore = "bug: a write-back handle refuses (TooLarge, forever) a write that a plain handle accepts, once buffer + write pass the backend's transaction size (core/src/fs/file.rs File::write)"]
 fn write_back_large_write_after_buffered_data() {
     let store = Store::open("memory:?limits=foundationdb").unwrap();
     let (first, second) = (vec![1u8; (4 << 20) - 100], vec![2u8; 7 << 20]);

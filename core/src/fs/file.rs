@@ -158,26 +158,28 @@ impl File {
         let mut pos = self.pos.lock();
         if let Some(pending) = &self.pending {
             let mut p = pending.lock();
-            if !p.1.is_empty() && p.0 + p.1.len() as u64 != *pos {
+            // The buffer is written out first when this write does not follow it or would make
+            // it larger than WRITE_BACK_MAX, so that no commit carries more than one buffer or
+            // one write (a backend caps a transaction's size). If that fails, this write has
+            // not happened: nothing of it is buffered and the position stays, so a retry writes
+            // it once; the earlier writes stay buffered for the next flush.
+            let follows = p.0 + p.1.len() as u64 == *pos;
+            if !p.1.is_empty() && (!follows || p.1.len() + data.len() > WRITE_BACK_MAX) {
                 drop(p);
                 self.flush()?;
                 p = pending.lock();
             }
+            if data.len() >= WRITE_BACK_MAX {
+                // Too large to buffer: it commits at once, as on a write-through handle.
+                drop(p);
+                let at = self.scope.run(|op| op.write_ino(self.ino, *pos, data, false))?;
+                *pos = at + data.len() as u64;
+                return Ok(data.len());
+            }
             if p.1.is_empty() {
                 p.0 = *pos;
             }
-            let before = p.1.len();
             p.1.extend_from_slice(data);
-            if p.1.len() >= WRITE_BACK_MAX {
-                let (start, buffered) = (p.0, &p.1);
-                if let Err(e) = self.scope.run(|op| op.write_ino(self.ino, start, buffered, false)) {
-                    // This write did not happen: its bytes go and the position stays, so a
-                    // retry writes them once. Earlier writes stay buffered for the next flush.
-                    p.1.truncate(before);
-                    return Err(e);
-                }
-                p.1.clear();
-            }
             *pos += data.len() as u64;
             return Ok(data.len());
         }
