@@ -148,8 +148,7 @@ fn model_staged_writes_fdb_limits() {
 }
 
 /// Found by extending this test (fixed in core/src/fs/file.rs): on a backend with a transaction
-/// size limit, a write-back
-/// handle holding nearly 4 MiB refuses a 7 MiB write with `TooLarge`, and every retry fails the
+/// size limit, a write-back handle holding nearly 4 MiB refused a 7 MiB write with `TooLarge`, and every retry fails the
 /// same way, though the same write through a handle without write-back succeeds: `File::write`
 /// appends the new bytes to the buffer and then writes buffer and write in one auto-commit
 /// transaction (11 MB here, over FoundationDB's 10 MB) instead of flushing the buffer first.
