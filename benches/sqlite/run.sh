@@ -12,8 +12,7 @@ T="$CARGO_TARGET_DIR/release"
 C="$HOME/.cache/txvfs/sqlite-bench"
 mkdir -p "$C"
 SRC="$HOME/.cache/txvfs/sqlite-src"
-[ -f "$SRC/deb/src/test/speedtest1.c" ] || /work/shared/scripts/debian-source sqlite3 "$SRC/deb" >/dev/null 2>&1 \
-  || ../shared/scripts/debian-source sqlite3 "$SRC/deb" >/dev/null
+[ -f "$SRC/deb/src/test/speedtest1.c" ] || benches/sqlite/fetch-sqlite-source.sh "$SRC/deb" >/dev/null
 gcc -O2 -w -c -Dmain=speedtest1_main "$SRC/deb/src/test/speedtest1.c" -o "$C/speedtest1.o"
 gcc -O2 -o "$C/speedtest1" benches/sqlite/speedtest1_txvfs.c "$C/speedtest1.o" -L"$T" -ltxvfs_sqlite -lsqlite3 -lm -Wl,-rpath,"$T"
 W="$C/run"; rm -rf "$W"; mkdir -p "$W"
