@@ -175,10 +175,17 @@ impl RocksBackend {
         let owner = OwnerLock::acquire(&canon, &what)?;
         let db = DB::open(&Self::db_options(), &canon).map_err(|e| {
             let msg = e.into_string();
+            // txvfs's own lock was free, so RocksDB's lock is held by a process that is not
+            // txvfs, or (in a forked child) by the parent's instance, whose lock RocksDB's
+            // process-wide table still lists here.
             if msg.contains("lock") {
                 Error::new(
                     ErrorKind::Busy,
-                    format!("rocksdb:{}: store is locked by another process ({msg})", canon.display()),
+                    format!(
+                        "rocksdb:{}: store is locked by RocksDB (another program, or a store this \
+                         process held before fork()) ({msg})",
+                        canon.display()
+                    ),
                 )
             } else {
                 Error::new(ErrorKind::Backend, format!("rocksdb:{}: {msg}", canon.display()))
