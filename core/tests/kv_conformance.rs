@@ -257,7 +257,8 @@ macro_rules! backend_suite {
         mod $name {
             use super::*;
             /// The backend under test, or `None` when it cannot run here (reported as skipped).
-            fn make() -> Option<(Arc<dyn Backend>, Option<tempfile::TempDir>)> {
+            /// The second element keeps what the backend needs alive (a directory, a process).
+            fn make() -> Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)> {
                 $make
             }
             #[test] fn get_set_clear() { let Some((b, _d)) = make() else { return }; super::get_set_clear(&*b) }
@@ -280,8 +281,27 @@ backend_suite!(memory, Some((Arc::new(MemoryBackend::new(Limits::UNLIMITED)), No
 backend_suite!(memory_fdb_limits, Some((Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)), None)));
 backend_suite!(rocksdb, {
     let d = tempfile::tempdir().unwrap();
-    Some((kv::open(d.path().to_str().unwrap()).unwrap(), Some(d)))
+    Some((kv::open(d.path().to_str().unwrap()).unwrap(), Some(Box::new(d))))
 });
+// A client of a store whose owner is another process (kv/shared): every transaction runs in
+// the owner's resolver, over the store's socket.
+backend_suite!(rocksdb_client, {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let owner = agent::Agent::start(&uri, "agent_main");
+    assert_eq!(owner.role, "owner");
+    let b = kv::open(&uri).unwrap();
+    assert!(!kv::SharedBackend::open(&d.path().canonicalize().unwrap(), false).unwrap().is_owner());
+    // Dropped in order: the owner process first, then its directory.
+    Some((b, Some(Box::new((owner, d)))))
+});
+
+mod agent;
+
+#[test]
+fn agent_main() {
+    agent::agent_main();
+}
 #[cfg(feature = "foundationdb")]
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
 
@@ -380,14 +400,14 @@ mod rocksdb_store {
     }
 
     #[test]
-    fn second_process_gets_a_clear_lock_error() {
+    fn second_process_gets_a_clear_lock_error_from_an_exclusive_store() {
         if let Ok(path) = std::env::var("TXVFS_CHILD_OPEN") {
             // Child: report what opening gives.
             match kv::open(&path) {
                 Ok(_) => std::process::exit(3),
                 // The holder is named: txvfs's own owner lock (kv/owner.rs) answers first.
                 Err(e) if e.kind() == ErrorKind::Busy
-                    && e.message().contains(&format!("in use by process {}", std::env::var("TXVFS_PARENT").unwrap())) =>
+                    && e.message().contains(&format!("exclusive use by process {}", std::env::var("TXVFS_PARENT").unwrap())) =>
                 {
                     std::process::exit(0)
                 }
@@ -398,9 +418,9 @@ mod rocksdb_store {
             }
         }
         let d = tempfile::tempdir().unwrap();
-        let _held = kv::open(d.path().to_str().unwrap()).unwrap();
+        let _held = kv::open(&format!("rocksdb:{}?mode=exclusive", d.path().display())).unwrap();
         let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error", "--nocapture"])
+            .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error_from_an_exclusive_store", "--nocapture"])
             .env("TXVFS_CHILD_OPEN", d.path())
             .env("TXVFS_PARENT", std::process::id().to_string())
             .status()

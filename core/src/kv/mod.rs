@@ -23,6 +23,8 @@ mod retry;
 mod owner;
 #[cfg(feature = "rocksdb")]
 mod rocks;
+#[cfg(feature = "rocksdb")]
+mod shared;
 
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
@@ -33,6 +35,8 @@ pub use memory::MemoryBackend;
 pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
+#[cfg(feature = "rocksdb")]
+pub use shared::{SharedBackend, RECOVERY_TIMEOUT, SOCKET_FILE};
 
 /// The size and time limits of a backend. `None` means unlimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,10 +134,11 @@ pub trait Txn: Send {
 }
 
 /// Opens a backend by URI: `memory:` (options `?limits=foundationdb` and `capacity=BYTES`, as
-/// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path`, a bare
-/// path (RocksDB), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the cargo feature
-/// `foundationdb`). Opening the same RocksDB directory twice in one process returns the same
-/// shared instance.
+/// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path[?mode=shared|exclusive]`,
+/// a bare path (RocksDB, shared), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the
+/// cargo feature `foundationdb`). Opening the same RocksDB directory twice in one process
+/// returns the same instance. Several processes may open one RocksDB store at once (see
+/// [`SharedBackend`]); `mode=exclusive` refuses every other process instead.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
         let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
@@ -160,16 +165,41 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
             format!("{uri}: this build has no FoundationDB backend (cargo feature `foundationdb`)"),
         ));
     }
-    let path = uri.strip_prefix("rocksdb:").unwrap_or(uri);
+    let (path, exclusive) = rocksdb_uri(uri)?;
     if path.is_empty() {
         return Err(Error::new(ErrorKind::Invalid, "empty store URI"));
     }
     #[cfg(feature = "rocksdb")]
     {
-        Ok(RocksBackend::open(std::path::Path::new(path))?)
+        let canon = RocksBackend::prepare_dir(std::path::Path::new(path))?;
+        Ok(SharedBackend::open(&canon, exclusive)?)
     }
     #[cfg(not(feature = "rocksdb"))]
-    Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
+    {
+        let _ = exclusive;
+        Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
+    }
+}
+
+/// Splits a RocksDB URI into its path and whether it asks for exclusive use. Only
+/// `rocksdb:` URIs take options (`?mode=shared` or `?mode=exclusive`); a bare path is a path.
+fn rocksdb_uri(uri: &str) -> Result<(&str, bool)> {
+    let Some(rest) = uri.strip_prefix("rocksdb:") else { return Ok((uri, false)) };
+    let Some((path, query)) = rest.split_once('?') else { return Ok((rest, false)) };
+    let mut exclusive = false;
+    for param in query.split('&').filter(|p| !p.is_empty()) {
+        match param {
+            "mode=exclusive" => exclusive = true,
+            "mode=shared" => exclusive = false,
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("{uri}: unknown rocksdb option {param:?} (known: mode=shared, mode=exclusive)"),
+                ))
+            }
+        }
+    }
+    Ok((path, exclusive))
 }
 
 /// Opens a backend by URI like [`open`], but only one that already has data: a RocksDB path
@@ -178,7 +208,7 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
 pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
     #[cfg(feature = "rocksdb")]
     if !uri.starts_with("memory:") && !uri.starts_with("fdb:") {
-        let path = std::path::Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri));
+        let path = std::path::Path::new(rocksdb_uri(uri)?.0);
         if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
             return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));
         }

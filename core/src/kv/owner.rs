@@ -89,7 +89,9 @@ impl OwnerLock {
     /// Takes the ownership lock of the store in `dir`, or fails with [`ErrorKind::Busy`]
     /// naming the process that holds it (this one, if another copy of txvfs in this process
     /// has the store open).
-    pub fn acquire(dir: &Path, what: &str) -> Result<OwnerLock> {
+    /// The file also says whether the owner serves other processes (`shared`) or not
+    /// (`exclusive`), so that they can tell "wait for it" from "refused".
+    pub fn acquire(dir: &Path, what: &str, exclusive: bool) -> Result<OwnerLock> {
         register_fork_handler();
         let path = dir.join(OWNER_FILE);
         let c = CString::new(path.as_os_str().as_bytes())
@@ -103,7 +105,7 @@ impl OwnerLock {
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() } as u32;
         if let Err(e) = ofd_lock(fd, libc::F_WRLCK, libc::F_OFD_SETLK) {
-            let holder = read_pid(fd);
+            let holder = read_owner(fd).0;
             // SAFETY: fd is ours and open.
             unsafe { libc::close(fd) };
             if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
@@ -119,7 +121,7 @@ impl OwnerLock {
             }
             return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
         }
-        write_pid(fd, pid);
+        write_owner(fd, pid, exclusive);
         let slot = LOCK_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok());
         Ok(OwnerLock { fd, slot, generation: fork_generation(), pid })
     }
@@ -150,18 +152,31 @@ impl Drop for OwnerLock {
     }
 }
 
-fn read_pid(fd: i32) -> Option<u32> {
-    let mut buf = [0u8; 32];
+/// The pid in a store's owner file and whether that owner uses the store exclusively.
+/// (None, false) when there is no readable owner file.
+pub fn owner_info(dir: &Path) -> (Option<u32>, bool) {
+    use std::os::unix::io::AsRawFd;
+    match std::fs::File::open(dir.join(OWNER_FILE)) {
+        Ok(f) => read_owner(f.as_raw_fd()),
+        Err(_) => (None, false),
+    }
+}
+
+fn read_owner(fd: i32) -> (Option<u32>, bool) {
+    let mut buf = [0u8; 64];
     // SAFETY: buf is writable for its length.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n <= 0 {
-        return None;
+        return (None, false);
     }
-    std::str::from_utf8(&buf[..n as usize]).ok()?.trim().parse().ok()
+    let text = String::from_utf8_lossy(&buf[..n as usize]);
+    let mut words = text.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok());
+    (pid, words.next() == Some("exclusive"))
 }
 
-fn write_pid(fd: i32, pid: u32) {
-    let text = format!("{pid}\n");
+fn write_owner(fd: i32, pid: u32, exclusive: bool) {
+    let text = format!("{pid} {}\n", if exclusive { "exclusive" } else { "shared" });
     // SAFETY: fd is open for writing; text is readable for its length. The pid is only for
     // messages, so a failure to write it is ignored.
     unsafe {

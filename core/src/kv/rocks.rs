@@ -154,17 +154,28 @@ impl RocksBackend {
         opts
     }
 
-    /// Opens (creating if needed) the store in directory `path`. A second open of the same
-    /// directory through this copy of the library returns the same instance; another process,
-    /// or another copy of the library in this process, holding it gives an [`ErrorKind::Busy`]
-    /// error that names the holder. A store opened before fork() is not reused in the child.
+    /// Opens (creating if needed) the store in directory `path` for this process alone (no
+    /// other process may use it meanwhile; [`crate::kv::open`] opens stores shareable). A
+    /// second open of the same directory through this copy of the library returns the same
+    /// instance; another process, or another copy of the library in this process, holding it
+    /// gives an [`ErrorKind::Busy`] error that names the holder. A store opened before fork()
+    /// is not reused in the child.
     pub fn open(path: &Path) -> Result<Arc<RocksBackend>> {
+        Self::open_owned(&Self::prepare_dir(path)?, true)
+    }
+
+    /// Creates directory `path` if needed (durably) and returns its canonical path.
+    pub(crate) fn prepare_dir(path: &Path) -> Result<PathBuf> {
         create_dirs_durably(path).map_err(|e| {
             Error::new(ErrorKind::Backend, format!("rocksdb:{}: cannot create directory: {e}", path.display()))
         })?;
-        let canon = path.canonicalize().map_err(|e| {
-            Error::new(ErrorKind::Backend, format!("rocksdb:{}: {e}", path.display()))
-        })?;
+        path.canonicalize().map_err(|e| Error::new(ErrorKind::Backend, format!("rocksdb:{}: {e}", path.display())))
+    }
+
+    /// Opens the store in canonical directory `canon` as its owner; `exclusive` is recorded in
+    /// the owner file for other processes to read.
+    pub(crate) fn open_owned(canon: &Path, exclusive: bool) -> Result<Arc<RocksBackend>> {
+        let canon = canon.to_path_buf();
         let mut stores = registry().lock();
         if let Some(b) = stores.get(&canon).and_then(Weak::upgrade) {
             if !b.occ.engine.owner.inherited() {
@@ -172,7 +183,7 @@ impl RocksBackend {
             }
         }
         let what = format!("rocksdb:{}", canon.display());
-        let owner = OwnerLock::acquire(&canon, &what)?;
+        let owner = OwnerLock::acquire(&canon, &what, exclusive)?;
         let db = DB::open(&Self::db_options(), &canon).map_err(|e| {
             let msg = e.into_string();
             // txvfs's own lock was free, so RocksDB's lock is held by a process that is not
@@ -252,7 +263,7 @@ fn create_dirs_durably(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn disk_space(dir: &Path) -> Option<(u64, u64)> {
+pub(crate) fn disk_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     // SAFETY: `path` is a valid C string and `st` a properly sized out-parameter.

@@ -1,0 +1,233 @@
+//! One RocksDB store shared by several processes on one machine.
+//!
+//! The process that holds the store's owner lock (`owner.rs`) opens RocksDB and runs the
+//! resolver (`occ.rs`) for everyone: its own transactions stay in-process, at full speed, and a
+//! server thread answers other processes on `txvfs.sock` in the store directory
+//! (`server.rs`). Every other process is a client (`client.rs`): its transactions run on the
+//! owner's backend, one request per read, writes sent with the commit, so one resolver checks
+//! every process's commits (serializable across processes) and durable commits share fsyncs.
+//!
+//! When the owner goes away (exit, SIGKILL), its clients' connections end: transactions in
+//! flight fail with a retryable conflict (CommitUnknown if a commit was in flight), and the next
+//! begin in each client recovers: one of them takes the owner lock, opens RocksDB (which
+//! replays its log: every acknowledged commit is there) and serves; the others connect to it.
+//!
+//! A store opened with `?mode=exclusive` serves nobody and is refused to every other process.
+
+mod client;
+mod protocol;
+mod server;
+
+use super::owner::{fork_generation, owner_info};
+use super::rocks::RocksBackend;
+use super::{Backend, Limits, Txn};
+use crate::error::{Error, ErrorKind, Result};
+use client::Client;
+use parking_lot::Mutex;
+use server::Server;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// Name of the socket inside a store directory.
+pub const SOCKET_FILE: &str = "txvfs.sock";
+
+/// How long a begin waits for a store's new owner to take over before giving up.
+pub const RECOVERY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs `f` on the socket path of store directory `dir`. A Unix socket path has at most 107
+/// bytes; a longer one is reached through `/proc/self/fd/N/` of the directory, opened for it.
+fn socket_path<T>(dir: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> std::io::Result<T> {
+    let direct = dir.join(SOCKET_FILE);
+    if direct.as_os_str().len() < 100 {
+        return f(&direct);
+    }
+    let d = std::fs::File::open(dir)?;
+    use std::os::unix::io::AsRawFd;
+    f(&PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_FILE}", d.as_raw_fd())))
+}
+
+enum Mode {
+    /// This process owns the files; `server` is None in exclusive mode.
+    Owner { local: Arc<RocksBackend>, server: Option<Server> },
+    Client(Arc<Client>),
+    /// Being dropped.
+    Gone,
+}
+
+/// A RocksDB store that several processes may use at once; see the module docs.
+pub struct SharedBackend {
+    dir: PathBuf,
+    exclusive: bool,
+    mode: Mutex<Mode>,
+    generation: u64,
+    /// The process that opened it (for the error in a forked child).
+    pid: u32,
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
+    static STORES: OnceLock<Mutex<HashMap<PathBuf, Weak<SharedBackend>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// The error for a store another process owns exclusively, or that this process may not share.
+fn busy(dir: &Path, why: String) -> Error {
+    Error::new(ErrorKind::Busy, format!("rocksdb:{}: {why}", dir.display()))
+}
+
+impl SharedBackend {
+    /// Opens the store in directory `canon` (canonical): as its owner if nobody holds it, else
+    /// as a client of the process that does. `exclusive` refuses sharing both ways.
+    pub fn open(canon: &Path, exclusive: bool) -> Result<Arc<SharedBackend>> {
+        let mut stores = registry().lock();
+        // One instance per directory in a process, in the mode of its first open.
+        let key = canon.to_path_buf();
+        if let Some(b) = stores.get(&key).and_then(Weak::upgrade) {
+            if b.generation == fork_generation() {
+                return Ok(b);
+            }
+        }
+        let mode = first_mode(canon, exclusive)?;
+        let backend =
+            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id() });
+        stores.retain(|_, w| w.strong_count() > 0);
+        stores.insert(key, Arc::downgrade(&backend));
+        Ok(backend)
+    }
+
+    /// True while this process owns the store's files (and serves the others).
+    pub fn is_owner(&self) -> bool {
+        matches!(*self.mode.lock(), Mode::Owner { .. })
+    }
+
+    /// Finds the store's current owner after the old one went away: connects to it, or becomes
+    /// it. Waits up to [`RECOVERY_TIMEOUT`] for a new owner to start serving.
+    fn recover(&self, mode: &mut Mode) -> Result<()> {
+        let deadline = Instant::now() + RECOVERY_TIMEOUT;
+        loop {
+            match try_mode(&self.dir, self.exclusive)? {
+                Some(m) => {
+                    *mode = m;
+                    return Ok(());
+                }
+                None if Instant::now() >= deadline => {
+                    return Err(busy(&self.dir, format!("no process serves the store after {RECOVERY_TIMEOUT:?}")));
+                }
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+/// The first mode of a new open: owner, or client (waiting for an owner that is starting).
+fn first_mode(dir: &Path, exclusive: bool) -> Result<Mode> {
+    let deadline = Instant::now() + RECOVERY_TIMEOUT;
+    loop {
+        if let Some(m) = try_mode(dir, exclusive)? {
+            return Ok(m);
+        }
+        if Instant::now() >= deadline {
+            return Err(busy(dir, format!("the process holding the store does not serve it (waited {RECOVERY_TIMEOUT:?})")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One attempt: become the owner, or connect to the owner. `Ok(None)`: try again shortly (the
+/// owner is starting, or has just gone away).
+fn try_mode(dir: &Path, exclusive: bool) -> Result<Option<Mode>> {
+    match RocksBackend::open_owned(dir, exclusive) {
+        Ok(local) => {
+            let server = if exclusive {
+                None
+            } else {
+                Some(Server::start(dir, local.clone() as Arc<dyn Backend>)?)
+            };
+            return Ok(Some(Mode::Owner { local, server }));
+        }
+        Err(e) if e.kind() != ErrorKind::Busy => return Err(e),
+        Err(_) => {
+            let (pid, holder_exclusive) = owner_info(dir);
+            if exclusive || holder_exclusive {
+                let who = pid.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into());
+                let why = if exclusive {
+                    format!("exclusive use asked, but the store is in use by {who}")
+                } else {
+                    format!("store is in exclusive use by {who}")
+                };
+                return Err(busy(dir, why));
+            }
+        }
+    }
+    match Client::connect(dir) {
+        Ok(c) => Ok(Some(Mode::Client(c))),
+        Err(_) => Ok(None),
+    }
+}
+
+impl Drop for SharedBackend {
+    fn drop(&mut self) {
+        if let Mode::Owner { local, server: Some(server) } = std::mem::replace(self.mode.get_mut(), Mode::Gone) {
+            if self.generation != fork_generation() {
+                // A forked child's copy: its sockets are the parent's; leave them alone.
+                server.abandon();
+            } else {
+                // Stop serving, then remove the socket, then close RocksDB and the owner lock
+                // (in that order, so a socket file never outlives its server's lock).
+                drop(server);
+                let _ = socket_path(&self.dir, |p| std::fs::remove_file(p));
+            }
+            drop(local);
+        }
+    }
+}
+
+impl Backend for SharedBackend {
+    fn begin(&self) -> Result<Box<dyn Txn>> {
+        let mut mode = self.mode.lock();
+        if self.generation != fork_generation() {
+            return Err(super::owner::forked_error(&format!("rocksdb:{}", self.dir.display()), self.pid));
+        }
+        loop {
+            match &*mode {
+                Mode::Owner { local, .. } => return local.begin(),
+                Mode::Client(c) if !c.lost() => {
+                    let c = c.clone();
+                    drop(mode);
+                    match c.begin() {
+                        Ok(t) => return Ok(t),
+                        Err(_) if c.lost() => mode = self.mode.lock(),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Mode::Client(_) => self.recover(&mut mode)?,
+                Mode::Gone => unreachable!("a backend being dropped has no callers"),
+            }
+        }
+    }
+    fn limits(&self) -> Limits {
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => local.limits(),
+            Mode::Client(c) => c.limits(),
+            Mode::Gone => Limits::UNLIMITED,
+        }
+    }
+    fn sync(&self) -> Result<()> {
+        let client = match &*self.mode.lock() {
+            Mode::Owner { local, .. } => return local.sync(),
+            Mode::Client(c) => c.clone(),
+            Mode::Gone => unreachable!("a backend being dropped has no callers"),
+        };
+        client.sync()
+    }
+    fn describe(&self) -> String {
+        format!("rocksdb:{}", self.dir.display())
+    }
+    fn shared(&self) -> bool {
+        !self.exclusive
+    }
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        super::rocks::disk_space(&self.dir)
+    }
+}

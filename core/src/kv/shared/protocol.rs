@@ -1,0 +1,171 @@
+//! The wire protocol between a store's serving process and its clients, over a Unix socket.
+//!
+//! Each message is a frame: a 4-byte little-endian length, then that many bytes: a 1-byte
+//! operation and its fields (byte strings as a 4-byte length and the bytes, integers
+//! little-endian). A connection carries at most one transaction at a time. Requests that
+//! cannot fail in a way the caller must see at once (begin, writes, rollback) get no reply, so
+//! a client sends them with its next read or commit in one write; an error they cause is kept
+//! by the server and returned by the next request that has a reply.
+
+use crate::error::{Error, ErrorKind, Result};
+use std::io::Read;
+
+/// Version of this protocol; a client and a server of different versions refuse each other.
+pub const VERSION: u32 = 1;
+
+/// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
+/// refused with TooLarge).
+pub const MAX_FRAME: usize = 160 << 20;
+
+/// Operation codes.
+pub mod op {
+    pub const HELLO: u8 = 1;
+    pub const BEGIN: u8 = 2;
+    pub const GET: u8 = 3;
+    pub const GET_RANGE: u8 = 4;
+    pub const SET: u8 = 5;
+    pub const CLEAR: u8 = 6;
+    pub const CLEAR_RANGE: u8 = 7;
+    pub const ATOMIC_ADD: u8 = 8;
+    pub const ATOMIC_MAX: u8 = 9;
+    pub const COMMIT: u8 = 10;
+    pub const ROLLBACK: u8 = 11;
+    pub const REFRESH: u8 = 12;
+    pub const SYNC: u8 = 13;
+    /// Replies: success (with fields), or an error (code, message).
+    pub const OK: u8 = 100;
+    pub const ERR: u8 = 101;
+}
+
+/// Builds one frame.
+pub struct Frame {
+    buf: Vec<u8>,
+}
+
+impl Frame {
+    /// A frame for operation `op`.
+    pub fn new(op: u8) -> Frame {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(&[0, 0, 0, 0, op]);
+        Frame { buf }
+    }
+    /// Appends a byte string.
+    pub fn bytes(mut self, b: &[u8]) -> Frame {
+        self.buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(b);
+        self
+    }
+    /// Appends an integer.
+    pub fn u64(mut self, v: u64) -> Frame {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    /// Appends a byte.
+    pub fn u8(mut self, v: u8) -> Frame {
+        self.buf.push(v);
+        self
+    }
+    /// The finished frame, length filled in.
+    pub fn finish(mut self) -> Vec<u8> {
+        let len = (self.buf.len() - 4) as u32;
+        self.buf[..4].copy_from_slice(&len.to_le_bytes());
+        self.buf
+    }
+    /// Appends the finished frame to `out`.
+    pub fn push_to(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.finish());
+    }
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub fn read_frame(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad frame length {len}")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    Ok(Some(body))
+}
+
+/// Reads the fields of a received frame, failing cleanly on malformed input.
+pub struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+fn malformed() -> Error {
+    Error::new(ErrorKind::Invalid, "malformed message on the store's socket")
+}
+
+impl<'a> Fields<'a> {
+    /// The operation code and a reader of the fields after it.
+    pub fn of(frame: &'a [u8]) -> Result<(u8, Fields<'a>)> {
+        let (&op, rest) = frame.split_first().ok_or_else(malformed)?;
+        Ok((op, Fields { rest }))
+    }
+    /// The next byte string.
+    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+        let len = self.u32()? as usize;
+        if self.rest.len() < len {
+            return Err(malformed());
+        }
+        let (b, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(b)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        if self.rest.len() < 4 {
+            return Err(malformed());
+        }
+        let (b, rest) = self.rest.split_at(4);
+        self.rest = rest;
+        Ok(u32::from_le_bytes(b.try_into().unwrap()))
+    }
+    /// The next integer.
+    pub fn u64(&mut self) -> Result<u64> {
+        if self.rest.len() < 8 {
+            return Err(malformed());
+        }
+        let (b, rest) = self.rest.split_at(8);
+        self.rest = rest;
+        Ok(u64::from_le_bytes(b.try_into().unwrap()))
+    }
+    /// The next byte.
+    pub fn u8(&mut self) -> Result<u8> {
+        let (&b, rest) = self.rest.split_first().ok_or_else(malformed)?;
+        self.rest = rest;
+        Ok(b)
+    }
+    /// True when every field was read.
+    pub fn done(&self) -> bool {
+        self.rest.is_empty()
+    }
+}
+
+/// An error reply.
+pub fn error_frame(e: &Error) -> Vec<u8> {
+    Frame::new(op::ERR).u64(e.code() as u32 as u64).bytes(e.message().as_bytes()).finish()
+}
+
+/// Decodes an error reply's fields.
+pub fn decode_error(mut f: Fields<'_>) -> Error {
+    let code = f.u64().unwrap_or(0) as u32 as i32;
+    let msg = f.bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+    Error::new(ErrorKind::from_code(code).unwrap_or(ErrorKind::Backend), msg)
+}
+
+/// Encodes optional limits as u64 (u64::MAX for none).
+pub fn opt(v: Option<usize>) -> u64 {
+    v.map(|v| v as u64).unwrap_or(u64::MAX)
+}
+
+/// Decodes [`opt`].
+pub fn unopt(v: u64) -> Option<usize> {
+    (v != u64::MAX).then_some(v as usize)
+}

@@ -1,0 +1,321 @@
+//! The serving side: the process that owns a store's RocksDB files answers other processes'
+//! transactions on `txvfs.sock` in the store directory, one thread per connection, each
+//! connection running its transactions on the owner's own backend (so one resolver checks
+//! every process's commits, and durable commits of all processes share fsyncs).
+//!
+//! Nothing a client sends can hurt the store: a malformed message closes its connection, and
+//! its open transaction is dropped (rolled back); a transaction left idle longer than
+//! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
+
+use super::protocol::{self, op, Fields, Frame};
+use super::socket_path;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{Backend, Txn};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::{BufReader, Write};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a client's transaction may sit without a request before the server drops it.
+pub const IDLE_TXN: Duration = Duration::from_secs(30);
+
+/// A running server; [`Server::stop`] (or dropping it) closes every connection and waits for
+/// their threads, so the backend is no longer used when it returns.
+pub(crate) struct Server {
+    stop: Arc<AtomicBool>,
+    listener: UnixListener,
+    conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: Option<JoinHandle<()>>,
+    stopped: bool,
+}
+
+impl Server {
+    /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
+    /// a previous owner (the caller holds the owner lock, so no live server uses it).
+    pub(crate) fn start(dir: &Path, backend: Arc<dyn Backend>) -> Result<Server> {
+        let listener = socket_path(dir, |p| {
+            match std::fs::remove_file(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            UnixListener::bind(p)
+        })
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("{}: cannot serve other processes: {e}", backend.describe())))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
+        let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
+        let accept = {
+            let (listener, stop, conns, threads) = (listener.try_clone().map_err(io_err)?, stop.clone(), conns.clone(), threads.clone());
+            std::thread::Builder::new()
+                .name("txvfs-serve".into())
+                .spawn(move || accept_loop(listener, backend, stop, conns, threads))
+                .map_err(io_err)?
+        };
+        Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
+    }
+
+    /// Stops serving: closes the listener and every connection (their clients see the
+    /// connection end and reconnect, to the next owner) and joins every thread.
+    pub(crate) fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.stop.store(true, Ordering::SeqCst);
+        // SAFETY: shutting down our own listening socket wakes the blocked accept().
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        for s in self.conns.lock().values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Forgets the server without touching its sockets: in a forked child, whose copies of
+    /// the descriptors share the parent's sockets (a shutdown would stop the parent's server).
+    pub(crate) fn abandon(mut self) {
+        self.stopped = true;
+        self.accept.take();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn io_err(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Backend, format!("store socket: {e}"))
+}
+
+fn accept_loop(
+    listener: UnixListener,
+    backend: Arc<dyn Backend>,
+    stop: Arc<AtomicBool>,
+    conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+) {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(_) if stop.load(Ordering::SeqCst) => return,
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let Ok(clone) = stream.try_clone() else { continue };
+        conns.lock().insert(id, clone);
+        let (backend, conns2) = (backend.clone(), conns.clone());
+        let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
+            serve(stream, &*backend);
+            conns2.lock().remove(&id);
+        });
+        let mut ts = threads.lock();
+        ts.retain(|t| !t.is_finished());
+        match spawned {
+            Ok(t) => ts.push(t),
+            Err(_) => {
+                conns.lock().remove(&id);
+            }
+        }
+    }
+}
+
+/// One connection's state: its transaction, and the first error of that transaction that no
+/// reply has carried yet (from a request without a reply).
+struct Session<'a> {
+    backend: &'a dyn Backend,
+    txn: Option<Box<dyn Txn>>,
+    failed: Option<Error>,
+}
+
+fn no_txn() -> Error {
+    Error::new(ErrorKind::Invalid, "request outside a transaction on the store's socket")
+}
+
+impl Session<'_> {
+    /// The transaction, or the error that doomed it.
+    fn txn(&mut self) -> Result<&mut Box<dyn Txn>> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        self.txn.as_mut().ok_or_else(no_txn)
+    }
+
+    /// Runs a request that has no reply; an error is kept for the next reply.
+    fn quietly(&mut self, f: impl FnOnce(&mut Box<dyn Txn>) -> Result<()>) {
+        if let Err(e) = self.txn().and_then(f) {
+            self.failed.get_or_insert(e);
+        }
+    }
+
+    /// Handles one request; returns the reply, if it has one. Err: close the connection.
+    fn handle(&mut self, frame: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (code, mut f) = Fields::of(frame)?;
+        let reply = match code {
+            op::BEGIN => {
+                self.txn = None;
+                self.failed = None;
+                match self.backend.begin() {
+                    Ok(t) => self.txn = Some(t),
+                    Err(e) => self.failed = Some(e),
+                }
+                None
+            }
+            op::ROLLBACK => {
+                self.txn = None;
+                self.failed = None;
+                None
+            }
+            op::SET => {
+                let (k, v) = (f.bytes()?, f.bytes()?);
+                self.quietly(|t| t.set(k, v));
+                None
+            }
+            op::CLEAR => {
+                let k = f.bytes()?;
+                self.quietly(|t| t.clear(k));
+                None
+            }
+            op::CLEAR_RANGE => {
+                let (s, e) = (f.bytes()?, f.bytes()?);
+                self.quietly(|t| t.clear_range(s, e));
+                None
+            }
+            op::ATOMIC_ADD => {
+                let (k, d) = (f.bytes()?, f.u64()?);
+                self.quietly(|t| t.atomic_add(k, d as i64));
+                None
+            }
+            op::ATOMIC_MAX => {
+                let (k, m) = (f.bytes()?, f.u64()?);
+                self.quietly(|t| t.atomic_max(k, m));
+                None
+            }
+            op::GET => {
+                let (snapshot, k) = (f.u8()? != 0, f.bytes()?);
+                let r = self.txn().and_then(|t| if snapshot { t.snapshot_get(k) } else { t.get(k) });
+                Some(r.map(|v| match v {
+                    Some(v) => Frame::new(op::OK).u8(1).bytes(&v).finish(),
+                    None => Frame::new(op::OK).u8(0).finish(),
+                }))
+            }
+            op::GET_RANGE => {
+                let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
+                let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
+                let r = self.txn().and_then(|t| {
+                    if snapshot {
+                        t.snapshot_get_range(s, e, limit, reverse)
+                    } else {
+                        t.get_range(s, e, limit, reverse)
+                    }
+                });
+                Some(r.and_then(|pairs| {
+                    let size: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+                    if size + 16 > protocol::MAX_FRAME {
+                        return Err(Error::new(ErrorKind::TooLarge, "range read too large for one reply: read it with a limit"));
+                    }
+                    let mut fr = Frame::new(op::OK).u64(pairs.len() as u64);
+                    for (k, v) in &pairs {
+                        fr = fr.bytes(k).bytes(v);
+                    }
+                    Ok(fr.finish())
+                }))
+            }
+            op::COMMIT => {
+                let durable = f.u8()? != 0;
+                let r = self.txn().map(|_| ()).and_then(|()| self.txn.take().ok_or_else(no_txn)?.commit(durable));
+                self.txn = None;
+                self.failed = None;
+                Some(r.map(|()| Frame::new(op::OK).finish()))
+            }
+            op::REFRESH => Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish())),
+            op::SYNC => Some(self.backend.sync().map(|()| Frame::new(op::OK).finish())),
+            _ => return Err(Error::new(ErrorKind::Invalid, format!("unknown request {code} on the store's socket"))),
+        };
+        if !f.done() {
+            return Err(Error::new(ErrorKind::Invalid, "trailing bytes in a request on the store's socket"));
+        }
+        Ok(reply.map(|r| r.unwrap_or_else(|e| protocol::error_frame(&e))))
+    }
+}
+
+/// The hello reply: protocol version, the backend's limits and description.
+fn hello_reply(backend: &dyn Backend) -> Vec<u8> {
+    let l = backend.limits();
+    Frame::new(op::OK)
+        .u64(protocol::VERSION as u64)
+        .u64(protocol::opt(l.max_key))
+        .u64(protocol::opt(l.max_value))
+        .u64(protocol::opt(l.max_txn_bytes))
+        .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
+        .u64(std::process::id() as u64)
+        .bytes(backend.describe().as_bytes())
+        .finish()
+}
+
+fn serve(stream: UnixStream, backend: &dyn Backend) {
+    let Ok(read_half) = stream.try_clone() else { return };
+    let mut reader = BufReader::with_capacity(64 << 10, read_half);
+    let mut writer = stream;
+    // The first message must be a hello of this protocol's version.
+    match protocol::read_frame(&mut reader) {
+        Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
+            Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
+                if writer.write_all(&hello_reply(backend)).is_err() {
+                    return;
+                }
+            }
+            _ => {
+                let e = Error::new(ErrorKind::Invalid, format!("expected a hello of protocol version {}", protocol::VERSION));
+                let _ = writer.write_all(&protocol::error_frame(&e));
+                return;
+            }
+        },
+        _ => return,
+    }
+    let mut session = Session { backend, txn: None, failed: None };
+    loop {
+        let idle = session.txn.is_some().then_some(IDLE_TXN);
+        if writer.set_read_timeout(idle).is_err() {
+            return;
+        }
+        let frame = match protocol::read_frame(&mut reader) {
+            Ok(Some(f)) => f,
+            // End of stream, a read error, garbage, or a transaction idle for longer than
+            // IDLE_TXN: the connection closes and its transaction (if any) is dropped; the
+            // client sees a lost connection (a retryable error) and reconnects.
+            _ => return,
+        };
+        match session.handle(&frame) {
+            Ok(Some(reply)) => {
+                if writer.write_all(&reply).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => {}
+            Err(_) => return,
+        }
+    }
+}

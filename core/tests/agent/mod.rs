@@ -1,0 +1,121 @@
+//! A second process for the multi-process tests: the test binary runs itself again as an
+//! "agent" that opens a store and obeys commands on its stdin, one per line, answering each on
+//! stdout after `@@ `: `set KEY VALUE` (one committed transaction; answers `ok` or the error), `get KEY`
+//! (answers the value or `none`), `exit`. It answers `ready owner` or `ready client` once open.
+//!
+//! A test file using it declares `mod agent;` and one test named `agent_main` that calls
+//! [`agent_main`], which does nothing unless the process is an agent.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use txvfs::kv::{self, Backend};
+
+const ROLE: &str = "TXVFS_TEST_AGENT_URI";
+
+/// The agent's body: runs only in an agent process, then exits.
+pub fn agent_main() {
+    let Ok(uri) = std::env::var(ROLE) else { return };
+    let b: Arc<dyn Backend> = kv::open(&uri).unwrap_or_else(|e| {
+        println!("@@ error {e}");
+        std::process::exit(2)
+    });
+    let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
+    let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
+    let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
+    println!("@@ ready {}", if owner { "owner" } else { "client" });
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let answer = match words.as_slice() {
+            ["set", k, v] => {
+                let r = b.begin().and_then(|mut t| {
+                    t.set(k.as_bytes(), v.as_bytes())?;
+                    t.commit(false)
+                });
+                match r {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => format!("error {e}"),
+                }
+            }
+            ["get", k] => match b.begin().and_then(|mut t| t.get(k.as_bytes())) {
+                Ok(Some(v)) => String::from_utf8_lossy(&v).into_owned(),
+                Ok(None) => "none".into(),
+                Err(e) => format!("error {e}"),
+            },
+            ["exit"] => std::process::exit(0),
+            _ => format!("error unknown command {line:?}"),
+        };
+        println!("@@ {answer}");
+        std::io::stdout().flush().unwrap();
+    }
+    std::process::exit(0);
+}
+
+/// A running agent; killed (SIGKILL) when dropped.
+pub struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// `owner` or `client`, as the agent reported once open.
+    pub role: String,
+}
+
+impl Agent {
+    /// Starts an agent on `uri` from the test binary's test `test_path` (the full name of the
+    /// test that calls [`agent_main`]) and waits until it has the store open.
+    pub fn start(uri: &str, test_path: &str) -> Agent {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test_path, "--nocapture", "--test-threads=1", "-q"])
+            .env(ROLE, uri)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut agent = Agent { child, stdin, stdout, role: String::new() };
+        let first = agent.read_line();
+        agent.role = first.strip_prefix("ready ").unwrap_or_else(|| panic!("agent did not open the store: {first}")).to_string();
+        agent
+    }
+
+    fn read_line(&mut self) -> String {
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                panic!("agent exited");
+            }
+            // The test harness prints its own lines ("running 1 test" ...): skip them.
+            if let Some(answer) = line.trim_end().strip_prefix("@@ ") {
+                return answer.to_string();
+            }
+        }
+    }
+
+    /// Sends one command and returns the answer.
+    pub fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        self.read_line()
+    }
+
+    /// The agent's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the agent with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
