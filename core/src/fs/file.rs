@@ -54,8 +54,13 @@ impl File {
                     inner.closed(ino);
                 }
                 let (ino, kind) = open(op)?;
-                inner.opened(ino);
+                let first = inner.opened(ino);
                 counted = Some(ino);
+                if first && inner.marks_handles() {
+                    // Other processes must see the handle (fs/handle_marks.rs).
+                    op.mark_open(ino)?;
+                    inner.open_files.set_marked(ino);
+                }
                 Ok((ino, kind))
             });
             match r {
@@ -283,9 +288,22 @@ impl File {
         let flushed = if self.scope.is_finished() { Ok(()) } else { self.flush() };
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
-        if store.inner.closed(self.ino) && !store.per_open.read_only {
-            let (inner, ino) = (&store.inner, self.ino);
-            inner.open_files.reap_unless_open(ino, || inner.auto_commit(None, |op| op.reap_orphan(ino)))?;
+        if store.inner.closed(self.ino) {
+            let (inner, ino, read_only) = (&store.inner, self.ino, store.per_open.read_only);
+            let marked = inner.open_files.take_mark(ino);
+            if marked || !read_only {
+                inner.open_files.reap_unless_open(ino, || {
+                    inner.auto_commit(None, |op| {
+                        if marked {
+                            op.unmark_open(ino)?;
+                        }
+                        if read_only {
+                            return Ok(false);
+                        }
+                        op.reap_orphan(ino)
+                    })
+                })?;
+            }
         }
         flushed
     }

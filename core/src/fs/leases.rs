@@ -184,7 +184,8 @@ impl LeaseTable {
                 continue; // the in-process table decides between our own handles
             }
             let record = LockRecord::decode(&v)?;
-            if record.expires_ms <= now {
+            // Lapsed: its lease ran out, or the backend knows its process died.
+            if record.expires_ms <= now || self.backend.process_alive(process) == Some(false) {
                 if collect_lapsed {
                     tx.clear(&k)?;
                 }

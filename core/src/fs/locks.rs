@@ -130,6 +130,11 @@ impl LockTable {
         LockTable { shared, ..LockTable::default() }
     }
 
+    /// The table of lock records shared with other processes, if any.
+    pub(crate) fn lease_table(&self) -> Option<&Arc<LeaseTable>> {
+        self.shared.as_ref()
+    }
+
     /// Publishes `owner`'s locks on `ino` as they stand in `f`; false if another process holds
     /// a conflicting lock (then nothing was published).
     fn publish(&self, ino: u64, owner: u64, f: &FileLocks) -> Result<bool> {

@@ -5,6 +5,7 @@
 mod file;
 mod filesystem;
 mod format;
+mod handle_marks;
 mod inodes;
 pub mod leases;
 mod locks;

@@ -13,7 +13,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 #[derive(Default)]
 struct State {
@@ -25,6 +25,8 @@ struct State {
     reaped: VecDeque<(u64, u64)>,
     /// Opens in progress, by the reap count they started at.
     opening: BTreeMap<u64, usize>,
+    /// Inodes this process has marked open in the store (fs/handle_marks.rs).
+    marked: HashSet<u64>,
 }
 
 /// The open-handle table of one store in this process.
@@ -70,9 +72,22 @@ impl OpenFiles {
         self.state.lock().handles.contains_key(&ino)
     }
 
-    /// Counts one more handle of `ino`.
-    pub(crate) fn opened(&self, ino: u64) {
-        *self.state.lock().handles.entry(ino).or_insert(0) += 1;
+    /// Counts one more handle of `ino`; true when it is the first.
+    pub(crate) fn opened(&self, ino: u64) -> bool {
+        let mut st = self.state.lock();
+        let n = st.handles.entry(ino).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
+
+    /// Notes that `ino` has (or is about to have, with the open's commit) a mark in the store.
+    pub(crate) fn set_marked(&self, ino: u64) {
+        self.state.lock().marked.insert(ino);
+    }
+
+    /// Forgets the mark of `ino`; true if there was one (the caller clears it in the store).
+    pub(crate) fn take_mark(&self, ino: u64) -> bool {
+        self.state.lock().marked.remove(&ino)
     }
 
     /// Counts one handle of `ino` fewer; true when it was the last.

@@ -129,7 +129,11 @@ impl StoreState {
             let done = self.kv_transact(
                 |tx| {
                     let Some(v) = tx.get(&schema::stage_key(txid))? else { return Ok(true) };
-                    if only_expired_at.is_some_and(|now| StageRecord::decode(&v).is_ok_and(|r| r.expires_ms > now)) {
+                    // Kept while its lease runs, unless the backend knows its process died.
+                    if only_expired_at.is_some_and(|now| {
+                        StageRecord::decode(&v)
+                            .is_ok_and(|r| r.expires_ms > now && self.backend.process_alive(r.process) != Some(false))
+                    }) {
                         return Ok(true);
                     }
                     let (s, e) = schema::staged_range(txid);

@@ -57,7 +57,8 @@ impl StoreState {
         self.open_files.is_open(ino)
     }
 
-    pub(crate) fn opened(&self, ino: u64) {
+    /// Counts a handle of `ino`; true when it is this process's first.
+    pub(crate) fn opened(&self, ino: u64) -> bool {
         self.open_files.opened(ino)
     }
 

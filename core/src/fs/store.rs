@@ -101,6 +101,12 @@ impl Store {
             next_handle: AtomicU64::new(1),
             process: leases::random_id(),
         });
+        inner.backend.register_process(inner.process)?;
+        if let Some(table) = inner.locks.lease_table() {
+            inner.backend.register_process(table.process_id())?;
+        }
+        inner.renew_liveness()?;
+        inner.start_liveness();
         inner.reap_orphans()?;
         inner.collect_dead_stages()?;
         stores.retain(|_, w| w.strong_count() > 0);

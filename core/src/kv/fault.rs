@@ -163,6 +163,15 @@ impl Backend for FaultyBackend {
     fn shared(&self) -> bool {
         self.inner.shared()
     }
+    fn primary(&self) -> Option<bool> {
+        self.inner.primary()
+    }
+    fn register_process(&self, process: u64) -> Result<()> {
+        self.inner.register_process(process)
+    }
+    fn process_alive(&self, process: u64) -> Option<bool> {
+        self.inner.process_alive(process)
+    }
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.inner.disk_space()
     }

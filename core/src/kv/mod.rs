@@ -81,6 +81,32 @@ pub trait Backend: Send + Sync + 'static {
     fn shared(&self) -> bool {
         false
     }
+    /// On a shared backend, whether this process is the store's primary, which sees every
+    /// commit and whose open files other processes cannot see (`Some(true)`), a secondary of
+    /// a primary in another process (`Some(false)`), or neither because the backend has no
+    /// primary (`None`: FoundationDB). A backend that is not shared answers `Some(true)`.
+    /// The file layer decides from it who records open handles in the store and who may free
+    /// an unlinked file's data (`fs/handle_marks.rs`).
+    fn primary(&self) -> Option<bool> {
+        if self.shared() {
+            None
+        } else {
+            Some(true)
+        }
+    }
+    /// Registers `process` (the random id of one open store in this process) as alive for as
+    /// long as this backend is open in this process, where the backend can tell liveness
+    /// itself (a shared RocksDB store: a lock the kernel drops when the process dies).
+    fn register_process(&self, process: u64) -> Result<()> {
+        let _ = process;
+        Ok(())
+    }
+    /// Whether the process that registered `process` is alive, if the backend can tell at
+    /// once (`None`: it cannot; the caller relies on leases).
+    fn process_alive(&self, process: u64) -> Option<bool> {
+        let _ = process;
+        None
+    }
     /// The (total, free) bytes of the disk that holds the backend's data, if it has one of
     /// its own (RocksDB: the file system of its directory). `statfs` reports it.
     fn disk_space(&self) -> Option<(u64, u64)> {

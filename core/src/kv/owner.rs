@@ -73,6 +73,21 @@ pub struct OwnerLock {
     pid: u32,
 }
 
+/// Has the at-fork handler close descriptor `fd` in every child, so that an open-file-
+/// description lock on it goes away with this process, not with the last of its children.
+/// Returns the slot to pass to [`keep_in_children`] before closing `fd`.
+pub fn close_in_children(fd: i32) -> Option<usize> {
+    register_fork_handler();
+    LOCK_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok())
+}
+
+/// Undoes [`close_in_children`] (call before closing the descriptor).
+pub fn keep_in_children(slot: Option<usize>) {
+    if let Some(i) = slot {
+        LOCK_FDS[i].store(-1, Ordering::SeqCst);
+    }
+}
+
 fn ofd_lock(fd: i32, kind: i32, cmd: i32) -> std::io::Result<libc::flock> {
     // SAFETY: flock is plain data; zeroed is a valid value (whole file from offset 0).
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
@@ -122,8 +137,7 @@ impl OwnerLock {
             return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
         }
         write_owner(fd, pid, exclusive);
-        let slot = LOCK_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok());
-        Ok(OwnerLock { fd, slot, generation: fork_generation(), pid })
+        Ok(OwnerLock { fd, slot: close_in_children(fd), generation: fork_generation(), pid })
     }
 
     /// True when this lock was taken before a fork of this process (so the caller is a child).
@@ -144,16 +158,15 @@ impl Drop for OwnerLock {
             // child keeps it until exit); the number may name another file by now.
             return;
         }
-        if let Some(i) = self.slot {
-            LOCK_FDS[i].store(-1, Ordering::SeqCst);
-        }
+        keep_in_children(self.slot);
         // SAFETY: fd is ours; closing the last descriptor of the description releases the lock.
         unsafe { libc::close(self.fd) };
     }
 }
 
-/// The pid in a store's owner file and whether that owner uses the store exclusively.
-/// (None, false) when there is no readable owner file.
+/// The pid in a store's owner file and whether that owner uses the store exclusively: it
+/// said so, or it wrote no mode at all (a txvfs from before stores were shared, which serves
+/// nobody). (None, false) when there is no readable owner file.
 pub fn owner_info(dir: &Path) -> (Option<u32>, bool) {
     use std::os::unix::io::AsRawFd;
     match std::fs::File::open(dir.join(OWNER_FILE)) {
@@ -167,12 +180,13 @@ fn read_owner(fd: i32) -> (Option<u32>, bool) {
     // SAFETY: buf is writable for its length.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n <= 0 {
+        // Empty: its owner is between taking the lock and writing the file.
         return (None, false);
     }
     let text = String::from_utf8_lossy(&buf[..n as usize]);
     let mut words = text.split_whitespace();
     let pid = words.next().and_then(|w| w.parse().ok());
-    (pid, words.next() == Some("exclusive"))
+    (pid, words.next() != Some("shared"))
 }
 
 fn write_owner(fd: i32, pid: u32, exclusive: bool) {

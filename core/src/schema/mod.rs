@@ -17,6 +17,8 @@
 //! | `U` | `U` txid ino block-index chunk-id | the chunks staged by `txid`, to collect them if it never commits |
 //! | `M` | `M` name | store-wide counters (atomic add) and allocator high-water marks |
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
+//! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
+//! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
 //!
 //! A directory's mtime, ctime and link count change with every create and delete inside it.
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
@@ -46,6 +48,8 @@ const STAGE: u8 = b'T';
 const STAGED: u8 = b'U';
 const META: u8 = b'M';
 const LOCK: u8 = b'L';
+const HANDLE: u8 = b'H';
+const PROCESS: u8 = b'P';
 
 fn key(scope: u8, ino: u64, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + rest.len());
@@ -180,6 +184,27 @@ pub fn lock_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
 /// The process and owner of a lock key.
 pub fn lock_holder(key: &[u8]) -> Result<(u64, u64)> {
     be_u64_at(key, 9).zip(be_u64_at(key, 17)).ok_or_else(|| corrupt("lock key too short"))
+}
+
+/// The mark of `process` having file `ino` open (fs/handle_marks.rs).
+pub fn handle_key(ino: u64, process: u64) -> Vec<u8> {
+    key(HANDLE, ino, &process.to_be_bytes())
+}
+/// All open marks of one file.
+pub fn handle_range(ino: u64) -> (Vec<u8>, Vec<u8>) {
+    (key(HANDLE, ino, &[]), key(HANDLE, ino + 1, &[]))
+}
+/// The process of an open mark's key.
+pub fn handle_process(key: &[u8]) -> Result<u64> {
+    be_u64_at(key, 9).ok_or_else(|| corrupt("open-mark key too short"))
+}
+/// The liveness record of `process`.
+pub fn process_key(process: u64) -> Vec<u8> {
+    key(PROCESS, process, &[])
+}
+/// All liveness records.
+pub fn process_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![PROCESS], vec![PROCESS + 1])
 }
 
 /// A store-wide counter or allocator key.

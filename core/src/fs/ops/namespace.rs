@@ -143,7 +143,7 @@ impl Operation<'_> {
         if inode.nlink > 0 {
             return self.store_inode(ino, &inode);
         }
-        if self.inner.is_open(ino) {
+        if self.inner.is_open(ino) || self.open_elsewhere(ino)? {
             self.store_inode(ino, &inode)?;
             self.orphaned.push(ino);
             self.set(&schema::orphan_key(ino), &[])

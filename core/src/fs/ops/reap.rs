@@ -119,6 +119,8 @@ impl Operation<'_> {
             return Ok(false);
         }
         match self.load_inode(ino)? {
+            // Open in another process (or maybe, seen from a secondary): kept, reaped later.
+            Some(inode) if inode.nlink == 0 && inode.kind != crate::FileType::Dir && self.open_elsewhere(ino)? => Ok(false),
             Some(inode) if inode.nlink == 0 => self.delete_inode(ino, &inode).map(|()| true),
             Some(_) | None => self.clear(&schema::orphan_key(ino)).map(|()| false),
         }
@@ -126,11 +128,12 @@ impl Operation<'_> {
 }
 
 impl StoreState {
-    /// Deletes inodes left unlinked-but-open by a previous run (none can be open now).
-    /// On a backend shared by several processes, unlinked files may still be open in another
-    /// process, so only detached directory trees ([`Store::remove_all`](crate::Store::remove_all)) are finished here.
+    /// Deletes orphans: files unlinked while open that no handle holds any more (in this
+    /// process or, on a shared backend, in a live process: fs/handle_marks.rs), and detached
+    /// directory trees ([`Store::remove_all`](crate::Store::remove_all)) left unfinished.
+    /// Runs at open and, on a shared backend, periodically in a process that may free data.
     pub(crate) fn reap_orphans(self: &Arc<Self>) -> Result<()> {
-        if self.read_only {
+        if self.read_only || !self.may_free() {
             return Ok(());
         }
         let (mut start, end) = schema::orphan_range();
@@ -141,13 +144,12 @@ impl StoreState {
             start.push(0);
             for (k, _) in &batch {
                 let ino = schema::orphan_ino(k)?;
-                if self.backend.shared() {
-                    let is_dir = self.auto_commit(None, |op| Ok(op.load_inode(ino)?.is_some_and(|i| i.kind == crate::FileType::Dir)))?;
-                    if !is_dir {
-                        continue;
-                    }
+                let is_dir = self.auto_commit(None, |op| Ok(op.load_inode(ino)?.is_some_and(|i| i.kind == crate::FileType::Dir)))?;
+                if is_dir {
+                    self.reap_tree(ino, &mut |_| {})?;
+                } else {
+                    self.open_files.reap_unless_open(ino, || self.auto_commit(None, |op| op.reap_orphan(ino)))?;
                 }
-                self.reap_tree(ino, &mut |_| {})?;
             }
         }
     }

@@ -14,6 +14,7 @@
 //!
 //! A store opened with `?mode=exclusive` serves nobody and is refused to every other process.
 
+mod alive;
 mod client;
 mod protocol;
 mod server;
@@ -22,6 +23,7 @@ use super::owner::{fork_generation, owner_info};
 use super::rocks::RocksBackend;
 use super::{Backend, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
+use alive::Alive;
 use client::Client;
 use parking_lot::Mutex;
 use server::Server;
@@ -64,6 +66,8 @@ pub struct SharedBackend {
     generation: u64,
     /// The process that opened it (for the error in a forked child).
     pid: u32,
+    /// This process's liveness locks (opened at the first registration).
+    alive: Mutex<Option<Alive>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -90,7 +94,7 @@ impl SharedBackend {
         }
         let mode = first_mode(canon, exclusive)?;
         let backend =
-            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id() });
+            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None) });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
         Ok(backend)
@@ -226,6 +230,19 @@ impl Backend for SharedBackend {
     }
     fn shared(&self) -> bool {
         !self.exclusive
+    }
+    fn primary(&self) -> Option<bool> {
+        Some(self.is_owner())
+    }
+    fn register_process(&self, process: u64) -> Result<()> {
+        let mut alive = self.alive.lock();
+        if alive.is_none() {
+            *alive = Some(Alive::open(&self.dir)?);
+        }
+        alive.as_mut().expect("opened above").register(process)
+    }
+    fn process_alive(&self, process: u64) -> Option<bool> {
+        self.alive.lock().as_ref().map(|a| a.is_alive(process))
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         super::rocks::disk_space(&self.dir)
