@@ -1,7 +1,11 @@
 //! A second process for the multi-process tests: the test binary runs itself again as an
 //! "agent" that opens a store and obeys commands on its stdin, one per line, answering each on
 //! stdout after `@@ `: `set KEY VALUE` (one committed transaction; answers `ok` or the error), `get KEY`
-//! (answers the value or `none`), `exit`. It answers `ready owner` or `ready client` once open.
+//! (answers the value or `none`), `exit`; and through the file system (a `Store` on the same
+//! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
+//! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
+//! `flock PATH` (keeps a handle holding an exclusive flock). It answers `ready owner` or
+//! `ready client` once open.
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
 //! [`agent_main`], which does nothing unless the process is an agent.
@@ -26,6 +30,9 @@ pub fn agent_main() {
     let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
     let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
     println!("@@ ready {}", if owner { "owner" } else { "client" });
+    let mut store: Option<txvfs::Store> = None;
+    let mut handle: Option<txvfs::File> = None;
+    let mut locked: Option<txvfs::File> = None;
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -46,6 +53,34 @@ pub fn agent_main() {
                 Err(e) => format!("error {e}"),
             },
             ["exit"] => std::process::exit(0),
+            [cmd, rest @ ..] => {
+                use txvfs::FileSystem;
+                let s = store.get_or_insert_with(|| txvfs::Store::open(&uri).unwrap());
+                let shown = |r: txvfs::Result<Vec<u8>>| match r {
+                    Ok(d) => String::from_utf8_lossy(&d).into_owned(),
+                    Err(e) => format!("error {e}"),
+                };
+                let done = |r: txvfs::Result<()>| shown(r.map(|()| b"ok".to_vec()));
+                match (*cmd, rest) {
+                    ("write", [p, d]) => done(s.write_file(p, d.as_bytes())),
+                    ("read", [p]) => shown(s.read_file(p)),
+                    ("unlink", [p]) => done(s.unlink(p)),
+                    ("open", [p]) => done(s.open(p, &txvfs::OpenOptions::new().read(true)).map(|f| handle = Some(f))),
+                    ("hread", []) => shown(handle.as_ref().ok_or_else(|| txvfs::Error::new(txvfs::ErrorKind::BadHandle, "none")).and_then(|f| {
+                        let mut buf = vec![0u8; 1 << 16];
+                        let n = f.read_at(&mut buf, 0)?;
+                        buf.truncate(n);
+                        Ok(buf)
+                    })),
+                    ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
+                    ("flock", [p]) => done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {
+                        f.flock(txvfs::FlockOp::Exclusive, false)?;
+                        locked = Some(f);
+                        Ok(())
+                    })),
+                    _ => format!("error unknown command {line:?}"),
+                }
+            }
             _ => format!("error unknown command {line:?}"),
         };
         println!("@@ {answer}");

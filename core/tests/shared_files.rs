@@ -1,0 +1,123 @@
+//! The file layer across processes sharing one store (kv/shared, fs/handle_marks.rs): a file
+//! unlinked in one process stays readable through a handle open in another, and is freed once
+//! the last handle anywhere closes (or its process dies); file locks and staged chunks of a
+//! killed process are released at once.
+
+mod agent;
+
+use agent::Agent;
+use std::time::{Duration, Instant};
+use txvfs::kv::{self, Backend};
+use txvfs::{ErrorKind, FileSystem, FlockOp, OpenOptions, Store};
+
+#[test]
+fn agent_main() {
+    agent::agent_main();
+}
+
+const AGENT: &str = "agent_main";
+
+/// Inode records (`I` ino, no suffix) of file data still in the store for `ino`.
+fn inode_exists(b: &dyn Backend, ino: u64) -> bool {
+    let mut k = vec![b'I'];
+    k.extend_from_slice(&ino.to_be_bytes());
+    b.begin().unwrap().get(&k).unwrap().is_some()
+}
+
+/// Waits up to `limit` for `cond`, polling.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cond()
+}
+
+#[test]
+fn a_file_open_in_a_client_survives_an_unlink_by_the_owner_until_its_close() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap(); // this process owns the store
+    store.write_file("/f", b"still here").unwrap();
+    let ino = store.stat("/f").unwrap().ino;
+    let mut client = Agent::start(&uri, AGENT);
+    assert_eq!(client.role, "client");
+    assert_eq!(client.ask("open /f"), "ok");
+    store.unlink("/f").unwrap();
+    assert!(!store.exists("/f").unwrap());
+    assert_eq!(client.ask("hread"), "still here", "the client's handle must still read the data");
+    let raw = kv::open(&uri).unwrap();
+    assert!(inode_exists(&*raw, ino), "kept as an orphan while the client has it open");
+    assert_eq!(client.ask("hclose"), "ok");
+    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "freed after the last close");
+}
+
+#[test]
+fn a_file_open_in_the_owner_survives_an_unlink_by_a_client() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/g", b"owner reads").unwrap();
+    let ino = store.stat("/g").unwrap().ino;
+    let f = store.open("/g", &OpenOptions::new().read(true)).unwrap();
+    let mut client = Agent::start(&uri, AGENT);
+    assert_eq!(client.ask("unlink /g"), "ok");
+    let mut buf = [0u8; 64];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"owner reads");
+    drop(f);
+    let raw = kv::open(&uri).unwrap();
+    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "freed once the owner's handle closed");
+}
+
+#[test]
+fn a_killed_client_holding_a_file_and_a_lock_releases_both_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/h", b"data").unwrap();
+    store.write_file("/lockme", b"").unwrap();
+    let ino = store.stat("/h").unwrap().ino;
+    let mut client = Agent::start(&uri, AGENT);
+    assert_eq!(client.ask("open /h"), "ok");
+    assert_eq!(client.ask("flock /lockme"), "ok");
+    let mine = store.open("/lockme", &OpenOptions::new().read(true)).unwrap();
+    let e = mine.flock(FlockOp::Exclusive, false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    store.unlink("/h").unwrap();
+    let raw = kv::open(&uri).unwrap();
+    assert!(inode_exists(&*raw, ino));
+    client.kill();
+    // The kernel dropped the client's liveness lock: no lease to wait for.
+    mine.flock(FlockOp::Exclusive, false).unwrap();
+    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "the dead client's orphan is reaped");
+}
+
+#[test]
+fn writes_from_a_client_are_files_for_everyone() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.role, "owner");
+    let store = Store::open(&uri).unwrap(); // a client
+    store.mkdir_all("/dir", 0o755).unwrap();
+    store.transact(|tx| {
+        tx.write_file("/dir/a", b"A")?;
+        tx.write_file("/dir/b", b"B")
+    })
+    .unwrap();
+    assert_eq!(owner.ask("read /dir/b"), "B");
+    assert_eq!(owner.ask("write /dir/c C"), "ok");
+    assert_eq!(store.read_file("/dir/c").unwrap(), b"C");
+    let names: Vec<_> = store.readdir("/dir", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    // The owner dies; this process takes over with everything.
+    owner.kill();
+    assert_eq!(store.read_file("/dir/c").unwrap(), b"C");
+    store.write_file("/dir/d", b"D").unwrap();
+    let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}
