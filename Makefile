@@ -28,7 +28,7 @@ all: build
 
 # One cargo invocation (release, the workspace's one feature set), then the CLI's generated files.
 build:
-	@test -d "$(OUT)/build" || echo "building txvfs: the first build compiles RocksDB from source (about 15 minutes on 2 cores); later builds reuse $(TARGET_DIR)" >&2
+	scripts/first-build -p txvfs-capi -p txvfs-sqlite -p txvfs-cli
 	. ./scripts/env.sh && $(CARGO) build --release -p txvfs-capi -p txvfs-sqlite -p txvfs-cli
 	. ./scripts/env.sh && $(CARGO) run --quiet --release -p txvfs-cli --example gen_assets -- "$(ASSETS)" >/dev/null
 
