@@ -303,12 +303,18 @@ class Store(_PathOps, _txvfs.Store):
         opens the same store: ``multiprocessing``, ``concurrent.futures``, Dask. A RocksDB
         store has one owner process at a time, so the worker can open it once this process
         has closed it. A ``memory:`` store lives in this process only and refuses to pickle."""
-        if self._pickle_uri is None:
+        return (_unpickle_store, self._reopen_args())
+
+    def _reopen_args(self) -> Tuple[str, Dict[str, Any]]:
+        """``(uri, options)`` that open this store from any process (see ``__reduce__``)."""
+        state = self.__dict__
+        uri = state["_pickle_uri"] if "_pickle_uri" in state else _portable_uri(self.uri)
+        if uri is None:
             raise TypeError(
                 "cannot pickle a %r store: it lives in this process's memory only "
                 "(use a RocksDB path or an fdb: URI to share a store with other processes)" % self.uri
             )
-        return (_unpickle_store, (self._pickle_uri, self._options))
+        return uri, dict(state.get("_options", {}))
 
     def __enter__(self) -> "Store":
         return self

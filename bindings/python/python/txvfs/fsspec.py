@@ -211,13 +211,12 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
         the store was given (URI or :class:`txvfs.Store`), so workers can use it; unpickled
         in the same process, it is the same cached instance. A file system over a
         ``memory:`` store refuses: another process would get a new, empty store."""
-        if self.store._pickle_uri is None:
-            raise TypeError(
-                "cannot pickle a txvfs file system over a %r store: it lives in this process's "
-                "memory only" % self.store.uri
-            )
+        try:
+            uri, options = self.store._reopen_args()
+        except TypeError as e:
+            raise TypeError("cannot pickle this txvfs file system: %s" % e) from None
         kwargs = {k: v for k, v in self.storage_options.items() if k not in ("store", "store_options")}
-        args = (self.store._pickle_uri, self.store._options) + tuple(self.storage_args[2:])
+        args = (uri, options) + tuple(self.storage_args[2:])
         return make_instance, (type(self), args, kwargs)
 
     @property
