@@ -19,7 +19,10 @@ CARGO ?= cargo
 VERSION := $(shell sed -n 's/^\#define TXVFS_VERSION "\(.*\)"$$/\1/p' capi/include/txvfs.h)
 MAJOR := $(word 1,$(subst ., ,$(VERSION)))
 MINOR := $(word 2,$(subst ., ,$(VERSION)))
-TARGET_DIR := $(shell . ./scripts/env.sh && echo "$$CARGO_TARGET_DIR")
+TARGET_DIR := $(shell . ./scripts/env.sh; echo "$$CARGO_TARGET_DIR")
+ifeq ($(TARGET_DIR),)
+$(error scripts/env.sh gave no CARGO_TARGET_DIR)
+endif
 OUT := $(TARGET_DIR)/release
 ASSETS := $(TARGET_DIR)/cli-assets
 D := $(DESTDIR)$(PREFIX)
@@ -29,8 +32,8 @@ all: build
 # One cargo invocation (release, the workspace's one feature set), then the CLI's generated files.
 build:
 	scripts/first-build -p txvfs-capi -p txvfs-sqlite -p txvfs-cli
-	. ./scripts/env.sh && $(CARGO) build --release -p txvfs-capi -p txvfs-sqlite -p txvfs-cli
-	. ./scripts/env.sh && $(CARGO) run --quiet --release -p txvfs-cli --example gen_assets -- "$(ASSETS)" >/dev/null
+	. ./scripts/env.sh; $(CARGO) build --release -p txvfs-capi -p txvfs-sqlite -p txvfs-cli
+	. ./scripts/env.sh; $(CARGO) run --quiet --release -p txvfs-cli --example gen_assets -- "$(ASSETS)" >/dev/null
 
 install: install-c install-sqlite install-cli
 
