@@ -4,8 +4,8 @@
 #   capi/write-pc.sh DIR             -> DIR/txvfs.pc (build tree)
 #   capi/write-pc.sh --prefix P DIR  -> DIR/txvfs.pc for files installed under P (`make install`)
 # Build tree: headers in capi/include, the library `cargo build --release -p txvfs-capi` leaves in
-# $CARGO_TARGET_DIR/release, and an rpath to that directory so programs run without
-# LD_LIBRARY_PATH. Installed: ${prefix}/include and ${prefix}/lib, no rpath (the loader finds a
+# $CARGO_TARGET_DIR/release (plus the link libtxvfs.so.MAJOR, its SONAME, written here), and an
+# rpath to that directory so programs run without LD_LIBRARY_PATH. Installed: ${prefix}/include and ${prefix}/lib, no rpath (the loader finds a
 # system prefix; for another prefix use LD_LIBRARY_PATH or your own rpath).
 #   export PKG_CONFIG_PATH=$CARGO_TARGET_DIR/release/pkgconfig
 #   cc main.c $(pkg-config --cflags --libs txvfs)
@@ -23,6 +23,12 @@ else
   . "$root/scripts/env.sh"
   prefix="$root/capi" includedir='${prefix}/include' libdir="$CARGO_TARGET_DIR/release"
   out="${1:-$libdir/pkgconfig}" rpath=' -Wl,-rpath,${libdir}'
+fi
+if [ -n "$rpath" ]; then
+  # Programs linked against the build tree's libtxvfs.so look for its SONAME, libtxvfs.so.MAJOR
+  # (capi/build.rs), at run time: give that name in the build tree too.
+  mkdir -p "$libdir"
+  ln -sfn libtxvfs.so "$libdir/libtxvfs.so.${version%%.*}"
 fi
 mkdir -p "$out"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@INCLUDEDIR@|$includedir|" -e "s|@LIBDIR@|$libdir|" \
