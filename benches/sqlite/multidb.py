@@ -4,7 +4,9 @@ Compares, on the same disk in the same run: stock SQLite (unix VFS) with its rol
 journal (super-journal for K > 1) and with WAL; txvfs with each database committing on its
 own (default); txvfs with the databases in one commit group.
 
-    python3 benches/sqlite/multidb.py LIBPATH DIR [TRANSACTIONS]
+    python3 benches/sqlite/multidb.py LIBPATH DIR [TRANSACTIONS [RESULTS_CSV]]
+
+RESULTS_CSV gets the measurements (`workload,system,role,seconds,per`) for benches/charts.py.
 """
 import os
 import shutil
@@ -14,6 +16,7 @@ import time
 
 lib, root = sys.argv[1], sys.argv[2]
 n_tx = int(sys.argv[3]) if len(sys.argv) > 3 else 200
+results_csv = sys.argv[4] if len(sys.argv) > 4 else None
 boot = sqlite3.connect(":memory:")
 boot.enable_load_extension(True)
 boot.load_extension(lib)
@@ -60,8 +63,17 @@ kinds = ["stock-journal", "stock-wal", "txvfs", "txvfs-group"]
 print(f"{n_tx} transactions per cell, µs per transaction (lower is better); ratio = stock / txvfs-group")
 print("| K | stock rollback journal | stock WAL | txvfs (each db commits alone) | txvfs commit group | journal / group | WAL / group | txvfs alone / group |")
 print("|---|---|---|---|---|---|---|---|")
+names = {"stock-journal": "stock rollback journal", "stock-wal": "stock WAL",
+         "txvfs": "txvfs (each db alone)", "txvfs-group": "txvfs commit group"}
+csv = ["workload,system,role,seconds,per"]
 for k in (1, 3, 5, 9):
     r = {kind: run(kind, k) for kind in kinds}
+    for kind in kinds:
+        role = "baseline" if kind.startswith("stock") else "txvfs"
+        csv.append(f"K={k} databases per transaction,{names[kind]},{role},{r[kind] / 1e6:.9e},transaction")
     g = r["txvfs-group"]
     print(f"| {k} | {r['stock-journal']:.0f} | {r['stock-wal']:.0f} | {r['txvfs']:.0f} | {g:.0f} | "
           f"{r['stock-journal'] / g:.1f}x | {r['stock-wal'] / g:.1f}x | {r['txvfs'] / g:.1f}x |", flush=True)
+if results_csv:
+    with open(results_csv, "w") as f:
+        f.write("\n".join(csv) + "\n")

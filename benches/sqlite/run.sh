@@ -3,6 +3,8 @@
 #  1. speedtest1 (from SQLite's Debian source package; built once into ~/.cache/txvfs) TOTAL;
 #  2. multi-database transactions (benches/sqlite/multidb.py), K = 1, 3, 5, 9.
 #   benches/sqlite/run.sh [SPEEDTEST_SIZE] [MULTIDB_TRANSACTIONS]     (defaults 50 and 200)
+# Besides the tables, the measurements go to benches/results/sqlite-speedtest1.csv and
+# sqlite-multidb.csv (`workload,system,role,seconds,per`), which benches/charts.py draws.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/env.sh
@@ -21,12 +23,18 @@ total() { grep -E '^ *TOTAL' | grep -oE '[0-9]+\.[0-9]+s' | tr -d s; }
 echo "speedtest1 --size $size (seconds, TOTAL; ratio = txvfs / unix, lower is better)"
 echo "| synchronous | unix VFS | txvfs | txvfs / unix |"
 echo "|---|---|---|---|"
+R=benches/results
+mkdir -p "$R"
+csv="workload,system,role,seconds,per"
 for sync in full off; do
   flag=""; [ "$sync" = off ] && flag="--nosync"
   u=$("$C/speedtest1" --size "$size" $flag "$W/unix-$sync.db" | total)
   x=$(SPEEDTEST_TXVFS=1 TXVFS_SQLITE_STORE="$W/store-$sync" "$C/speedtest1" --size "$size" $flag "/speed-$sync.db" | total)
   echo "| $sync | $u | $x | $(python3 -c "print(f'{$x/$u:.2f}x')") |"
+  csv+=$'\n'"speedtest1 --size $size synchronous=$sync,unix VFS,baseline,$u,run"
+  csv+=$'\n'"speedtest1 --size $size synchronous=$sync,txvfs,txvfs,$x,run"
 done
+echo "$csv" >"$R/sqlite-speedtest1.csv"
 echo
-/usr/bin/python3 benches/sqlite/multidb.py "$T/libtxvfs_sqlite.so" "$W/multi" "$ntx"
+/usr/bin/python3 benches/sqlite/multidb.py "$T/libtxvfs_sqlite.so" "$W/multi" "$ntx" "$R/sqlite-multidb.csv"
 rm -rf "$W"

@@ -1,8 +1,10 @@
 //! Side-by-side benchmark: txvfs on RocksDB versus `std::fs` on the same disk and raw RocksDB
 //! with the same options, measured in one run and reported as ratios.
 //!
-//! Run: `cargo run --release -p txvfs-bench -- [--quick] [--dir DIR]`
+//! Run: `cargo run --release -p txvfs-bench -- [--quick] [--dir DIR] [--results FILE]`
 //! `--quick` shrinks every workload (a smoke run); DIR defaults to a fresh temp directory.
+//! Besides the table, the measurements go to FILE as CSV (default `benches/results/core.csv`
+//! for a full run, none for `--quick`), which `benches/charts.py` turns into SVG charts.
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use rocksdb::{WriteOptions, DB};
@@ -284,6 +286,39 @@ fn main() {
     rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
 
     print_table(&rows, create_ratio, quick);
+    let default_results = (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
+    let results = match args.iter().position(|a| a == "--results") {
+        Some(i) => Some(PathBuf::from(&args[i + 1])),
+        None => default_results,
+    };
+    if let Some(path) = results {
+        write_results(&rows, &path).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        println!("results: {}", path.display());
+    }
+}
+
+/// A CSV field: quoted when it holds a comma or a quote (workload names such as "1,000").
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// Writes the measurements as CSV for `benches/charts.py`: one line per workload and system,
+/// `workload,system,role,seconds,per` (seconds per `per`: one operation, or one MiB for
+/// throughputs); `role` is `txvfs` or `baseline`.
+fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
+    let mut out = String::from("workload,system,role,seconds,per\n");
+    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some()) {
+        let per = if r.unit == "MiB" { "MiB" } else { r.unit };
+        for (system, role, d) in [("txvfs", "txvfs", Some(r.txvfs)), ("std::fs", "baseline", r.fs), ("raw RocksDB", "baseline", r.rocks)] {
+            if let Some(d) = d {
+                out += &format!("{},{system},{role},{:.9e},{per}\n", csv_field(&r.name), d.as_secs_f64() / r.ops as f64);
+            }
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, out)
 }
 
 /// Reads a file to its end 1 MiB at a time; returns the bytes read.

@@ -17,6 +17,16 @@
 //!
 //! Layers, in one direction only: [`fs`] (paths, inodes, handles, transactions, locks) over
 //! [`schema`] (key and value encoding) over [`kv`] (the backend trait and its backends).
+//!
+//! # Cargo features
+//!
+//! - `rocksdb` (default): the embedded RocksDB backend (`PATH` and `rocksdb:PATH` URIs).
+//!   RocksDB is compiled from source on the first build (about 15 minutes on 2 cores).
+//! - `foundationdb`: the FoundationDB backend (`fdb:` URIs); needs FoundationDB's client
+//!   library (libfdb_c 7.3) to link and a cluster to run.
+//! - `testing`: fault-injection backends (`kv::FaultyBackend`, `kv::FaultPlan`) for tests.
+//!
+//! The `memory:` backend is always there.
 #![warn(missing_docs)]
 
 pub mod error;

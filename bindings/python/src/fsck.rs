@@ -1,6 +1,7 @@
 //! `txvfs.fsck(uri, repair=False)`: the core's integrity check, and its report.
 
 use crate::errors::detached;
+use crate::paths::path_of;
 use pyo3::prelude::*;
 use txvfs::fsck::CheckReport;
 
@@ -46,7 +47,10 @@ impl FsckReport {
 /// (`FileNotFoundError`). Run it while no one writes to the store.
 #[pyfunction]
 #[pyo3(signature = (uri, repair = false))]
-pub(crate) fn fsck(py: Python<'_>, uri: String, repair: bool) -> PyResult<FsckReport> {
+pub(crate) fn fsck(py: Python<'_>, uri: &Bound<'_, PyAny>, repair: bool) -> PyResult<FsckReport> {
+    // Like Store(): str, bytes or os.PathLike.
+    let uri = String::from_utf8(path_of(uri)?.bytes)
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("store URI must be UTF-8"))?;
     let report = detached(py, || txvfs::fsck::check_uri(&uri, repair, &mut |_| {}))?;
     Ok(FsckReport { report })
 }

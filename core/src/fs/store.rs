@@ -39,6 +39,18 @@ impl Store {
     }
 
     /// Opens the store at `uri` with `options`.
+    ///
+    /// ```
+    /// use txvfs::{FileSystem, Options, Store};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("store");
+    /// let store = Store::open_with(path.to_str().unwrap(), Options { sync: false, ..Options::default() }).unwrap();
+    /// store.write_file("/hello.txt", b"hi").unwrap();
+    /// drop(store);
+    /// let again = Store::open_with(path.to_str().unwrap(), Options { read_only: true, ..Options::default() }).unwrap();
+    /// assert_eq!(again.read_file("/hello.txt").unwrap(), b"hi");
+    /// assert!(again.write_file("/other.txt", b"no").is_err()); // read-only: EROFS
+    /// ```
     pub fn open_with(uri: &str, options: Options) -> Result<Store> {
         let backend = kv::open(uri)?;
         Store::with_backend(backend, options, None)

@@ -12,6 +12,16 @@ use std::sync::Arc;
 impl Store {
     /// Starts an explicit transaction. Nothing it does is visible to others until
     /// [`Transaction::commit`]; dropping it rolls back.
+    ///
+    /// ```
+    /// use txvfs::{FileSystem, Store};
+    /// let store = Store::open("memory:").unwrap();
+    /// let tx = store.begin().unwrap();
+    /// tx.write_file("/a.txt", b"one").unwrap();
+    /// assert!(!store.exists("/a.txt").unwrap()); // not visible before the commit
+    /// tx.commit().unwrap();
+    /// assert_eq!(store.read_file("/a.txt").unwrap(), b"one");
+    /// ```
     pub fn begin(&self) -> Result<Transaction> {
         let backend = &self.inner.backend;
         let limits = backend.limits();
@@ -34,6 +44,19 @@ impl Store {
     /// Runs `f` in a transaction and commits it; retries with backoff when the transaction
     /// conflicts with another one (so `f` may run several times and must not have side
     /// effects outside the transaction). Every other error is returned at once.
+    ///
+    /// ```
+    /// use txvfs::{FileSystem, Store};
+    /// let store = Store::open("memory:").unwrap();
+    /// store.write_file("/count", b"1").unwrap();
+    /// // Read, then write, atomically: a concurrent writer would make this run again.
+    /// let next = store.transact(|tx| {
+    ///     let n: u32 = String::from_utf8_lossy(&tx.read_file("/count")?).parse().unwrap();
+    ///     tx.write_file("/count", (n + 1).to_string().as_bytes())?;
+    ///     Ok(n + 1)
+    /// }).unwrap();
+    /// assert_eq!(next, 2);
+    /// ```
     pub fn transact<R>(&self, f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
         self.transact_durable(self.per_open.sync, f)
     }

@@ -292,6 +292,30 @@ class Store(_PathOps, _txvfs.Store):
     (``stat``, ``listdir``, ``mkdir``, ``rename``, ``getxattr``, ...); see ``_txvfs.pyi``.
     """
 
+    def __init__(self, uri: PathArg, **options: Any) -> None:
+        """Opens (or creates) the store at ``uri`` with ``options`` (see :func:`txvfs.open`;
+        the native constructor does the opening). Remembers both, so the store pickles."""
+        self._pickle_uri = _portable_uri(uri)
+        self._options = dict(options)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        """Pickles by URI and options (a RocksDB path made absolute), so a worker process
+        opens the same store: ``multiprocessing``, ``concurrent.futures``, Dask. A RocksDB
+        store has one owner process at a time, so the worker can open it once this process
+        has closed it. A ``memory:`` store lives in this process only and refuses to pickle."""
+        return (_unpickle_store, self._reopen_args())
+
+    def _reopen_args(self) -> Tuple[str, Dict[str, Any]]:
+        """``(uri, options)`` that open this store from any process (see ``__reduce__``)."""
+        state = self.__dict__
+        uri = state["_pickle_uri"] if "_pickle_uri" in state else _portable_uri(self.uri)
+        if uri is None:
+            raise TypeError(
+                "cannot pickle a %r store: it lives in this process's memory only "
+                "(use a RocksDB path or an fdb: URI to share a store with other processes)" % self.uri
+            )
+        return uri, dict(state.get("_options", {}))
+
     def __enter__(self) -> "Store":
         return self
 
@@ -390,6 +414,25 @@ class Transaction(_PathOps, _txvfs.Transaction):
 
     def __repr__(self) -> str:
         return "txvfs.Transaction(%r%s)" % (self.store.uri, "" if self.active else ", finished")
+
+
+def _portable_uri(uri: PathArg) -> Optional[str]:
+    """The URI that names the same store from any process and working directory (a RocksDB
+    path made absolute), or None for a ``memory:`` store, which no other process can see."""
+    u = os.fspath(uri)
+    s = os.fsdecode(u) if isinstance(u, bytes) else u
+    if s.startswith("memory:"):
+        return None
+    if s.startswith("fdb:"):
+        return s
+    if s.startswith("rocksdb:"):
+        return "rocksdb:" + os.path.abspath(s[len("rocksdb:"):])
+    return os.path.abspath(s)
+
+
+def _unpickle_store(uri: str, options: Dict[str, Any]) -> Store:
+    """Reopens a pickled :class:`Store` (see ``Store.__reduce__``)."""
+    return Store(uri, **options)
 
 
 def open(uri: PathArg, **options: Any) -> Store:

@@ -44,7 +44,7 @@ def strerror(code: int) -> str:
 def backoff(attempt: int) -> None:
     """Sleeps before retry ``attempt`` with the core's backoff."""
 
-def fsck(uri: str, repair: bool = False) -> FsckReport:
+def fsck(uri: _Path, repair: bool = False) -> FsckReport:
     """Checks the store at ``uri`` key by key (and repairs what is safe with ``repair``)."""
 
 @final

@@ -34,7 +34,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple, Union
 
 import fsspec
 from fsspec.config import apply_config
-from fsspec.spec import AbstractFileSystem, _Cached
+from fsspec.spec import AbstractFileSystem, _Cached, make_instance
 from fsspec.transaction import Transaction as _FsspecTransaction
 from fsspec.utils import tokenize
 
@@ -206,6 +206,19 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
             "txvfs_fsspec_transaction", default=None
         )
 
+    def __reduce__(self) -> Any:
+        """Pickles by the store's URI (a RocksDB path made absolute) and options, however
+        the store was given (URI or :class:`txvfs.Store`), so workers can use it; unpickled
+        in the same process, it is the same cached instance. A file system over a
+        ``memory:`` store refuses: another process would get a new, empty store."""
+        try:
+            uri, options = self.store._reopen_args()
+        except TypeError as e:
+            raise TypeError("cannot pickle this txvfs file system: %s" % e) from None
+        kwargs = {k: v for k, v in self.storage_options.items() if k not in ("store", "store_options")}
+        args = (uri, options) + tuple(self.storage_args[2:])
+        return make_instance, (type(self), args, kwargs)
+
     @property
     def fsid(self) -> str:
         """A name of the store, stable for its life."""
@@ -249,7 +262,9 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
     def _strip_protocol(cls, path: Any) -> Any:
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        path = str(path)
+        if isinstance(path, os.PathLike):  # pathlib objects and any other os.PathLike
+            path = os.fspath(path)
+        path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
         if path.startswith("txvfs://"):
             path = path[len("txvfs://"):]
         elif path.startswith("txvfs:"):
