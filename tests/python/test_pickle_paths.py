@@ -203,10 +203,6 @@ def test_worker_process_uses_a_store_the_parent_closed(store_dir: str) -> None:
         assert s.read_bytes("/fs-out") == b"FROM PARENT"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a RocksDB store is owned by one process: enable (remove this mark) when multi-process sharing lands",
-)
 def test_worker_process_uses_a_store_the_parent_holds_open(store_dir: str) -> None:
     with txvfs.open(store_dir) as s:
         s.write_bytes("/input", b"shared")
