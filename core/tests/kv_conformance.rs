@@ -285,6 +285,7 @@ backend_suite!(rocksdb, {
 });
 // A client of a store whose owner is another process (kv/shared): every transaction runs in
 // the owner's resolver, over the store's socket.
+#[cfg(feature = "rocksdb")]
 backend_suite!(rocksdb_client, {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().to_str().unwrap().to_string();

@@ -5,6 +5,7 @@
 //! same transaction), and fsck finds the store clean.
 //!
 //! Seed: fixed (printed); TXVFS_BANK_SEED=N replays another, TXVFS_BANK_SECONDS=N runs longer.
+#![cfg(feature = "rocksdb")]
 
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;

@@ -2,6 +2,7 @@
 //! unlinked in one process stays readable through a handle open in another, and is freed once
 //! the last handle anywhere closes (or its process dies); file locks and staged chunks of a
 //! killed process are released at once.
+#![cfg(feature = "rocksdb")]
 
 mod agent;
 

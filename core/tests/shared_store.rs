@@ -1,5 +1,6 @@
 //! Several processes on one RocksDB store (kv/shared): the second opener becomes a client of
 //! the owner, sees its commits, conflicts with them, and takes over when the owner dies.
+#![cfg(feature = "rocksdb")]
 
 mod agent;
 

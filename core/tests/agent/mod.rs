@@ -28,7 +28,10 @@ pub fn agent_main() {
     });
     let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
     let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
+    #[cfg(feature = "rocksdb")]
     let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
+    #[cfg(not(feature = "rocksdb"))]
+    let owner = canon.as_os_str().is_empty();
     println!("@@ ready {}", if owner { "owner" } else { "client" });
     let mut store: Option<txvfs::Store> = None;
     let mut handle: Option<txvfs::File> = None;
