@@ -8,9 +8,15 @@
  *     vfs_edges STORE_DIR rollback-fault   a ROLLBACK whose journal reads fail (I/O error
  *                                          injected by a shim VFS over txvfs), then close
  *     vfs_edges STORE_DIR rollback-check   (new process) only the committed rows, whole
- *     vfs_edges STORE_DIR rollback-kill    the same failed ROLLBACK, then SIGKILL (no close)
+ *     vfs_edges STORE_DIR rollback-kill [JOURNAL_MODE]
+ *                                          the same failed ROLLBACK (journal mode DELETE, or
+ *                                          TRUNCATE, PERSIST), then SIGKILL (no close)
  *     vfs_edges STORE_DIR rollback-recover the same failed ROLLBACK, then a new connection in
- *                                          this process rolls the hot journal back */
+ *                                          this process rolls the hot journal back
+ *     vfs_edges STORE_DIR lockstate        SQLITE_FCNTL_LOCKSTATE answers for a database in the
+ *                                          store and for a temporary database (memory file)
+ *     vfs_edges STORE_DIR iocap            SQLITE_IOCAP_BATCH_ATOMIC is claimed only when the
+ *                                          SQLite in use was built to use it */
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -202,7 +208,7 @@ static void register_fault_vfs(void) {
 
 #define COMMITTED 100
 
-static void rollback_fault(const char *store, int then_kill) {
+static void rollback_fault(const char *store, int then_kill, const char *journal_mode) {
     register_fault_vfs();
     char uri[4096];
     snprintf(uri, sizeof uri, "file:/rb/r.db?store=%s", store);
@@ -213,6 +219,9 @@ static void rollback_fault(const char *store, int then_kill) {
              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<100) "
              "INSERT INTO t(v) SELECT randomblob(300) FROM c;");
     CHECK(one(db, "SELECT count(*) FROM t") == COMMITTED);
+    char jm[64];
+    snprintf(jm, sizeof jm, "PRAGMA journal_mode=%s", journal_mode);
+    exec(db, jm);
     /* A tiny cache: SQLite writes changed pages into the database file before COMMIT, so the
      * ROLLBACK has to read the journal back. */
     exec(db, "PRAGMA cache_size=5; BEGIN; UPDATE t SET v = zeroblob(300);"
@@ -245,17 +254,71 @@ static void rollback_check(const char *store) {
     sqlite3_close(db);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * SQLITE_FCNTL_LOCKSTATE (PRAGMA lock_status in SQLite's test builds), for every kind of file. */
+
+static int lockstate(sqlite3 *db) {
+    int level = -1;
+    CHECK(sqlite3_file_control(db, "main", SQLITE_FCNTL_LOCKSTATE, &level) == SQLITE_OK);
+    return level;
+}
+
+static void lock_state(const char *store) {
+    char uri[4096];
+    snprintf(uri, sizeof uri, "file:/ls/l.db?store=%s", store);
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, "txvfs") == SQLITE_OK);
+    exec(db, "CREATE TABLE t(x); BEGIN; INSERT INTO t VALUES (1);");
+    CHECK(lockstate(db) >= SQLITE_LOCK_RESERVED);
+    exec(db, "COMMIT;");
+    CHECK(lockstate(db) == SQLITE_LOCK_NONE);
+    sqlite3_close(db);
+    /* A temporary database (no name): a memory file, which SQLite never locks. A tiny cache
+     * makes SQLite spill pages into the file, so the file is open. */
+    CHECK(sqlite3_open_v2("", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, "txvfs") == SQLITE_OK);
+    exec(db, "PRAGMA cache_size=2; CREATE TABLE t(x); BEGIN;"
+             "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<200) "
+             "INSERT INTO t SELECT randomblob(1000) FROM c;");
+    CHECK(lockstate(db) == SQLITE_LOCK_NONE);
+    exec(db, "COMMIT;");
+    CHECK(lockstate(db) == SQLITE_LOCK_NONE);
+    sqlite3_close(db);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * SQLITE_IOCAP_BATCH_ATOMIC: true only if SQLite brackets its writes with
+ * SQLITE_FCNTL_BEGIN/COMMIT_ATOMIC_WRITE, that is, if it was built with
+ * SQLITE_ENABLE_BATCH_ATOMIC_WRITE (tests/sqlite/batch.c checks a build that is). */
+
+static void iocap(const char *store) {
+    char uri[4096];
+    snprintf(uri, sizeof uri, "file:/cap/c.db?store=%s", store);
+    sqlite3 *db;
+    CHECK(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, "txvfs") == SQLITE_OK);
+    exec(db, "CREATE TABLE t(x)");
+    sqlite3_file *f = 0;
+    CHECK(sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) == SQLITE_OK && f);
+    int claims = (f->pMethods->xDeviceCharacteristics(f) & SQLITE_IOCAP_BATCH_ATOMIC) != 0;
+    int built = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
+    printf("iocap: SQLite built with batch atomic writes: %d, txvfs claims SQLITE_IOCAP_BATCH_ATOMIC: %d\n", built, claims);
+    CHECK(claims == built);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: vfs_edges STORE_DIR STEP\n"); return 2; }
+    if (argc != 3 && argc != 4) { fprintf(stderr, "usage: vfs_edges STORE_DIR STEP [JOURNAL_MODE]\n"); return 2; }
+    const char *journal_mode = argc == 4 ? argv[3] : "delete";
     CHECK(txvfs_sqlite_register(0) == SQLITE_OK);
     const char *store = argv[1], *step = argv[2];
     if (!strcmp(step, "unlocked-write")) unlocked_write(store);
     else if (!strcmp(step, "unlocked-check")) unlocked_check(store);
-    else if (!strcmp(step, "rollback-fault")) rollback_fault(store, 0);
-    else if (!strcmp(step, "rollback-kill")) rollback_fault(store, 1);
+    else if (!strcmp(step, "rollback-fault")) rollback_fault(store, 0, journal_mode);
+    else if (!strcmp(step, "rollback-kill")) rollback_fault(store, 1, journal_mode);
     else if (!strcmp(step, "rollback-check")) rollback_check(store);
+    else if (!strcmp(step, "lockstate")) lock_state(store);
+    else if (!strcmp(step, "iocap")) iocap(store);
     else if (!strcmp(step, "rollback-recover")) {
-        rollback_fault(store, 0);
+        rollback_fault(store, 0, journal_mode);
         fail_journal_reads = -1;
         rollback_check(store);
     }

@@ -11,6 +11,7 @@ extern sqlite3_vfs *sqlite3_vfs_find(const char *) __attribute__((weak));
 extern const char *sqlite3_uri_parameter(const char *, const char *) __attribute__((weak));
 extern char *sqlite3_mprintf(const char *, ...) __attribute__((weak));
 extern int sqlite3_libversion_number(void) __attribute__((weak));
+extern int sqlite3_compileoption_used(const char *) __attribute__((weak));
 
 /* Same layout as HostApi in src/ffi.rs. */
 struct txvfs_host_api {
@@ -19,6 +20,7 @@ struct txvfs_host_api {
     const char *(*uri_parameter)(const char *, const char *);
     char *(*mprintf)(const char *, ...);
     int (*libversion_number)(void);
+    int (*compileoption_used)(const char *);
 };
 
 void txvfs_sqlite_host_api(struct txvfs_host_api *api) {
@@ -27,4 +29,5 @@ void txvfs_sqlite_host_api(struct txvfs_host_api *api) {
     api->uri_parameter = sqlite3_uri_parameter;
     api->mprintf = sqlite3_mprintf;
     api->libversion_number = sqlite3_libversion_number;
+    api->compileoption_used = sqlite3_compileoption_used;
 }

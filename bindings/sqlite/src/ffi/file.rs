@@ -1,7 +1,7 @@
 //! The `sqlite3_io_methods` callbacks, and xOpen: a main database is a txvfs file ([`Db`]);
 //! journals, super-journals and temp files live in memory ([`MemFile`]).
 
-use super::{cstr, fail, guard, journal_store_id, set_error, sqlite_string, uri_param};
+use super::{cstr, fail, guard, host_batch_atomic, journal_store_id, set_error, sqlite_string, uri_param};
 use crate::engine::{self, Db, Level, LockResult, MemFile};
 use libsqlite3_sys as ffi;
 use std::ffi::{c_char, c_int, c_void};
@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 enum Kind {
     Db(Db),
-    Mem { file: Arc<MemFile>, store_id: String, name: Option<String>, delete_on_close: bool },
+    /// `level`: the lock SQLite holds (memory files are private to their handle; the level is
+    /// kept for SQLITE_FCNTL_LOCKSTATE).
+    Mem { file: Arc<MemFile>, store_id: String, name: Option<String>, delete_on_close: bool, level: c_int },
 }
 
 #[repr(C)]
@@ -88,7 +90,7 @@ pub(super) unsafe extern "C" fn x_open(
                 _ => String::new(),
             };
             let file = MemFile::open(&store_id, zname, journal);
-            Kind::Mem { file, store_id, name: zname.map(str::to_string), delete_on_close }
+            Kind::Mem { file, store_id, name: zname.map(str::to_string), delete_on_close, level: ffi::SQLITE_LOCK_NONE }
         };
         let tf = file as *mut TxFile;
         (*tf).kind = Box::into_raw(Box::new(k));
@@ -206,7 +208,10 @@ unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
             LockResult::Ok => ffi::SQLITE_OK,
             LockResult::Busy => ffi::SQLITE_BUSY,
         },
-        Kind::Mem { .. } => ffi::SQLITE_OK,
+        Kind::Mem { level: l, .. } => {
+            *l = (*l).max(level);
+            ffi::SQLITE_OK
+        }
     })
 }
 
@@ -216,7 +221,10 @@ unsafe extern "C" fn x_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_i
             Ok(()) => ffi::SQLITE_OK,
             Err(e) => fail(&e, ffi::SQLITE_IOERR_UNLOCK),
         },
-        Kind::Mem { .. } => ffi::SQLITE_OK,
+        Kind::Mem { level: l, .. } => {
+            *l = (*l).min(level);
+            ffi::SQLITE_OK
+        }
     })
 }
 
@@ -276,7 +284,22 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
 
 unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
     guard(ffi::SQLITE_IOERR, || {
-        let Kind::Db(db) = kind(file) else { return ffi::SQLITE_NOTFOUND };
+        let db = match kind(file) {
+            Kind::Db(db) => db,
+            Kind::Mem { level, .. } => {
+                return match op {
+                    ffi::SQLITE_FCNTL_LOCKSTATE => {
+                        *(arg as *mut c_int) = *level;
+                        ffi::SQLITE_OK
+                    }
+                    ffi::SQLITE_FCNTL_VFSNAME => {
+                        *(arg as *mut *mut c_char) = sqlite_string("txvfs");
+                        ffi::SQLITE_OK
+                    }
+                    _ => ffi::SQLITE_NOTFOUND,
+                }
+            }
+        };
         match op {
             ffi::SQLITE_FCNTL_SYNC => {
                 // The argument names the super-journal of a multi-database commit, if any.
@@ -321,7 +344,7 @@ unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c
     guard(0, || {
         let base = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | ffi::SQLITE_IOCAP_SAFE_APPEND | ffi::SQLITE_IOCAP_SEQUENTIAL;
         match kind(file) {
-            Kind::Db(db) if db.batch_capable() => base | ffi::SQLITE_IOCAP_BATCH_ATOMIC,
+            Kind::Db(db) if db.batch_capable() && host_batch_atomic() => base | ffi::SQLITE_IOCAP_BATCH_ATOMIC,
             _ => base,
         }
     })

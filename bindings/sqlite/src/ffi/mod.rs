@@ -25,6 +25,7 @@ pub struct HostApi {
     pub uri_parameter: Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
     pub mprintf: Option<unsafe extern "C" fn(*const c_char, ...) -> *mut c_char>,
     pub libversion_number: Option<unsafe extern "C" fn() -> c_int>,
+    pub compileoption_used: Option<unsafe extern "C" fn(*const c_char) -> c_int>,
 }
 
 static API: OnceLock<HostApi> = OnceLock::new();
@@ -87,6 +88,19 @@ fn uri_param(name: *const c_char, key: &CStr) -> Option<String> {
     let f = api().uri_parameter?;
     // SAFETY: `name` is a filename SQLite passed to xOpen, the form uri_parameter accepts.
     unsafe { cstr(f(name, key.as_ptr())).map(str::to_string) }
+}
+
+/// True when the host SQLite was built with SQLITE_ENABLE_BATCH_ATOMIC_WRITE: only then does it
+/// bracket a transaction's writes with SQLITE_FCNTL_BEGIN/COMMIT_ATOMIC_WRITE, so only then is
+/// SQLITE_IOCAP_BATCH_ATOMIC true (claiming it elsewhere makes SQLite and its tests assume
+/// atomic batches that never happen).
+fn host_batch_atomic() -> bool {
+    static B: OnceLock<bool> = OnceLock::new();
+    *B.get_or_init(|| match api().compileoption_used {
+        // SAFETY: a NUL-terminated option name.
+        Some(f) => unsafe { f(c"ENABLE_BATCH_ATOMIC_WRITE".as_ptr()) != 0 },
+        None => false,
+    })
 }
 
 /// Allocates `s` with sqlite3_mprintf (for SQLITE_FCNTL_PRAGMA results and messages).
@@ -180,6 +194,7 @@ pub(crate) unsafe fn extension_init(api: *const ffi::sqlite3_api_routines) -> c_
         >(a.uri_parameter),
         mprintf: a.mprintf,
         libversion_number: a.libversion_number,
+        compileoption_used: a.compileoption_used,
     };
     match register(host, std::env::var_os("TXVFS_SQLITE_DEFAULT").is_some_and(|v| v == "1")) {
         ffi::SQLITE_OK => ffi::SQLITE_OK_LOAD_PERMANENTLY,
