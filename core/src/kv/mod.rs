@@ -16,6 +16,8 @@ mod fault;
 mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
+mod frozen;
+mod layered;
 mod memory;
 mod occ;
 mod retry;
@@ -23,10 +25,13 @@ mod retry;
 mod owner;
 #[cfg(feature = "rocksdb")]
 mod rocks;
+#[cfg(feature = "rocksdb")]
+mod rocks_named;
 
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
 pub use journal::JournalTxn;
+pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 #[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use memory::MemoryBackend;
@@ -82,6 +87,42 @@ pub trait Backend: Send + Sync + 'static {
     fn disk_space(&self) -> Option<(u64, u64)> {
         None
     }
+    /// True if every write fails with [`ErrorKind::ReadOnly`] (a snapshot, a pack): a store
+    /// on it opens read-only.
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// A read-only view of everything committed so far, kept until it is dropped: its
+    /// transactions all read at that one instant. Cheap (no data is copied); it keeps the old
+    /// versions of what later commits change. The default: not supported.
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        Err(unsupported(&self.describe(), "snapshots"))
+    }
+    /// Keeps a snapshot of everything committed so far under `name`, surviving reopening; it
+    /// opens read-only by the URI [`Backend::named_snapshot_uri`] gives. The default: not supported.
+    fn create_named_snapshot(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// The names of the named snapshots, sorted.
+    fn named_snapshots(&self) -> Result<Vec<String>> {
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// Deletes the named snapshot `name`; [`ErrorKind::Busy`] while it is open.
+    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// The URI that opens the named snapshot `name` (read-only).
+    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+}
+
+/// The error of a backend that lacks a feature.
+fn unsupported(what: &str, feature: &str) -> Error {
+    Error::new(ErrorKind::Invalid, format!("{what}: this backend has no {feature}"))
 }
 
 impl std::fmt::Debug for dyn Backend {
@@ -134,7 +175,29 @@ pub trait Txn: Send {
 /// path (RocksDB), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the cargo feature
 /// `foundationdb`). Opening the same RocksDB directory twice in one process returns the same
 /// shared instance.
+///
+/// `rocksdb:/path?snapshot=NAME` (or the snapshot's own directory, `/path/snapshots/NAME`)
+/// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
+/// clone, its lower layer opened by the URI it recorded.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
+    let backend = open_layer(uri)?;
+    if uri.starts_with("memory:") {
+        return Ok(backend);
+    }
+    layered::open_if_clone(backend)
+}
+
+/// A RocksDB URI's directory and named snapshot: `rocksdb:/path?snapshot=NAME` or a bare path.
+fn rocks_location(uri: &str) -> (&str, Option<&str>) {
+    let path = uri.strip_prefix("rocksdb:").unwrap_or(uri);
+    match path.rsplit_once("?snapshot=") {
+        Some((dir, name)) => (dir, Some(name)),
+        None => (path, None),
+    }
+}
+
+/// [`open`] without looking for a clone record.
+fn open_layer(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
         let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
         let query = match rest {
@@ -160,13 +223,20 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
             format!("{uri}: this build has no FoundationDB backend (cargo feature `foundationdb`)"),
         ));
     }
-    let path = uri.strip_prefix("rocksdb:").unwrap_or(uri);
+    let (path, snapshot) = rocks_location(uri);
     if path.is_empty() {
         return Err(Error::new(ErrorKind::Invalid, "empty store URI"));
     }
     #[cfg(feature = "rocksdb")]
     {
-        Ok(RocksBackend::open(std::path::Path::new(path))?)
+        let dir = std::path::Path::new(path);
+        if let Some(name) = snapshot {
+            return rocks_named::open_named(dir, name);
+        }
+        if rocks_named::is_snapshot_dir(dir) {
+            return rocks_named::open_dir(dir, format!("rocksdb:{path}"));
+        }
+        Ok(RocksBackend::open(dir)?)
     }
     #[cfg(not(feature = "rocksdb"))]
     Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
@@ -178,7 +248,7 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
 pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
     #[cfg(feature = "rocksdb")]
     if !uri.starts_with("memory:") && !uri.starts_with("fdb:") {
-        let path = std::path::Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri));
+        let path = std::path::Path::new(rocks_location(uri).0);
         if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
             return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));
         }
