@@ -151,3 +151,36 @@ fn memory_stores_have_no_named_snapshots() {
     let store = Store::open("memory:").unwrap();
     assert_eq!(store.create_named_snapshot("x").unwrap_err().kind(), ErrorKind::Invalid);
 }
+
+/// The README's Rust example ("Snapshots and clones"), which must match the marked lines here.
+#[test]
+fn readme_example() -> txvfs::Result<()> {
+    use txvfs::Options;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    // README snapshots example: begin
+    let store = Store::open(&format!("{dir}/data"))?;
+    store.write_file("/config", b"v1")?;
+    let snap = store.snapshot()?; // read-only, this instant, nothing copied
+    store.write_file("/config", b"v2")?;
+    assert_eq!(snap.read_file("/config")?, b"v1");
+
+    store.create_named_snapshot("release-1")?; // kept on disk, survives reopening
+    let uri = store.named_snapshot_uri("release-1")?; // rocksdb:DIR/data?snapshot=release-1
+    assert_eq!(Store::open(&uri)?.read_file("/config")?, b"v2"); // any binding opens the URI
+
+    let branch = Store::create_clone(&uri, &format!("{dir}/branch"), Options::default())?;
+    branch.write_file("/config", b"v3")?; // writes stay in the clone
+    branch.rename("/config", "/config.old")?; // renames and deletes of lower files work
+    assert_eq!(Store::open(&uri)?.read_file("/config")?, b"v2"); // the snapshot is unchanged
+    // README snapshots example: end
+    drop((store, snap, branch));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots.rs")).unwrap();
+    let begin = me.find("// README snapshots example: begin\n").unwrap();
+    let body = &me[begin..];
+    let body = &body[body.find('\n').unwrap() + 1..body.find("    // README snapshots example: end").unwrap()];
+    let dedented: String = body.lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
+    assert!(readme.contains(&format!("```rust\n{dedented}```")), "README.md's snapshot example differs from core/tests/snapshots.rs");
+    Ok(())
+}

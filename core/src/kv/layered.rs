@@ -117,12 +117,14 @@ pub fn create_clone(lower_uri: &str, upper_uri: &str) -> Result<Arc<dyn Backend>
     if lower.begin()?.get_range(b"", &[0xff], 1, false)?.is_empty() {
         return Err(Error::new(ErrorKind::NotFound, format!("{lower_uri}: no store there")));
     }
+    // Recorded with an absolute path, so the clone opens from any working directory.
+    let record = super::absolute_uri(lower_uri)?;
     let upper = super::open(upper_uri)?;
     super::run_with_retries(&*upper, 10, true, |tx| {
         if !tx.get_range(b"", &[0xff], 1, false)?.is_empty() {
             return Err(Error::new(ErrorKind::Exists, format!("{upper_uri}: not empty: a clone needs a new, empty store")));
         }
-        tx.set(CLONE_KEY, lower_uri.as_bytes())
+        tx.set(CLONE_KEY, record.as_bytes())
     })?;
     open_if_clone(upper)
 }

@@ -196,6 +196,21 @@ fn rocks_location(uri: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// `uri` with a RocksDB path made absolute (other URIs as they are), to be recorded.
+pub(crate) fn absolute_uri(uri: &str) -> Result<String> {
+    let scheme = uri.split_once(':').map(|(s, _)| s).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if scheme.is_some_and(|s| s != "rocksdb") {
+        return Ok(uri.to_string());
+    }
+    let (path, snapshot) = rocks_location(uri);
+    let abs = std::path::absolute(path).map_err(|e| Error::new(ErrorKind::Invalid, format!("{uri}: {e}")))?;
+    let abs = abs.to_str().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{uri}: path is not UTF-8")))?;
+    Ok(match snapshot {
+        Some(name) => format!("rocksdb:{abs}?snapshot={name}"),
+        None => format!("rocksdb:{abs}"),
+    })
+}
+
 /// [`open`] without looking for a clone record.
 fn open_layer(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
