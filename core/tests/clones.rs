@@ -119,6 +119,32 @@ fn making_a_clone_writes_one_key_whatever_the_tree_size() {
     assert_eq!(written, vec![1, 1]);
 }
 
+/// Deleting or truncating a large lower file writes a few keys to the clone (one range
+/// whiteout for its blocks), not one per block.
+#[test]
+fn deleting_a_large_lower_file_writes_a_few_keys() {
+    let d = tempfile::tempdir().unwrap();
+    let base = Store::open(d.path().join("base").to_str().unwrap()).unwrap();
+    base.write_file("/huge", &vec![5u8; 200 << 16]).unwrap(); // 200 blocks of 64 KiB
+    base.write_file("/long", &vec![6u8; 100 << 16]).unwrap();
+    base.create_named_snapshot("s").unwrap();
+    let lower_uri = base.named_snapshot_uri("s").unwrap();
+    let upper = d.path().join("clone");
+    let clone = Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
+    clone.unlink("/huge").unwrap();
+    clone.truncate("/long", 10 << 16).unwrap();
+    assert!(!clone.exists("/huge").unwrap());
+    assert_eq!(clone.read_file("/long").unwrap(), vec![6u8; 10 << 16]);
+    clone.truncate("/long", 20 << 16).unwrap(); // the cut blocks read back as zeros
+    let mut want = vec![6u8; 10 << 16];
+    want.resize(20 << 16, 0);
+    assert_eq!(clone.read_file("/long").unwrap(), want);
+    drop(clone);
+    check_clean(upper.to_str().unwrap());
+    let keys = dump(&*RocksBackend::open(&upper).unwrap()).len();
+    assert!(keys < 30, "the clone holds {keys} keys after deleting 290 lower blocks");
+}
+
 #[test]
 fn bad_clones_are_refused_and_change_nothing() {
     let d = tempfile::tempdir().unwrap();

@@ -6,6 +6,10 @@
 //! - `DATA k` → its value, when the clone wrote it;
 //! - `WHITEOUT k` → empty, when the clone deleted a key the lower layer has (never removed:
 //!   a later write of `k` shadows it, since data wins over a whiteout);
+//! - `RANGE end` → `start`: a range whiteout, every lower key in `[start, end)` deleted (what
+//!   `clear_range` writes: one key for a file's blocks, whatever their number). Range
+//!   whiteouts never overlap or touch: a new one absorbs those it meets, so the one that
+//!   may cover a key is the first whose end is past it.
 //! - [`CLONE_KEY`] → the lower layer's URI, so that opening the upper opens the clone.
 //!
 //! A key reads as: its upper data if any; else absent if whited out; else the lower value.
@@ -22,6 +26,9 @@ use std::sync::{Arc, OnceLock, Weak};
 pub const CLONE_KEY: &[u8] = b"\x00txvfs.clone.lower";
 const DATA: u8 = b'k';
 const WHITEOUT: u8 = b'w';
+const RANGE: u8 = b'r';
+/// Range whiteouts read per range read when merging.
+const RANGE_PAGE: usize = 16;
 /// Keys read from the lower layer per range read, when merging.
 const LOWER_PAGE: usize = 256;
 /// Whiteouts read per range read when merging (small: they add read conflicts).
@@ -242,10 +249,27 @@ impl LayeredTxn {
         }
         // Without a lower value, only upper data can make the key appear (read above).
         let Some(lower) = self.lower.get(key)? else { return Ok(None) };
-        match self.upper_read(&with_prefix(WHITEOUT, key), conflict)? {
-            Some(_) => Ok(None),
-            None => Ok(Some(lower)),
+        if self.whited_out(key, conflict)? {
+            return Ok(None);
         }
+        Ok(Some(lower))
+    }
+
+    /// Is the lower key `key` deleted in the clone (a point or a range whiteout)?
+    fn whited_out(&mut self, key: &[u8], conflict: bool) -> Result<bool> {
+        if self.upper_read(&with_prefix(WHITEOUT, key), conflict)?.is_some() {
+            return Ok(true);
+        }
+        // The first range whiteout ending after `key` is the only one that can cover it.
+        let mut from = with_prefix(RANGE, key);
+        from.push(0);
+        let to = [RANGE + 1];
+        let first = if conflict {
+            self.upper.get_range(&from, &to, 1, false)?
+        } else {
+            self.upper.snapshot_get_range(&from, &to, 1, false)?
+        };
+        Ok(first.first().is_some_and(|(_, start)| start.as_slice() <= key))
     }
 
     fn read_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool, conflict: bool) -> Result<Vec<KeyValue>> {
@@ -256,6 +280,10 @@ impl LayeredTxn {
         let mut data = Stream::new(Some(DATA), start, end);
         let mut lower = Stream::new(None, start, end);
         let mut whiteouts = Stream::new(Some(WHITEOUT), start, end);
+        // Range whiteouts by end key: those ending after `start`.
+        let mut ranges = Stream::new(Some(RANGE), start, end);
+        ranges.start.push(0);
+        ranges.end = vec![RANGE + 1];
         let before = |a: &[u8], b: &[u8]| if reverse { a > b } else { a < b };
         let mut out = Vec::new();
         while out.len() < limit {
@@ -287,6 +315,17 @@ impl LayeredTxn {
                 whited = w == kv.0;
                 break;
             }
+            while !whited {
+                let Some((r_end, r_start)) = ranges.peek(&mut *self.upper, RANGE_PAGE, reverse, conflict)?.cloned() else { break };
+                // Forward: skip ranges ending at or before the key; reverse: starting after it.
+                let passed = if reverse { r_start > kv.0 } else { r_end <= kv.0 };
+                if passed {
+                    ranges.buf.pop_front();
+                    continue;
+                }
+                whited = r_start <= kv.0 && kv.0 < r_end;
+                break;
+            }
             if !whited {
                 out.push(kv);
             }
@@ -306,7 +345,7 @@ impl LayeredTxn {
             return apply(&mut *self.upper);
         }
         let Some(base) = self.lower.get(key)? else { return apply(&mut *self.upper) };
-        if self.upper.get(&with_prefix(WHITEOUT, key))?.is_some() {
+        if self.whited_out(key, true)? {
             return apply(&mut *self.upper);
         }
         // First change of a lower value: copy it up. The read of the upper key makes two
@@ -322,22 +361,42 @@ impl LayeredTxn {
         self.upper.set(&dk, &v.to_le_bytes())
     }
 
-    /// Whites out the lower keys in `[start, end)`.
-    fn whiteout_lower_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
-        let mut from = start.to_vec();
-        loop {
-            let page = self.lower.get_range(&from, end, LOWER_PAGE, false)?;
-            for (k, _) in &page {
-                self.upper.set(&with_prefix(WHITEOUT, k), b"")?;
+    /// Whites out the lower keys in `[start, end)` with one range whiteout, merged with the
+    /// range whiteouts it overlaps or touches (read with conflicts: two transactions merging
+    /// the same ones cannot both commit).
+    fn whiteout_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        if self.lower.get_range(start, end, 1, false)?.is_empty() {
+            return Ok(());
+        }
+        let (mut s, mut e) = (start.to_vec(), end.to_vec());
+        let mut from = with_prefix(RANGE, start);
+        let to = [RANGE + 1];
+        // One record per read: each read's conflict range ends at the record it returns, so
+        // range whiteouts written elsewhere conflict with this one only when they are near.
+        'scan: loop {
+            let page = self.upper.get_range(&from, &to, 1, false)?;
+            for (k, r_start) in &page {
+                let r_end = &k[1..];
+                if r_start.as_slice() > end {
+                    break 'scan;
+                }
+                if r_start < &s {
+                    s = r_start.clone();
+                }
+                if r_end > e.as_slice() {
+                    e = r_end.to_vec();
+                }
+                self.upper.clear(k)?;
             }
             match page.last() {
-                Some((last, _)) if page.len() == LOWER_PAGE => {
+                Some((last, _)) => {
                     from = last.clone();
                     from.push(0);
                 }
-                _ => return Ok(()),
+                None => break,
             }
         }
+        self.upper.set(&with_prefix(RANGE, &e), &s)
     }
 }
 
@@ -369,7 +428,7 @@ impl Txn for LayeredTxn {
             return Ok(());
         }
         self.upper.clear_range(&with_prefix(DATA, start), &with_prefix(DATA, end))?;
-        self.whiteout_lower_range(start, end)
+        self.whiteout_range(start, end)
     }
     fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()> {
         self.atomic(key, Atomic::Add(delta))
