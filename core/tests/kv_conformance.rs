@@ -284,16 +284,18 @@ backend_suite!(rocksdb, {
 });
 #[cfg(feature = "foundationdb")]
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
-backend_suite!(layered_empty_lower, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED))), None)));
+backend_suite!(layered_range_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), false), None)));
+backend_suite!(layered_point_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), true), None)));
 backend_suite!(layered_rocksdb_over_lower, {
     let d = tempfile::tempdir().unwrap();
-    Some((layered(kv::open(d.path().to_str().unwrap()).unwrap()), Some(d)))
+    Some((layered(kv::open(d.path().to_str().unwrap()).unwrap(), false), Some(d)))
 });
 
 /// A clone (`LayeredBackend`) with `upper` over a lower layer full of data, all of it deleted
 /// in the clone (whiteouts) except keys after every key the suite uses (`~...`), so the suite
-/// starts from an empty view and every key it touches has a lower value underneath.
-fn layered(upper: Arc<dyn Backend>) -> Arc<dyn Backend> {
+/// starts from an empty view and every key it touches has a lower value underneath. The
+/// lower keys are deleted one by one (`points`: point whiteouts) or by one `clear_range`.
+fn layered(upper: Arc<dyn Backend>, points: bool) -> Arc<dyn Backend> {
     let lower = MemoryBackend::new(Limits::UNLIMITED);
     let mut tx = lower.begin().unwrap();
     let alphabet: Vec<u8> = (b'a'..=b'z').chain(b'0'..=b'9').chain([b'/']).collect();
@@ -310,7 +312,13 @@ fn layered(upper: Arc<dyn Backend>) -> Arc<dyn Backend> {
     tx.commit(false).unwrap();
     let layered = kv::LayeredBackend::new(upper, lower.snapshot().unwrap()).unwrap();
     let mut tx = layered.begin().unwrap();
-    tx.clear_range(b"", b"~").unwrap();
+    if points {
+        for (k, _) in tx.get_range(b"", b"~", 0, false).unwrap() {
+            tx.clear(&k).unwrap();
+        }
+    } else {
+        tx.clear_range(b"", b"~").unwrap();
+    }
     tx.commit(false).unwrap();
     let mut tx = layered.begin().unwrap();
     assert!(tx.get_range(b"", b"~", 0, false).unwrap().is_empty());
