@@ -100,6 +100,24 @@ fn a_snapshot_during_a_transaction_shows_it_whole_or_not_at_all() {
     }
 }
 
+/// A snapshot may outlive the `Store` it was taken from: reopening the store then works.
+#[test]
+fn a_snapshot_outlives_its_store() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().join("s").to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/f", b"1").unwrap();
+    let snap = store.snapshot().unwrap();
+    drop(store);
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/f", b"2").unwrap();
+    assert_eq!(snap.read_file("/f").unwrap(), b"1");
+    drop(store);
+    drop(snap);
+    // Everything is closed now: the store opens afresh with the last write.
+    assert_eq!(Store::open(&uri).unwrap().read_file("/f").unwrap(), b"2");
+}
+
 #[test]
 fn named_snapshots_survive_reopening_and_can_be_deleted() {
     let d = tempfile::tempdir().unwrap();

@@ -20,12 +20,21 @@ pub(crate) struct FrozenBackend {
     limits: Limits,
     describe: String,
     disk_space: Option<(u64, u64)>,
+    /// The backend the view was taken from, kept open while the view lives (so that
+    /// reopening its store in this process finds it open, rather than busy).
+    source: Option<Arc<dyn Backend>>,
 }
 
 impl FrozenBackend {
     /// A read-only backend reading `view`; `describe` names it in messages.
     pub(crate) fn new(view: Arc<dyn FrozenRead>, limits: Limits, describe: String, disk_space: Option<(u64, u64)>) -> FrozenBackend {
-        FrozenBackend { view, limits, describe, disk_space }
+        FrozenBackend { view, limits, describe, disk_space, source: None }
+    }
+
+    /// The same, keeping `source` open while it lives.
+    pub(crate) fn keeping(mut self, source: Option<Arc<dyn Backend>>) -> FrozenBackend {
+        self.source = source;
+        self
     }
 }
 
@@ -55,7 +64,8 @@ impl Backend for FrozenBackend {
         true
     }
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(FrozenBackend::new(self.view.clone(), self.limits, self.describe.clone(), self.disk_space)))
+        let copy = FrozenBackend::new(self.view.clone(), self.limits, self.describe.clone(), self.disk_space);
+        Ok(Arc::new(copy.keeping(self.source.clone())))
     }
 }
 

@@ -227,7 +227,8 @@ impl Backend for RocksBackend {
         self.occ.engine.check_owner()?;
         let view = Arc::new(self.occ.pin()?);
         let what = format!("{} (snapshot)", self.describe());
-        Ok(Arc::new(super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space())))
+        let source = registry().lock().get(&self.occ.engine.path).and_then(Weak::upgrade).map(|b| b as Arc<dyn Backend>);
+        Ok(Arc::new(super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space()).keeping(source)))
     }
     fn create_named_snapshot(&self, name: &str) -> Result<()> {
         super::rocks_named::create(self, name)
