@@ -48,6 +48,12 @@ fn a_snapshot_is_read_only_and_writes_change_nothing() {
         ] {
             assert_eq!(r.unwrap_err().kind(), ErrorKind::ReadOnly);
         }
+        // Opening for writing fails at once, as on a read-only file system (SQLite's VFS then
+        // opens the database read-only); opening for reading works.
+        let write = txvfs::OpenOptions::new().read(true).write(true);
+        assert_eq!(snap.open("/f", &write).unwrap_err().kind(), ErrorKind::ReadOnly);
+        let mut buf = [0u8; 8];
+        assert_eq!(snap.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap().read(&mut buf).unwrap(), 1);
         let tx = snap.begin().unwrap();
         assert_eq!(tx.write_file("/f", b"z").unwrap_err().kind(), ErrorKind::ReadOnly);
         drop(tx);
