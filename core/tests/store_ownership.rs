@@ -128,3 +128,19 @@ fn a_child_may_open_the_store_once_the_parent_has_closed_it() {
     assert_eq!(Store::open(&uri).unwrap().read_file("/from-child").unwrap(), b"y");
 }
 
+
+/// An in-process snapshot of a store is part of the store: inherited across fork(), it
+/// refuses reads in the child too (its RocksDB threads did not survive the fork).
+#[test]
+fn a_snapshot_inherited_across_fork_refuses_every_call() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    store.write_file("/a", b"1").unwrap();
+    let snap = store.snapshot().unwrap();
+    let status = in_child(|| {
+        snap.read_file("/a").is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"))
+    });
+    assert_eq!(status, 0, "the child could read the parent's snapshot");
+    assert_eq!(snap.read_file("/a").unwrap(), b"1");
+}

@@ -8,6 +8,10 @@ use std::sync::Arc;
 
 /// Reads of one unchanging view of a key space.
 pub(crate) trait FrozenRead: Send + Sync + 'static {
+    /// Fails when the view cannot be used here (a RocksDB snapshot inherited across fork()).
+    fn usable(&self) -> Result<()> {
+        Ok(())
+    }
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Visits `start <= key < end` in order (descending when `reverse`) until `visit` is false.
@@ -45,6 +49,7 @@ pub(crate) fn read_only_error(what: &str) -> Error {
 
 impl Backend for FrozenBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
+        self.view.usable()?;
         Ok(Box::new(FrozenTxn { view: self.view.clone(), describe: self.describe.clone() }))
     }
     fn limits(&self) -> Limits {

@@ -43,6 +43,10 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn apply(&self, batch: Vec<Mutation>, version: u64, oldest_snapshot: u64) -> Result<()>;
     /// Makes everything applied so far durable.
     fn sync(&self) -> Result<()>;
+    /// Fails when the engine cannot be used here (RocksDB: a store inherited across fork()).
+    fn usable(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Keys and ranges written by one committed transaction.
@@ -186,6 +190,9 @@ impl<E: Engine> Drop for Pinned<E> {
 }
 
 impl<E: Engine> super::frozen::FrozenRead for Pinned<E> {
+    fn usable(&self) -> Result<()> {
+        self.store.engine.usable()
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.engine.get(self.snap.as_ref().expect("snapshot lives until drop"), key)
     }

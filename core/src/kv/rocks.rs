@@ -126,6 +126,10 @@ impl Engine for RocksEngine {
         self.check_owner()?;
         self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))
     }
+
+    fn usable(&self) -> Result<()> {
+        self.check_owner()
+    }
 }
 
 /// A RocksDB-backed store.
