@@ -180,7 +180,7 @@ pub trait Txn: Send {
 /// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
 /// clone, its lower layer opened by the URI it recorded.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
-    let backend = open_layer(uri)?;
+    let backend = open_raw(uri)?;
     if uri.starts_with("memory:") {
         return Ok(backend);
     }
@@ -211,8 +211,9 @@ pub(crate) fn absolute_uri(uri: &str) -> Result<String> {
     })
 }
 
-/// [`open`] without looking for a clone record.
-fn open_layer(uri: &str) -> Result<Arc<dyn Backend>> {
+/// [`open`] without opening a clone over the store: a clone's upper layer opens as it is
+/// stored, with its own keys (for tools and tests that inspect it).
+pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
         let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
         let query = match rest {
@@ -254,7 +255,10 @@ fn open_layer(uri: &str) -> Result<Arc<dyn Backend>> {
         Ok(RocksBackend::open(dir)?)
     }
     #[cfg(not(feature = "rocksdb"))]
-    Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
+    {
+        let _ = snapshot;
+        Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
+    }
 }
 
 /// Opens a backend by URI like [`open`], but only one that already has data: a RocksDB path
