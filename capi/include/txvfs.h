@@ -915,6 +915,49 @@ int txvfs_statfs(struct txvfs_store *store,
                  struct txvfs_usage *out);
 
 /**
+ * Opens a read-only snapshot of `store`: a view of the whole tree as it is now, which later
+ * commits do not change (each transaction committed so far is in it whole, none committed
+ * later is). Cheap: no data is copied. Every change through it fails with -EROFS. RocksDB
+ * and memory stores, and clones of them.
+ *
+ * Ownership: the caller owns a new store handle in `*out` and frees it with
+ * `txvfs_store_free`; it is independent of `store` (either may be freed first).
+ * Errors: -EINVAL (NULL `store` or `out`, a backend without snapshots), -TXVFS_EBACKEND.
+ */
+int txvfs_store_snapshot(struct txvfs_store *store,
+                         struct txvfs_store **out);
+
+/**
+ * Keeps a snapshot of `store`'s whole tree as it is now under `name` (1 to 100 of
+ * `A-Z a-z 0-9 . _ -`, not starting with `.`), surviving reopening; open it read-only with
+ * `txvfs_store_open("rocksdb:PATH?snapshot=NAME")`. RocksDB only (a checkpoint under the
+ * store directory: no data is copied).
+ * Errors: -EINVAL (NULL argument, a bad name, a backend without named snapshots), -EEXIST
+ * (the name is taken), -ENOSPC, -TXVFS_EBACKEND.
+ */
+int txvfs_snapshot_create(struct txvfs_store *store,
+                          const char *name);
+
+/**
+ * Deletes the named snapshot `name` of `store`.
+ * Errors: -EINVAL (NULL argument, a bad name), -ENOENT (no such snapshot), -EBUSY (it is
+ * open, by this or another process, a clone over it included), -TXVFS_EBACKEND.
+ */
+int txvfs_snapshot_delete(struct txvfs_store *store,
+                          const char *name);
+
+/**
+ * Makes the new, empty store at `upper` a writable clone of the read-only store at `lower`
+ * (a named snapshot, `rocksdb:PATH?snapshot=NAME`): reads fall through to `lower`, changes
+ * stay in `upper`, `lower` is never modified. Writes one key whatever the size of `lower`.
+ * Open the clone with `txvfs_store_open(upper)`.
+ * Errors: -EINVAL (NULL argument, a `lower` that is not read-only), -ENOENT (no store at
+ * `lower`), -EEXIST (`upper` is not empty), -EBUSY, -TXVFS_EBACKEND.
+ */
+int txvfs_clone_create(const char *lower,
+                       const char *upper);
+
+/**
  * Opens the store named by `uri`: `memory:` (a new, private in-memory store),
  * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
  * for the defaults; it is not kept and may be freed right after. Opening the same RocksDB

@@ -312,6 +312,23 @@ public:
         detail::check(txvfs_store_inline_limit(s_, &v));
         return v;
     }
+    /** A read-only snapshot of the whole tree as it is now (txvfs_store_snapshot). */
+    store snapshot() const {
+        txvfs_store *s = nullptr;
+        detail::check(txvfs_store_snapshot(s_, &s));
+        return store(s);
+    }
+    /** Keeps a named snapshot that survives reopening; it opens read-only as
+     *  "rocksdb:PATH?snapshot=NAME" (txvfs_snapshot_create). */
+    void create_snapshot(std::string_view name) const { detail::check(txvfs_snapshot_create(s_, detail::cstr(name))); }
+    /** Deletes a named snapshot (txvfs_snapshot_delete). */
+    void delete_snapshot(std::string_view name) const { detail::check(txvfs_snapshot_delete(s_, detail::cstr(name))); }
+    /** Makes `upper` (new, empty) a writable clone of the read-only store `lower` (a named
+     *  snapshot's URI) and opens it (txvfs_clone_create). */
+    static store clone(std::string_view lower, std::string_view upper) {
+        detail::check(txvfs_clone_create(detail::cstr(lower), detail::cstr(upper)));
+        return open(upper);
+    }
     txvfs_store *get() const noexcept { return s_; }
 
 private:

@@ -24,6 +24,7 @@ pub mod fsck;
 mod handles;
 pub mod options;
 pub mod paths;
+pub mod snapshots;
 pub mod store;
 pub mod tx;
 pub mod types;

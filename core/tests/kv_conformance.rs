@@ -305,6 +305,47 @@ fn agent_main() {
 }
 #[cfg(feature = "foundationdb")]
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
+backend_suite!(layered_range_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), false), None)));
+backend_suite!(layered_point_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), true), None)));
+backend_suite!(layered_rocksdb_over_lower, {
+    let d = tempfile::tempdir().unwrap();
+    Some((layered(kv::open(d.path().to_str().unwrap()).unwrap(), false), Some(Box::new(d))))
+});
+
+/// A clone (`LayeredBackend`) with `upper` over a lower layer full of data, all of it deleted
+/// in the clone (whiteouts) except keys after every key the suite uses (`~...`), so the suite
+/// starts from an empty view and every key it touches has a lower value underneath. The
+/// lower keys are deleted one by one (`points`: point whiteouts) or by one `clear_range`.
+fn layered(upper: Arc<dyn Backend>, points: bool) -> Arc<dyn Backend> {
+    let lower = MemoryBackend::new(Limits::UNLIMITED);
+    let mut tx = lower.begin().unwrap();
+    let alphabet: Vec<u8> = (b'a'..=b'z').chain(b'0'..=b'9').chain([b'/']).collect();
+    for &a in &alphabet {
+        tx.set(&[a], b"lower").unwrap();
+        for &b in &alphabet {
+            tx.set(&[a, b], b"lower").unwrap();
+            tx.set(&[a, b, b'1'], b"lower").unwrap();
+        }
+    }
+    for k in ["alice", "bob", "ctr", "out", "mine", "hot", "gone", "count", "dir/a", "dir/b", "r/1", "r/2", "p/0", "p/4", "p/5", "~tail1", "~tail2"] {
+        tx.set(k.as_bytes(), b"lower").unwrap();
+    }
+    tx.commit(false).unwrap();
+    let layered = kv::LayeredBackend::new(upper, lower.snapshot().unwrap()).unwrap();
+    let mut tx = layered.begin().unwrap();
+    if points {
+        for (k, _) in tx.get_range(b"", b"~", 0, false).unwrap() {
+            tx.clear(&k).unwrap();
+        }
+    } else {
+        tx.clear_range(b"", b"~").unwrap();
+    }
+    tx.commit(false).unwrap();
+    let mut tx = layered.begin().unwrap();
+    assert!(tx.get_range(b"", b"~", 0, false).unwrap().is_empty());
+    assert_eq!(tx.get_range(b"", &[0xff], 0, false).unwrap().len(), 2);
+    layered
+}
 
 /// A fresh, empty store in the FoundationDB cluster named by `TXVFS_FDB_CLUSTER_FILE`, under a
 /// prefix of its own. Panics when no cluster is named: never a silent pass.

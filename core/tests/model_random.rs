@@ -21,6 +21,8 @@
 //!   a handle of the transaction truncates, punches and overwrites them before it commits or
 //!   rolls back; afterwards no staging record may be left, and a rollback no chunk. Store
 //!   handles write up to 2.5 MB at once, so write-back buffers pass their 4 MiB flush.
+//! - `model_random_clone` (2,500 + 2,500): the same on a RocksDB store, then on a writable
+//!   clone of a named snapshot of it, which must be left unchanged.
 //! - `model_threads_memory` (3 and 4 threads x 1,500) / `model_threads_rocksdb` (3 x 1,000):
 //!   each thread runs the above on its own subtree `/tN` with its own model, and between
 //!   rounds works in `/shared`: appends records to its own file (directly, or through a handle
@@ -124,6 +126,31 @@ fn model_random_rocksdb() {
         compare_trees(&model, &store, b"", &format!("seed {seed}, reopened"), true);
     }
     assert!(total >= ops(2500));
+}
+
+/// The model runs on a store, then goes on in a writable clone of a named snapshot of it:
+/// every later call reads, changes, renames and deletes files of the lower layer through the
+/// clone. The snapshot must be unchanged in the end.
+#[test]
+fn model_random_clone() {
+    for seed in seeds(&[1201]) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_blocks();
+        let base = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let mut r = run_single("clone (lower)", &base, &options, seed, ops(2500), None);
+        base.create_named_snapshot("s").unwrap();
+        let lower_uri = base.named_snapshot_uri("s").unwrap();
+        let lower_model = r.m.clone();
+        let clone = Store::create_clone(&lower_uri, dir.path().join("clone").to_str().unwrap(), options.clone()).unwrap();
+        r.store = clone.clone();
+        r.run(ops(2500));
+        r.finish();
+        r.check();
+        report("clone", seed, &r);
+        drop((r, clone));
+        let lower = Store::open(&lower_uri).unwrap();
+        compare_trees(&lower_model, &lower, b"", &format!("seed {seed}, the clone's lower layer"), true);
+    }
 }
 
 #[test]

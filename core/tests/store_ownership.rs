@@ -27,7 +27,8 @@ fn lock_like_another_copy(dir: &std::path::Path) -> Result<i32, i32> {
             libc::close(fd);
             return Err(e);
         }
-        libc::pwrite(fd, b"4242\n".as_ptr().cast(), 5, 0);
+        libc::ftruncate(fd, 0);
+        libc::pwrite(fd, b"4242\n".as_ptr().cast(), 5, 0); // a txvfs from before sharing: no mode
         Ok(fd)
     }
 }
@@ -46,14 +47,14 @@ fn an_open_store_holds_the_owner_lock_against_other_copies() {
 }
 
 #[test]
-fn a_store_held_by_another_copy_is_refused_with_the_holder_named() {
+fn a_store_held_by_a_txvfs_that_does_not_share_is_refused_with_the_holder_named() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     Store::open(dir.path().to_str().unwrap()).unwrap().write_file("/kept", b"data").unwrap();
     let fd = lock_like_another_copy(dir.path()).unwrap();
     let e = Store::open(dir.path().to_str().unwrap()).err().expect("refused while another copy owns it");
     assert_eq!(e.kind(), ErrorKind::Busy);
-    assert!(e.message().contains("in use by process 4242"), "{}", e.message());
+    assert!(e.message().contains("exclusive use by process 4242"), "{}", e.message());
     // SAFETY: our descriptor.
     unsafe { libc::close(fd) };
     let s = Store::open(dir.path().to_str().unwrap()).unwrap();
@@ -133,3 +134,19 @@ fn a_child_may_open_the_store_once_the_parent_has_closed_it() {
     assert_eq!(Store::open(&uri).unwrap().read_file("/from-child").unwrap(), b"y");
 }
 
+
+/// An in-process snapshot of a store is part of the store: inherited across fork(), it
+/// refuses reads in the child too (its RocksDB threads did not survive the fork).
+#[test]
+fn a_snapshot_inherited_across_fork_refuses_every_call() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    store.write_file("/a", b"1").unwrap();
+    let snap = store.snapshot().unwrap();
+    let status = in_child(|| {
+        snap.read_file("/a").is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"))
+    });
+    assert_eq!(status, 0, "the child could read the parent's snapshot");
+    assert_eq!(snap.read_file("/a").unwrap(), b"1");
+}

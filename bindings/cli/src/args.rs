@@ -170,6 +170,40 @@ pub enum Command {
         #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
         cache_ttl: f64,
     },
+    /// Named snapshots of the store: read-only views of the whole tree at one instant that
+    /// survive reopening, opened by the URI `create` prints (`rocksdb:PATH?snapshot=NAME`).
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        action: SnapshotAction,
+    },
+    /// Make UPPER (a new, empty store) a writable clone of the read-only store LOWER (a named
+    /// snapshot, `rocksdb:PATH?snapshot=NAME`): reads fall through to LOWER, changes stay in
+    /// UPPER, LOWER is never modified. Takes the same time whatever LOWER's size. Afterwards,
+    /// `--store UPPER` opens the clone. Ignores `--store`.
+    Clone {
+        /// The read-only lower store's URI.
+        lower: String,
+        /// The new clone: a RocksDB directory that does not exist yet (or is empty).
+        upper: String,
+    },
+}
+
+/// What `txvfs snapshot` does.
+#[derive(Subcommand)]
+pub enum SnapshotAction {
+    /// Snapshot the whole tree now under NAME (no data is copied) and print its URI.
+    Create {
+        /// 1 to 100 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+        name: String,
+    },
+    /// Print the names of the store's snapshots, one per line, with their URIs.
+    List,
+    /// Delete a snapshot (refused while it is open, by a clone over it included).
+    Delete {
+        /// The snapshot's name.
+        name: String,
+    },
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {

@@ -1,6 +1,6 @@
 //! The commands that work on single files and small trees, and the store-opening rules.
 
-use crate::args::Command;
+use crate::args::{Command, SnapshotAction};
 use crate::copy::{copy_out, stdout_err, with_buffer, write_out};
 use crate::dirs::{join, list};
 use crate::error::{CliError, CliResult};
@@ -167,9 +167,29 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             )
             .map_err(stdout_err)?;
         }
-        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } => unreachable!("handled above"),
+        Command::Snapshot { action } => match action {
+            SnapshotAction::Create { name } => {
+                store.create_named_snapshot(&name)?;
+                writeln!(out, "{}", store.named_snapshot_uri(&name)?).map_err(stdout_err)?;
+            }
+            SnapshotAction::List => {
+                for name in store.named_snapshots()? {
+                    writeln!(out, "{name}\t{}", store.named_snapshot_uri(&name)?).map_err(stdout_err)?;
+                }
+            }
+            SnapshotAction::Delete { name } => store.delete_named_snapshot(&name)?,
+        },
+        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } | Command::Clone { .. } => {
+            unreachable!("handled above")
+        }
     }
     out.flush().map_err(stdout_err)
+}
+
+/// `txvfs clone LOWER UPPER`.
+pub fn clone(lower: &str, upper: &str) -> CliResult {
+    Store::create_clone(lower, upper, Options::default())?;
+    Ok(())
 }
 
 fn default_root(paths: Vec<OsString>) -> Vec<OsString> {

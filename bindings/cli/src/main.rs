@@ -27,6 +27,9 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    if let args::Command::Clone { lower, upper } = &cli.command {
+        return cmds::clone(lower, upper);
+    }
     let uri = cli.store.ok_or_else(|| CliError::msg("no store given: use --store URI or set TXVFS_STORE"))?;
     cmds::dispatch(&uri, cli.command)
 }

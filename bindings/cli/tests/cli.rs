@@ -454,3 +454,64 @@ fn fsck_chunks_orphans_and_unrepairable_damage() {
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("of inode {big_ino} refers to a missing chunk")));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be repaired safely"));
 }
+
+#[test]
+fn snapshots_and_clones() {
+    let e = Env::new().init();
+    e.ok(&["mkdir", "/d"]);
+    e.run_stdin(&["put", "-", "/d/a"], b"v1");
+    let uri = e.ok(&["snapshot", "create", "v1"]);
+    let uri = uri.trim();
+    assert!(uri.starts_with("rocksdb:") && uri.ends_with("?snapshot=v1"), "{uri}");
+    e.run_stdin(&["put", "-", "/d/a"], b"v2");
+    let listed = e.ok(&["snapshot", "list"]);
+    assert_eq!(listed, format!("v1\t{uri}\n"));
+    // The snapshot reads like any store and refuses changes with EROFS (exit code 30).
+    let snap = |args: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.env_remove("TXVFS_STORE").arg("--store").arg(uri).args(args);
+        c.output().unwrap()
+    };
+    assert_eq!(snap(&["cat", "/d/a"]).stdout, b"v1");
+    let o = snap(&["rm", "/d/a"]);
+    assert_eq!(o.status.code(), Some(libc::EROFS), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(e.fails(&["snapshot", "create", "v1"]).0, libc::EEXIST);
+    // A clone of the snapshot: changes stay in the clone.
+    let clone = e.host("clone");
+    let o = Command::new(BIN).env_remove("TXVFS_STORE").args(["clone", uri, clone.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let in_clone = |args: &[&str]| {
+        let o = Command::new(BIN).env_remove("TXVFS_STORE").arg("--store").arg(&clone).args(args).output().unwrap();
+        assert!(o.status.success(), "txvfs {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    assert_eq!(in_clone(&["cat", "/d/a"]), b"v1");
+    in_clone(&["mv", "/d", "/e"]);
+    in_clone(&["rm", "/e/a"]);
+    assert_eq!(in_clone(&["ls", "/"]), b"e\n");
+    assert_eq!(in_clone(&["fsck"]), b"clean\n");
+    assert_eq!(snap(&["cat", "/d/a"]).stdout, b"v1");
+    // A clone over a live store is refused: it could change under the clone.
+    let o = Command::new(BIN).env_remove("TXVFS_STORE").args(["clone", e.store().to_str().unwrap(), e.host("c2").to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(libc::EINVAL));
+    e.ok(&["snapshot", "delete", "v1"]);
+    assert_eq!(e.ok(&["snapshot", "list"]), "");
+    assert_eq!(e.fails(&["snapshot", "delete", "v1"]).0, libc::ENOENT);
+    assert_eq!(e.ok(&["cat", "/d/a"]), "v2");
+}
+
+/// The README's snapshot and clone example, run as written there.
+#[test]
+fn readme_snapshot_example() {
+    let env = Env::new();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme.find("<!-- snapshot-cli-example -->").expect("README has the snapshot example");
+    let block = &readme[start..];
+    let body = &block[block.find("```sh\n").unwrap() + 6..];
+    let body = &body[..body.find("```").unwrap()];
+    let script = format!("set -e\nexport PATH={}:$PATH\ncd {}\n{body}", Path::new(BIN).parent().unwrap().display(), env.dir.path().display());
+    let o = Command::new("sh").arg("-c").arg(&script).env_remove("TXVFS_STORE").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("?snapshot=v1") && out.ends_with("docs\npapers\n"), "{out}");
+}

@@ -45,6 +45,13 @@ fn backoff(py: Python<'_>, attempt: u32) {
     py.detach(|| txvfs::backoff(attempt));
 }
 
+/// Makes the new, empty store at `upper` a writable clone of the read-only store at `lower`
+/// (a named snapshot's URI); open it with `txvfs.open(upper)` (what `txvfs.clone` does).
+#[pyfunction]
+fn create_clone(py: Python<'_>, lower: String, upper: String) -> PyResult<()> {
+    errors::detached(py, move || txvfs::kv::create_clone(&lower, &upper).map(drop))
+}
+
 /// The native module `txvfs._txvfs`.
 #[pymodule]
 fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -61,6 +68,7 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strerror, m)?)?;
     m.add_function(wrap_pyfunction!(fsck::fsck, m)?)?;
     m.add_function(wrap_pyfunction!(backoff, m)?)?;
+    m.add_function(wrap_pyfunction!(create_clone, m)?)?;
     m.add_class::<fsck::FsckReport>()?;
     m.add("CONFLICT", txvfs::error::code::CONFLICT)?;
     m.add("TOO_LARGE", txvfs::error::code::TOO_LARGE)?;

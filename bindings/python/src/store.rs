@@ -20,10 +20,12 @@ impl Store {
     /// Opens (or creates) the store at `uri`. `sync`: make each commit durable before it
     /// returns; `block_size`/`inline_limit`: layout of a new store; `read_only`: refuse
     /// changes; `max_retries`: conflict retries; `uid`/`gid`/`groups`: check POSIX
-    /// permissions as this user (default: act as the store's owner).
+    /// permissions as this user (default: act as the store's owner). With `snapshot_of`
+    /// (what `Store.snapshot()` passes), a read-only snapshot of that open store instead,
+    /// and `uri` only names it.
     #[new]
     #[pyo3(signature = (uri, *, sync = true, block_size = 65536, inline_limit = 4096, read_only = false,
-                        max_retries = 100, uid = None, gid = None, groups = None))]
+                        max_retries = 100, uid = None, gid = None, groups = None, snapshot_of = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -36,7 +38,16 @@ impl Store {
         uid: Option<u32>,
         gid: Option<u32>,
         groups: Option<Vec<u32>>,
+        snapshot_of: Option<PyRef<'_, Store>>,
     ) -> PyResult<PyClassInitializer<Self>> {
+        if let Some(of) = snapshot_of {
+            let s = of.as_super().store()?;
+            let snap = detached(py, move || s.snapshot())?;
+            let uri = path_of(uri)?.bytes;
+            let uri = String::from_utf8(uri).map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
+            return Ok(PyClassInitializer::from(FileSystem { target: Target::Store(Mutex::new(Some(snap))) })
+                .add_subclass(Store { uri }));
+        }
         let uri_b = path_of(uri)?.bytes;
         let uri = String::from_utf8(uri_b).map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
         let credential = match (uid, gid) {
@@ -73,6 +84,34 @@ impl Store {
     fn sync(self_: PyRef<'_, Self>, py: Python<'_>) -> PyResult<()> {
         let s = self_.as_super().store()?;
         detached(py, move || s.sync())
+    }
+
+    /// Keeps a snapshot of the whole tree as it is now under `name`, surviving reopening;
+    /// returns the URI that opens it read-only (`rocksdb:/path?snapshot=NAME`). RocksDB only.
+    fn create_snapshot(self_: PyRef<'_, Self>, py: Python<'_>, name: String) -> PyResult<String> {
+        let s = self_.as_super().store()?;
+        detached(py, move || {
+            s.create_named_snapshot(&name)?;
+            s.named_snapshot_uri(&name)
+        })
+    }
+
+    /// The names of the store's named snapshots, sorted.
+    fn snapshots(self_: PyRef<'_, Self>, py: Python<'_>) -> PyResult<Vec<String>> {
+        let s = self_.as_super().store()?;
+        detached(py, move || s.named_snapshots())
+    }
+
+    /// Deletes the named snapshot `name` (`FileNotFoundError` if none; refused while open).
+    fn delete_snapshot(self_: PyRef<'_, Self>, py: Python<'_>, name: String) -> PyResult<()> {
+        let s = self_.as_super().store()?;
+        detached(py, move || s.delete_named_snapshot(&name))
+    }
+
+    /// The URI that opens the named snapshot `name` read-only.
+    fn snapshot_uri(self_: PyRef<'_, Self>, py: Python<'_>, name: String) -> PyResult<String> {
+        let s = self_.as_super().store()?;
+        detached(py, move || s.named_snapshot_uri(&name))
     }
 
     /// True once `close()` was called.

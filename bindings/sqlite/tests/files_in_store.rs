@@ -14,6 +14,13 @@ fn extension() -> PathBuf {
 }
 
 fn shell(script: &str) -> String {
+    let (ok, stdout, stderr) = shell_result(script);
+    assert!(ok, "sqlite3 failed: {stderr}");
+    stdout
+}
+
+/// Runs `script` in the sqlite3 shell: (success, standard output, standard error).
+fn shell_result(script: &str) -> (bool, String, String) {
     let out = Command::new("sqlite3")
         .arg("-batch")
         .arg(":memory:")
@@ -27,8 +34,7 @@ fn shell(script: &str) -> String {
             c.wait_with_output()
         })
         .expect("the sqlite3 shell (scripts/setup installs it)");
-    assert!(out.status.success(), "sqlite3 failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -73,4 +79,50 @@ fn database_written_by_sqlite_is_a_txvfs_file_and_back() {
         ext = extension().display()
     ));
     assert_eq!(out, "from disk\nok\n");
+}
+
+/// A database in a named snapshot opens read-only through the VFS, and in a writable clone of
+/// the snapshot it takes writes that the snapshot never sees.
+#[test]
+fn databases_in_a_snapshot_and_a_clone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_uri = format!("rocksdb:{}", dir.path().join("store").display());
+    let ext = extension();
+    shell(&format!(
+        ".load {ext}\n.open \"file:/app.db?vfs=txvfs&store={store_uri}\"\nCREATE TABLE t(x);\nINSERT INTO t VALUES (1), (2);\n",
+        ext = ext.display()
+    ));
+    let snapshot_uri = {
+        let store = Store::open(&store_uri).unwrap();
+        store.create_named_snapshot("v1").unwrap();
+        store.named_snapshot_uri("v1").unwrap()
+    };
+    // Read-only with mode=ro, or as SQLite finds it: the snapshot's own directory opened
+    // read-write falls back to read-only, and writes fail with SQLITE_READONLY.
+    let out = shell(&format!(
+        ".load {ext}\n.open \"file:/app.db?vfs=txvfs&mode=ro&store={snapshot_uri}\"\nSELECT sum(x) FROM t;\n",
+        ext = ext.display()
+    ));
+    assert_eq!(out.trim(), "3");
+    let by_dir = dir.path().join("store/snapshots/v1");
+    let (ok, out, err) = shell_result(&format!(
+        ".load {ext}\n.open \"file:/app.db?vfs=txvfs&store={}\"\nSELECT sum(x) FROM t;\nINSERT INTO t VALUES (5);\nSELECT sum(x) FROM t;\n",
+        by_dir.display(),
+        ext = ext.display()
+    ));
+    assert!(!ok && err.contains("readonly"), "{err}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["3", "3"]);
+    let clone_dir = dir.path().join("clone");
+    Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), txvfs::Options::default()).unwrap();
+    let out = shell(&format!(
+        ".load {ext}\n.open \"file:/app.db?vfs=txvfs&store={}\"\nINSERT INTO t VALUES (10);\nSELECT sum(x) FROM t;\nPRAGMA integrity_check;\n",
+        clone_dir.display(),
+        ext = ext.display()
+    ));
+    assert_eq!(out.lines().collect::<Vec<_>>(), vec!["13", "ok"]);
+    let out = shell(&format!(
+        ".load {ext}\n.open \"file:/app.db?vfs=txvfs&mode=ro&store={snapshot_uri}\"\nSELECT sum(x) FROM t;\n",
+        ext = ext.display()
+    ));
+    assert_eq!(out.trim(), "3");
 }

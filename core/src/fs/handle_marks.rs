@@ -44,9 +44,10 @@ impl StoreState {
         self.backend.primary() != Some(false)
     }
 
-    /// Writes or renews this process's liveness record (on shared backends).
+    /// Writes or renews this process's liveness record (on shared backends that cannot tell
+    /// liveness themselves).
     pub(crate) fn renew_liveness(&self) -> Result<()> {
-        if !self.backend.shared() {
+        if !self.backend.shared() || self.backend.process_alive(self.process).is_some() {
             return Ok(());
         }
         let key = schema::process_key(self.process);

@@ -74,7 +74,9 @@ impl Store {
     }
 
     /// [`Store::with_backend`]; without `create`, a backend without a store gives NotFound.
-    fn open_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
+    fn open_backend(backend: Arc<dyn Backend>, mut options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
+        // A snapshot or a pack: every change fails with EROFS before it reaches the backend.
+        options.read_only |= backend.read_only();
         let space = space.or_else(|| backend.disk_space());
         let cred = options.credential.clone().map(Arc::new);
         let per_open = PerOpen::of(&options);
@@ -124,6 +126,57 @@ impl Store {
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&inner));
         Ok(Store { inner, cred, per_open })
+    }
+
+    /// A read-only view of the whole tree as it is now, which later commits do not change:
+    /// each transaction committed so far is in it whole, none committed later is (data in a
+    /// write-back handle's buffer is not committed yet). Cheap: no data is copied; the backend
+    /// keeps the old versions of what changes while the snapshot lives. Every change through
+    /// it fails with [`ErrorKind::ReadOnly`]. Supported on RocksDB and memory stores, and on
+    /// clones of them; it lasts until the returned store (and its clones) are dropped. For a
+    /// snapshot that survives reopening, see [`Store::create_named_snapshot`].
+    pub fn snapshot(&self) -> Result<Store> {
+        let backend = self.inner.backend.snapshot()?;
+        let options = Options { read_only: true, credential: self.cred.as_deref().cloned(), ..Options::default() };
+        Store::with_backend(backend, options, self.inner.space)
+    }
+
+    /// Keeps a snapshot of the whole tree as it is now under `name` (1 to 100 of
+    /// `A-Z a-z 0-9 . _ -`), surviving reopening; open it read-only with the URI
+    /// [`Store::named_snapshot_uri`] gives (`rocksdb:/path?snapshot=NAME`). On RocksDB it is a
+    /// checkpoint under the store directory (`snapshots/NAME`): hard links to the store's
+    /// table files, no data copied. `Exists` if the name is taken.
+    pub fn create_named_snapshot(&self, name: &str) -> Result<()> {
+        self.inner.backend.create_named_snapshot(name)
+    }
+
+    /// The names of this store's named snapshots, sorted.
+    pub fn named_snapshots(&self) -> Result<Vec<String>> {
+        self.inner.backend.named_snapshots()
+    }
+
+    /// Deletes the named snapshot `name`: `NotFound` if there is none, `Busy` while it is
+    /// open (by this or another process, a clone over it included). A clone whose lower
+    /// layer it is cannot be opened afterwards.
+    pub fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+        self.inner.backend.delete_named_snapshot(name)
+    }
+
+    /// The URI that opens the named snapshot `name` read-only, with [`Store::open`] or any
+    /// binding: `rocksdb:/path?snapshot=NAME`.
+    pub fn named_snapshot_uri(&self, name: &str) -> Result<String> {
+        self.inner.backend.named_snapshot_uri(name)
+    }
+
+    /// Makes the new, empty store at `upper_uri` a writable clone of the read-only store at
+    /// `lower_uri` (a named snapshot such as `rocksdb:/path?snapshot=NAME`, or a pack) and
+    /// opens it with `options`. Reads fall through to the lower store; changes, deletions
+    /// and renames of its files included, go to the clone only: the lower store is never
+    /// modified. Costs one key whatever the size of the tree. Later, `Store::open(upper_uri)`
+    /// opens the clone (it records `lower_uri`, which must stay valid).
+    pub fn create_clone(lower_uri: &str, upper_uri: &str, options: Options) -> Result<Store> {
+        let backend = kv::create_clone(lower_uri, upper_uri)?;
+        Store::open_backend(backend, options, None, false)
     }
 
     /// The same store, checking permissions as `cred` (or as the owner with `None`).

@@ -188,4 +188,9 @@ impl Backend for MemoryBackend {
         }
         if params.is_empty() { "memory:".into() } else { format!("memory:?{}", params.join("&")) }
     }
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        let view = Arc::new(self.occ.pin()?);
+        let what = format!("{} (snapshot)", self.describe());
+        Ok(Arc::new(super::frozen::FrozenBackend::new(view, self.limits(), what, None)))
+    }
 }

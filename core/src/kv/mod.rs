@@ -16,6 +16,8 @@ mod fault;
 mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
+mod frozen;
+mod layered;
 mod memory;
 mod occ;
 mod retry;
@@ -25,10 +27,13 @@ mod owner;
 mod rocks;
 #[cfg(feature = "rocksdb")]
 mod shared;
+#[cfg(feature = "rocksdb")]
+mod rocks_named;
 
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
 pub use journal::JournalTxn;
+pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 #[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use memory::MemoryBackend;
@@ -112,6 +117,42 @@ pub trait Backend: Send + Sync + 'static {
     fn disk_space(&self) -> Option<(u64, u64)> {
         None
     }
+    /// True if every write fails with [`ErrorKind::ReadOnly`] (a snapshot, a pack): a store
+    /// on it opens read-only.
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// A read-only view of everything committed so far, kept until it is dropped: its
+    /// transactions all read at that one instant. Cheap (no data is copied); it keeps the old
+    /// versions of what later commits change. The default: not supported.
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        Err(unsupported(&self.describe(), "snapshots"))
+    }
+    /// Keeps a snapshot of everything committed so far under `name`, surviving reopening; it
+    /// opens read-only by the URI [`Backend::named_snapshot_uri`] gives. The default: not supported.
+    fn create_named_snapshot(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// The names of the named snapshots, sorted.
+    fn named_snapshots(&self) -> Result<Vec<String>> {
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// Deletes the named snapshot `name`; [`ErrorKind::Busy`] while it is open.
+    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// The URI that opens the named snapshot `name` (read-only).
+    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
+        let _ = name;
+        Err(unsupported(&self.describe(), "named snapshots"))
+    }
+}
+
+/// The error of a backend that lacks a feature.
+fn unsupported(what: &str, feature: &str) -> Error {
+    Error::new(ErrorKind::Invalid, format!("{what}: this backend has no {feature}"))
 }
 
 impl std::fmt::Debug for dyn Backend {
@@ -165,7 +206,37 @@ pub trait Txn: Send {
 /// cargo feature `foundationdb`). Opening the same RocksDB directory twice in one process
 /// returns the same instance. Several processes may open one RocksDB store at once (see
 /// [`SharedBackend`]); `mode=exclusive` refuses every other process instead.
+///
+/// `rocksdb:/path?snapshot=NAME` (or the snapshot's own directory, `/path/snapshots/NAME`)
+/// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
+/// clone, its lower layer opened by the URI it recorded.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
+    let backend = open_raw(uri)?;
+    if uri.starts_with("memory:") {
+        return Ok(backend);
+    }
+    layered::open_if_clone(backend)
+}
+
+
+/// `uri` with a RocksDB path made absolute (other URIs as they are), to be recorded.
+pub(crate) fn absolute_uri(uri: &str) -> Result<String> {
+    let scheme = uri.split_once(':').map(|(s, _)| s).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if scheme.is_some_and(|s| s != "rocksdb") {
+        return Ok(uri.to_string());
+    }
+    let (path, _, snapshot) = rocksdb_uri(uri)?;
+    let abs = std::path::absolute(path).map_err(|e| Error::new(ErrorKind::Invalid, format!("{uri}: {e}")))?;
+    let abs = abs.to_str().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{uri}: path is not UTF-8")))?;
+    Ok(match snapshot {
+        Some(name) => format!("rocksdb:{abs}?snapshot={name}"),
+        None => format!("rocksdb:{abs}"),
+    })
+}
+
+/// [`open`] without opening a clone over the store: a clone's upper layer opens as it is
+/// stored, with its own keys (for tools and tests that inspect it).
+pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(rest) = uri.strip_prefix("memory:") {
         let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
         let query = match rest {
@@ -191,41 +262,55 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
             format!("{uri}: this build has no FoundationDB backend (cargo feature `foundationdb`)"),
         ));
     }
-    let (path, exclusive) = rocksdb_uri(uri)?;
+    let (path, exclusive, snapshot) = rocksdb_uri(uri)?;
     if path.is_empty() {
         return Err(Error::new(ErrorKind::Invalid, "empty store URI"));
     }
     #[cfg(feature = "rocksdb")]
     {
-        let canon = RocksBackend::prepare_dir(std::path::Path::new(path))?;
+        let dir = std::path::Path::new(path);
+        if let Some(name) = snapshot {
+            return rocks_named::open_named(dir, name);
+        }
+        if rocks_named::is_snapshot_dir(dir) {
+            return rocks_named::open_dir(dir, format!("rocksdb:{path}"));
+        }
+        let canon = RocksBackend::prepare_dir(dir)?;
         Ok(SharedBackend::open(&canon, exclusive)?)
     }
     #[cfg(not(feature = "rocksdb"))]
     {
-        let _ = exclusive;
+        let _ = (exclusive, snapshot);
         Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
     }
 }
 
-/// Splits a RocksDB URI into its path and whether it asks for exclusive use. Only
-/// `rocksdb:` URIs take options (`?mode=shared` or `?mode=exclusive`); a bare path is a path.
-fn rocksdb_uri(uri: &str) -> Result<(&str, bool)> {
-    let Some(rest) = uri.strip_prefix("rocksdb:") else { return Ok((uri, false)) };
-    let Some((path, query)) = rest.split_once('?') else { return Ok((rest, false)) };
-    let mut exclusive = false;
+/// Splits a RocksDB URI into its path, whether it asks for exclusive use, and the named
+/// snapshot it opens. Options: `mode=shared` (the default), `mode=exclusive`, `snapshot=NAME`.
+/// A bare path takes them too when every parameter after its last `?` is one of them (else the
+/// `?` is part of the path).
+fn rocksdb_uri(uri: &str) -> Result<(&str, bool, Option<&str>)> {
+    let (rest, explicit) = match uri.strip_prefix("rocksdb:") {
+        Some(rest) => (rest, true),
+        None => (uri, false),
+    };
+    let Some((path, query)) = rest.rsplit_once('?') else { return Ok((rest, false, None)) };
+    let (mut exclusive, mut snapshot) = (false, None);
     for param in query.split('&').filter(|p| !p.is_empty()) {
-        match param {
-            "mode=exclusive" => exclusive = true,
-            "mode=shared" => exclusive = false,
+        match param.split_once('=') {
+            Some(("mode", "exclusive")) => exclusive = true,
+            Some(("mode", "shared")) => exclusive = false,
+            Some(("snapshot", name)) => snapshot = Some(name),
+            _ if !explicit => return Ok((rest, false, None)),
             _ => {
                 return Err(Error::new(
                     ErrorKind::Invalid,
-                    format!("{uri}: unknown rocksdb option {param:?} (known: mode=shared, mode=exclusive)"),
+                    format!("{uri}: unknown rocksdb option {param:?} (known: mode=shared, mode=exclusive, snapshot=NAME)"),
                 ))
             }
         }
     }
-    Ok((path, exclusive))
+    Ok((path, exclusive, snapshot))
 }
 
 /// Opens a backend by URI like [`open`], but only one that already has data: a RocksDB path

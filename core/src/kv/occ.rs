@@ -23,7 +23,7 @@ pub(crate) enum Mutation {
 
 /// What a storage engine gives the optimistic layer.
 pub(crate) trait Engine: Send + Sync + 'static {
-    type Snapshot: Send;
+    type Snapshot: Send + Sync;
     /// A snapshot of the latest applied state; called inside the commit critical section.
     fn snapshot(&self, version: u64) -> Self::Snapshot;
     fn get(&self, snap: &Self::Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>>;
@@ -43,6 +43,10 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn apply(&self, batch: Vec<Mutation>, version: u64, oldest_snapshot: u64) -> Result<()>;
     /// Makes everything applied so far durable.
     fn sync(&self) -> Result<()>;
+    /// Fails when the engine cannot be used here (RocksDB: a store inherited across fork()).
+    fn usable(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Keys and ranges written by one committed transaction.
@@ -58,6 +62,9 @@ struct State {
     log: VecDeque<(u64, WriteSet)>,
     /// Read versions of live transactions, with counts.
     live: BTreeMap<u64, usize>,
+    /// Versions pinned by snapshots ([`OccStore::pin`]), with counts. They keep the engine's
+    /// old versions, but no write sets: a snapshot never commits.
+    pinned: BTreeMap<u64, usize>,
 }
 
 /// The optimistic layer over one engine.
@@ -80,7 +87,7 @@ impl<E: Engine> OccStore<E> {
         Arc::new(OccStore {
             engine,
             limits,
-            state: Mutex::new(State { version: 0, log: VecDeque::new(), live: BTreeMap::new() }),
+            state: Mutex::new(State { version: 0, log: VecDeque::new(), live: BTreeMap::new(), pinned: BTreeMap::new() }),
             synced: Mutex::new(0),
             failed: Mutex::new(None),
         })
@@ -148,6 +155,49 @@ impl<E: Engine> OccStore<E> {
     pub(crate) fn sync_all(&self) -> Result<()> {
         let v = self.state.lock().version;
         self.sync_to(v)
+    }
+
+    /// A read-only view of the latest committed state, kept until the view is dropped. Taken
+    /// in the commit critical section, so every commit is in it whole or not at all.
+    pub(crate) fn pin(self: &Arc<Self>) -> Result<Pinned<E>> {
+        self.check_healthy()?;
+        let mut st = self.state.lock();
+        let version = st.version;
+        *st.pinned.entry(version).or_insert(0) += 1;
+        Ok(Pinned { snap: Some(self.engine.snapshot(version)), store: self.clone(), version })
+    }
+}
+
+/// A snapshot pinned at one version (see [`OccStore::pin`]).
+pub(crate) struct Pinned<E: Engine> {
+    // Declared before `store` so the snapshot is released before the engine can go away.
+    snap: Option<E::Snapshot>,
+    store: Arc<OccStore<E>>,
+    version: u64,
+}
+
+impl<E: Engine> Drop for Pinned<E> {
+    fn drop(&mut self) {
+        self.snap = None;
+        let mut st = self.store.state.lock();
+        if let Some(n) = st.pinned.get_mut(&self.version) {
+            *n -= 1;
+            if *n == 0 {
+                st.pinned.remove(&self.version);
+            }
+        }
+    }
+}
+
+impl<E: Engine> super::frozen::FrozenRead for Pinned<E> {
+    fn usable(&self) -> Result<()> {
+        self.store.engine.usable()
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.store.engine.get(self.snap.as_ref().expect("snapshot lives until drop"), key)
+    }
+    fn scan(&self, start: &[u8], end: &[u8], reverse: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        self.store.engine.scan(self.snap.as_ref().expect("snapshot lives until drop"), start, end, reverse, visit)
     }
 }
 
@@ -554,7 +604,8 @@ impl<E: Engine> Txn for OccTxn<E> {
             }
             let version = st.version + 1;
             let oldest = st.live.keys().next().copied().unwrap_or(version);
-            store.engine.apply(batch, version, oldest)?;
+            let oldest_read = st.pinned.keys().next().map_or(oldest, |&p| p.min(oldest));
+            store.engine.apply(batch, version, oldest_read)?;
             st.version = version;
             st.log.push_back((version, ws));
             while st.log.front().is_some_and(|(v, _)| *v <= oldest) {

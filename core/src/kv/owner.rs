@@ -198,3 +198,45 @@ fn write_owner(fd: i32, pid: u32, exclusive: bool) {
         libc::pwrite(fd, text.as_ptr().cast(), text.len(), 0);
     }
 }
+
+/// A lock on the `txvfs.owner` file of a named snapshot: shared by its readers, exclusive
+/// for its deletion, so a snapshot is never deleted under a reader. Released when dropped.
+pub struct SnapshotLock {
+    fd: i32,
+}
+
+impl SnapshotLock {
+    /// Takes the lock of the snapshot in `dir` (shared, or `exclusive`), or fails with
+    /// [`ErrorKind::Busy`] naming why.
+    pub fn acquire(dir: &Path, what: &str, exclusive: bool) -> Result<SnapshotLock> {
+        let path = dir.join(OWNER_FILE);
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::new(ErrorKind::Invalid, format!("{what}: path contains NUL")))?;
+        // A shared lock needs a descriptor open for reading, an exclusive one for writing.
+        let mode = if exclusive { libc::O_RDWR } else { libc::O_RDONLY };
+        // SAFETY: c is a valid C string; the flags are plain values.
+        let fd = unsafe { libc::open(c.as_ptr(), mode | libc::O_CLOEXEC) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot open {}: {e}", path.display())));
+        }
+        let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK };
+        if let Err(e) = ofd_lock(fd, kind, libc::F_OFD_SETLK) {
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                let why = if exclusive { "the snapshot is open (by this or another process)" } else { "the snapshot is being deleted" };
+                return Err(Error::new(ErrorKind::Busy, format!("{what}: {why}")));
+            }
+            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
+        }
+        Ok(SnapshotLock { fd })
+    }
+}
+
+impl Drop for SnapshotLock {
+    fn drop(&mut self) {
+        // SAFETY: fd is ours; closing it releases the lock.
+        unsafe { libc::close(self.fd) };
+    }
+}

@@ -126,6 +126,10 @@ impl Engine for RocksEngine {
         self.check_owner()?;
         self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))
     }
+
+    fn usable(&self) -> Result<()> {
+        self.check_owner()
+    }
 }
 
 /// A RocksDB-backed store.
@@ -233,6 +237,43 @@ impl Backend for RocksBackend {
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         disk_space(&self.occ.engine.path)
+    }
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        self.occ.engine.check_owner()?;
+        let view = Arc::new(self.occ.pin()?);
+        let what = format!("{} (snapshot)", self.describe());
+        let source = registry().lock().get(&self.occ.engine.path).and_then(Weak::upgrade).map(|b| b as Arc<dyn Backend>);
+        Ok(Arc::new(super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space()).keeping(source)))
+    }
+    fn create_named_snapshot(&self, name: &str) -> Result<()> {
+        super::rocks_named::create(self, name)
+    }
+    fn named_snapshots(&self) -> Result<Vec<String>> {
+        super::rocks_named::list(self.dir())
+    }
+    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+        super::rocks_named::delete(self.dir(), name)
+    }
+    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
+        super::rocks_named::check_name(name)?;
+        Ok(format!("rocksdb:{}?snapshot={name}", self.dir().display()))
+    }
+}
+
+impl RocksBackend {
+    /// The store's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.occ.engine.path
+    }
+
+    /// Writes a RocksDB checkpoint of everything committed so far into the new directory
+    /// `dir` (hard links of the table files; see `rocks_named.rs`).
+    pub(crate) fn checkpoint(&self, dir: &Path) -> Result<()> {
+        self.occ.engine.check_owner()?;
+        let db: &DB = &self.occ.engine.db;
+        rocksdb::checkpoint::Checkpoint::new(db)
+            .and_then(|c| c.create_checkpoint(dir))
+            .map_err(|e| backend_error(&self.occ.engine.path, e))
     }
 }
 

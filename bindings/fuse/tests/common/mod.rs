@@ -100,6 +100,24 @@ impl Mount {
         }
     }
 
+    /// `store` (whose data lives under `db`, removed after the unmount) mounted with
+    /// `options`, or None (after printing why) without FUSE.
+    pub fn of(store: Store, db: tempfile::TempDir, options: MountOptions) -> Option<Mount> {
+        if let Some(why) = fuse_unavailable() {
+            skip(&why);
+            return None;
+        }
+        let mnt = tempfile::tempdir().unwrap();
+        match txvfs_fuse::spawn_mount(store.clone(), mnt.path(), &options) {
+            Ok(session) => Some(Mount { session: Some(session), store, mnt, _db: db }),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                skip(&format!("mounting FUSE is not permitted here ({e})"));
+                None
+            }
+            Err(e) => panic!("mount on {}: {e}", mnt.path().display()),
+        }
+    }
+
     /// The mount's path for `rel` (store path `/rel`).
     pub fn path(&self, rel: &str) -> PathBuf {
         self.mnt.path().join(rel)

@@ -66,6 +66,7 @@ __all__ = [
     "TransactionTooLarge",
     "fsck",
     "FsckReport",
+    "clone",
     "flock",
     "lockf",
     "LOCK_SH",
@@ -357,6 +358,13 @@ class Store(_PathOps, _txvfs.Store):
                 tx.rollback()
                 raise
 
+    def snapshot(self) -> "Store":
+        """A read-only view of the whole tree as it is now (later commits do not change it),
+        as a :class:`Store` whose changes raise ``OSError(EROFS)``. Cheap: no data is
+        copied. It lives until it is closed. For one that survives reopening, see
+        :meth:`create_snapshot` (RocksDB)."""
+        return type(self)(self.uri, snapshot_of=self)
+
     def __repr__(self) -> str:
         return "txvfs.Store(%r%s)" % (self.uri, ", closed" if self.closed else "")
 
@@ -423,7 +431,8 @@ def _portable_uri(uri: PathArg) -> Optional[str]:
     s = os.fsdecode(u) if isinstance(u, bytes) else u
     if s.startswith("memory:"):
         return None
-    if s.startswith("fdb:"):
+    scheme = s.split(":", 1)[0] if ":" in s else ""
+    if scheme.isalpha() and scheme != "rocksdb":  # fdb:, pack:, ... name the same store anywhere
         return s
     if s.startswith("rocksdb:"):
         return "rocksdb:" + os.path.abspath(s[len("rocksdb:"):])
@@ -433,6 +442,15 @@ def _portable_uri(uri: PathArg) -> Optional[str]:
 def _unpickle_store(uri: str, options: Dict[str, Any]) -> Store:
     """Reopens a pickled :class:`Store` (see ``Store.__reduce__``)."""
     return Store(uri, **options)
+
+
+def clone(lower: str, upper: str, **options: Any) -> Store:
+    """Makes ``upper`` (a new, empty store) a writable clone of the read-only store ``lower``
+    (a named snapshot's URI, as :meth:`Store.create_snapshot` returns) and opens it with
+    ``options`` (as :func:`open`). Reads fall through to ``lower``; changes stay in the
+    clone; ``lower`` is never modified. Later, ``txvfs.open(upper)`` opens the clone."""
+    _txvfs.create_clone(lower, upper)
+    return Store(upper, **options)
 
 
 def open(uri: PathArg, **options: Any) -> Store:

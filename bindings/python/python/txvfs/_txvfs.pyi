@@ -21,6 +21,7 @@ __all__ = [
     "fsck",
     "FsckReport",
     "backoff",
+    "create_clone",
     "CONFLICT",
     "TOO_LARGE",
     "__version__",
@@ -43,6 +44,9 @@ def strerror(code: int) -> str:
 
 def backoff(attempt: int) -> None:
     """Sleeps before retry ``attempt`` with the core's backoff."""
+
+def create_clone(lower: str, upper: str) -> None:
+    """Makes the empty store ``upper`` a writable clone of the read-only store ``lower``."""
 
 def fsck(uri: _Path, repair: bool = False) -> FsckReport:
     """Checks the store at ``uri`` key by key (and repairs what is safe with ``repair``)."""
@@ -190,9 +194,14 @@ class Store(FileSystem):
         uid: Optional[int] = None,
         gid: Optional[int] = None,
         groups: Optional[List[int]] = None,
+        snapshot_of: Optional["Store"] = None,
     ) -> "Store": ...
     @property
     def uri(self) -> str: ...
+    def create_snapshot(self, name: str) -> str: ...
+    def snapshots(self) -> List[str]: ...
+    def delete_snapshot(self, name: str) -> None: ...
+    def snapshot_uri(self, name: str) -> str: ...
     def describe(self) -> str: ...
     @property
     def block_size(self) -> int: ...

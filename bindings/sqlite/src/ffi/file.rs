@@ -60,6 +60,7 @@ pub(super) unsafe extern "C" fn x_open(
 ) -> c_int {
     (*file).pMethods = ptr::null();
     guard(ffi::SQLITE_CANTOPEN, || {
+        let mut opened_flags = flags;
         let zname = cstr(name);
         let k = if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
             let Some(path) = zname.map(engine::canonical_path) else {
@@ -74,7 +75,17 @@ pub(super) unsafe extern "C" fn x_open(
             };
             let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
             let read_only = flags & ffi::SQLITE_OPEN_READONLY != 0;
-            match Db::open(store, &path, create, read_only, group.as_deref().filter(|g| !g.is_empty())) {
+            let group = group.as_deref().filter(|g| !g.is_empty());
+            let opened = match Db::open(store.clone(), &path, create, read_only, group) {
+                // A read-only store (a snapshot): open read-only and say so, as SQLite's unix
+                // VFS does on a read-only file system; SQLite then refuses writes itself.
+                Err(e) if e.kind() == txvfs::ErrorKind::ReadOnly && !read_only => {
+                    opened_flags = (flags & !(ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE)) | ffi::SQLITE_OPEN_READONLY;
+                    Db::open(store, &path, false, true, group)
+                }
+                r => r,
+            };
+            match opened {
                 Ok(db) => Kind::Db(db),
                 Err(e) => return fail(&e, ffi::SQLITE_CANTOPEN),
             }
@@ -96,7 +107,7 @@ pub(super) unsafe extern "C" fn x_open(
         (*tf).kind = Box::into_raw(Box::new(k));
         (*file).pMethods = &IO_METHODS;
         if !out_flags.is_null() {
-            *out_flags = flags;
+            *out_flags = opened_flags;
         }
         ffi::SQLITE_OK
     })

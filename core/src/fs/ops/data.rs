@@ -74,6 +74,10 @@ impl Operation<'_> {
             }
             _ => {}
         }
+        if o.write {
+            // As open(2) on a read-only file system: EROFS at once, not at the first write.
+            self.writable().map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
+        }
         let mask = if o.read { R_OK } else { 0 } | if o.write { W_OK } else { 0 };
         self.access(&inode, mask).map_err(|_| Error::at(ErrorKind::Access, p))?;
         if o.truncate && inode.size > 0 {

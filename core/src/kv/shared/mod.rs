@@ -105,6 +105,22 @@ impl SharedBackend {
         matches!(*self.mode.lock(), Mode::Owner { .. })
     }
 
+    /// The RocksDB backend of this process, for what only the owner can do (a snapshot needs
+    /// the engine); in a client, an error that says so.
+    fn owned(&self, what: &str) -> Result<Arc<RocksBackend>> {
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => Ok(local.clone()),
+            _ => Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "rocksdb:{}: {what} needs the process that owns the store; this process is a \
+                     client of another one (kv/shared)",
+                    self.dir.display()
+                ),
+            )),
+        }
+    }
+
     /// Finds the store's current owner after the old one went away: connects to it, or becomes
     /// it. Waits up to [`RECOVERY_TIMEOUT`] for a new owner to start serving.
     fn recover(&self, mode: &mut Mode) -> Result<()> {
@@ -246,5 +262,21 @@ impl Backend for SharedBackend {
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         super::rocks::disk_space(&self.dir)
+    }
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        self.owned("an in-process snapshot")?.snapshot()
+    }
+    fn create_named_snapshot(&self, name: &str) -> Result<()> {
+        self.owned("creating a named snapshot")?.create_named_snapshot(name)
+    }
+    fn named_snapshots(&self) -> Result<Vec<String>> {
+        super::rocks_named::list(&self.dir)
+    }
+    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+        super::rocks_named::delete(&self.dir, name)
+    }
+    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
+        super::rocks_named::check_name(name)?;
+        Ok(format!("rocksdb:{}?snapshot={name}", self.dir.display()))
     }
 }

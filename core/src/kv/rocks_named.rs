@@ -1,0 +1,198 @@
+//! Named snapshots of a RocksDB store: RocksDB checkpoints in `snapshots/NAME/` under the store
+//! directory, opened read-only by `rocksdb:/store?snapshot=NAME` or by their own path.
+//!
+//! A checkpoint is a directory of hard links to the store's table files (which RocksDB never
+//! changes once written) plus a copy of its small metadata files: cheap to make, consistent at
+//! one instant (each commit is one atomic write batch), and it survives reopening, which a
+//! RocksDB snapshot (a sequence number held in memory) does not. A snapshot directory holds
+//! the marker `txvfs.snapshot`, so that opening it by path opens it read-only, and a
+//! `txvfs.owner` file whose lock its readers share and its deletion takes alone.
+
+use super::frozen::{FrozenBackend, FrozenRead};
+use super::owner::{SnapshotLock, OWNER_FILE};
+use super::{Backend, Limits, RocksBackend};
+use crate::error::{Error, ErrorKind, Result};
+use parking_lot::Mutex;
+use rocksdb::{Options, ReadOptions, DB};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, Weak};
+
+/// The directory of a store's named snapshots.
+pub const SNAPSHOTS_DIR: &str = "snapshots";
+/// The file that marks a directory as a named snapshot.
+pub const MARKER: &str = "txvfs.snapshot";
+
+/// Checks a snapshot name: 1 to 100 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Invalid,
+            format!("{name:?}: a snapshot name is 1 to 100 of A-Z a-z 0-9 . _ - and does not start with '.'"),
+        ))
+    }
+}
+
+fn io_error(what: &Path, e: std::io::Error) -> Error {
+    let kind = match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+        _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorKind::NoSpace,
+        _ => ErrorKind::Backend,
+    };
+    Error::new(kind, format!("{}: {e}", what.display()))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(|e| io_error(dir, e))
+}
+
+/// Makes the named snapshot `name` of `store`. Built under a hidden temporary name and renamed
+/// into place, so an interrupted creation leaves no snapshot under the final name.
+pub(crate) fn create(store: &RocksBackend, name: &str) -> Result<()> {
+    check_name(name)?;
+    let dir = store.dir().join(SNAPSHOTS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let target = dir.join(name);
+    if target.exists() {
+        return Err(Error::new(ErrorKind::Exists, format!("rocksdb:{}: snapshot {name:?} exists", store.dir().display())));
+    }
+    let tmp = dir.join(format!(".{name}.tmp"));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| io_error(&tmp, e))?;
+    }
+    store.checkpoint(&tmp)?;
+    for file in [MARKER, OWNER_FILE] {
+        let p = tmp.join(file);
+        std::fs::File::create(&p).and_then(|f| f.sync_all()).map_err(|e| io_error(&p, e))?;
+    }
+    sync_dir(&tmp)?;
+    std::fs::rename(&tmp, &target).map_err(|e| io_error(&target, e))?;
+    sync_dir(&dir)
+}
+
+/// The names of the snapshots of the store in `store_dir`, sorted.
+pub(crate) fn list(store_dir: &Path) -> Result<Vec<String>> {
+    let dir = store_dir.join(SNAPSHOTS_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(&dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(&dir, e))?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if check_name(&name).is_ok() && entry.path().join(MARKER).is_file() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Deletes the snapshot `name` of the store in `store_dir`; [`ErrorKind::Busy`] while open.
+pub(crate) fn delete(store_dir: &Path, name: &str) -> Result<()> {
+    check_name(name)?;
+    let dir = store_dir.join(SNAPSHOTS_DIR);
+    let target = dir.join(name);
+    let what = format!("rocksdb:{}?snapshot={name}", store_dir.display());
+    if !target.join(MARKER).is_file() {
+        return Err(Error::new(ErrorKind::NotFound, format!("{what}: no such snapshot")));
+    }
+    let lock = SnapshotLock::acquire(&target, &what, true)?;
+    // Renamed away first: once the name is gone, nobody can open it, and an interrupted
+    // removal leaves only a hidden directory, removed by the next creation of that name.
+    let doomed = dir.join(format!(".{name}.tmp"));
+    if doomed.exists() {
+        std::fs::remove_dir_all(&doomed).map_err(|e| io_error(&doomed, e))?;
+    }
+    std::fs::rename(&target, &doomed).map_err(|e| io_error(&target, e))?;
+    drop(lock);
+    sync_dir(&dir)?;
+    std::fs::remove_dir_all(&doomed).map_err(|e| io_error(&doomed, e))
+}
+
+/// True if `dir` is a named snapshot's directory.
+pub(crate) fn is_snapshot_dir(dir: &Path) -> bool {
+    dir.join(MARKER).is_file()
+}
+
+/// A named snapshot opened read-only.
+struct SnapshotDb {
+    // Declared before `_lock`: the database closes before readers release the lock.
+    db: DB,
+    path: PathBuf,
+    _lock: SnapshotLock,
+}
+
+impl FrozenRead for SnapshotDb {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get(key).map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
+    }
+    fn scan(&self, start: &[u8], end: &[u8], reverse: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(start);
+        ro.set_iterate_upper_bound(end);
+        let mut it = self.db.raw_iterator_opt(ro);
+        if reverse {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
+        }
+        while let Some((k, v)) = it.item() {
+            if !visit(k, v) {
+                return Ok(());
+            }
+            if reverse {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status().map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<dyn Backend>>> {
+    static SNAPSHOTS: OnceLock<Mutex<HashMap<PathBuf, Weak<dyn Backend>>>> = OnceLock::new();
+    SNAPSHOTS.get_or_init(Default::default)
+}
+
+/// Opens the named snapshot `name` of the store in `store_dir` read-only.
+pub(crate) fn open_named(store_dir: &Path, name: &str) -> Result<Arc<dyn Backend>> {
+    check_name(name)?;
+    let what = format!("rocksdb:{}?snapshot={name}", store_dir.display());
+    let dir = store_dir.join(SNAPSHOTS_DIR).join(name);
+    if !is_snapshot_dir(&dir) {
+        return Err(Error::new(ErrorKind::NotFound, format!("{what}: no such snapshot")));
+    }
+    open_dir(&dir, what)
+}
+
+/// Opens the named snapshot in directory `dir` read-only; `what` names it in messages. Opening
+/// it again in this process gives the same instance.
+pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
+    let canon = dir.canonicalize().map_err(|e| io_error(dir, e))?;
+    let mut open = registry().lock();
+    if let Some(b) = open.get(&canon).and_then(Weak::upgrade) {
+        return Ok(b);
+    }
+    let lock = SnapshotLock::acquire(&canon, &what, false)?;
+    let mut opts: Options = RocksBackend::db_options();
+    opts.create_if_missing(false);
+    let db = DB::open_for_read_only(&opts, &canon, false)
+        .map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {}", e.into_string())))?;
+    let view = Arc::new(SnapshotDb { db, path: canon.clone(), _lock: lock });
+    // The limits of the store it was taken from (see `RocksBackend::open`).
+    let limits = Limits { max_key: Some(64 << 10), max_value: Some(64 << 20), ..Limits::UNLIMITED };
+    let backend: Arc<dyn Backend> = Arc::new(FrozenBackend::new(view, limits, what, super::rocks::disk_space(&canon)));
+    open.retain(|_, w| w.strong_count() > 0);
+    open.insert(canon, Arc::downgrade(&backend));
+    Ok(backend)
+}
