@@ -132,9 +132,12 @@ pub trait Txn: Send {
 /// Opens a backend by URI: `memory:` (options `?limits=foundationdb` and `capacity=BYTES`, as
 /// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path`, a bare
 /// path (RocksDB), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the cargo feature
-/// `foundationdb`). Opening the same RocksDB directory twice in one process returns the same
-/// shared instance.
+/// `foundationdb`), or `pack:/path/image` (a read-only pack image, see [`crate::pack`]).
+/// Opening the same RocksDB directory twice in one process returns the same shared instance.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
+    if let Some(path) = uri.strip_prefix("pack:") {
+        return Ok(crate::pack::PackBackend::open(std::path::Path::new(path))?);
+    }
     if let Some(rest) = uri.strip_prefix("memory:") {
         let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
         let query = match rest {
@@ -177,7 +180,7 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
 /// opens an empty backend, and FoundationDB creates nothing at open.)
 pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
     #[cfg(feature = "rocksdb")]
-    if !uri.starts_with("memory:") && !uri.starts_with("fdb:") {
+    if !uri.starts_with("memory:") && !uri.starts_with("fdb:") && !uri.starts_with("pack:") {
         let path = std::path::Path::new(uri.strip_prefix("rocksdb:").unwrap_or(uri));
         if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
             return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));
