@@ -167,7 +167,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             )
             .map_err(stdout_err)?;
         }
-        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } => unreachable!("handled above"),
+        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } | Command::Pack { .. } => unreachable!("handled above (Pack in main)"),
     }
     out.flush().map_err(stdout_err)
 }
