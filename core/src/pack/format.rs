@@ -130,6 +130,23 @@ impl Entry {
             Entry::Block { index, .. } => (BLOCK_SCOPE, std::borrow::Cow::Owned(index.to_be_bytes().to_vec())),
         }
     }
+
+    /// Compares the entry's key with `(scope, suffix)` without allocating (the reader's
+    /// binary search).
+    pub fn cmp_key(&self, scope: u8, suffix: &[u8]) -> std::cmp::Ordering {
+        match self {
+            Entry::Inline { scope: s, suffix: k, .. } => s.cmp(&scope).then_with(|| k.as_slice().cmp(suffix)),
+            Entry::Block { index, .. } => BLOCK_SCOPE.cmp(&scope).then_with(|| index.to_be_bytes().as_slice().cmp(suffix)),
+        }
+    }
+
+    /// The entry's scope byte.
+    pub fn scope(&self) -> u8 {
+        match self {
+            Entry::Inline { scope, .. } => *scope,
+            Entry::Block { .. } => BLOCK_SCOPE,
+        }
+    }
 }
 
 /// Bytes of a record's meta header (`meta_len`, `meta_crc`, `count`).

@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, KeyValue, Limits, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -27,6 +28,24 @@ const RECENT: usize = 16;
 /// The scopes whose keys belong to an inode record, in key order.
 const RECORD_SCOPES: [u8; 4] = [b'B', b'D', b'I', b'X'];
 
+/// A hasher for inode numbers (dense small integers; SipHash's protection is not needed).
+#[derive(Default)]
+struct InoHasher(u64);
+
+impl Hasher for InoHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// One inode's record, decoded.
 struct Record {
     /// Where the record starts in the image.
@@ -41,7 +60,7 @@ struct Inner {
     what: String,
     index: Vec<u64>,
     globals: Vec<KeyValue>,
-    dirs: Mutex<HashMap<u64, Arc<Record>>>,
+    dirs: Mutex<HashMap<u64, Arc<Record>, BuildHasherDefault<InoHasher>>>,
     recent: Mutex<(usize, Vec<(u64, Arc<Record>)>)>,
     preads: AtomicU64,
 }
@@ -226,14 +245,16 @@ impl Inner {
             return Ok(None);
         }
         let rec = self.record(ino)?;
-        let want = (*scope, &key[9..]);
-        match rec.entries.binary_search_by(|e| { let (s, k) = e.key(); (s, &*k).cmp(&want) }) {
+        match rec.entries.binary_search_by(|e| e.cmp_key(*scope, &key[9..])) {
             Ok(i) => self.value(ino, &rec, &rec.entries[i]).map(Some),
             Err(_) => Ok(None),
         }
     }
 
     fn get_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+        if let Some(out) = self.one_record_range(start, end, limit, reverse)? {
+            return Ok(out);
+        }
         let mut out = Vec::new();
         let full = |out: &Vec<KeyValue>| limit != 0 && out.len() >= limit;
         let in_range = |k: &[u8]| start <= k && k < end;
@@ -264,7 +285,7 @@ impl Inner {
             let mut inos: Box<dyn Iterator<Item = u64>> = if reverse { Box::new((lo..=hi).rev()) } else { Box::new(lo..=hi) };
             for ino in &mut inos {
                 let rec = self.record(ino)?;
-                let mut found: Vec<&Entry> = rec.entries.iter().filter(|e| e.key().0 == s).collect();
+                let mut found: Vec<&Entry> = rec.entries.iter().filter(|e| e.scope() == s).collect();
                 if reverse {
                     found.reverse();
                 }
@@ -282,6 +303,50 @@ impl Inner {
             }
         }
         Ok(out)
+    }
+
+    /// The range reads of the file-system layer (an inode's attributes, a directory, its
+    /// xattrs or blocks) stay within one record: answered from it directly. `None` for other
+    /// ranges.
+    fn one_record_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Option<Vec<KeyValue>>> {
+        let (Some(&s), Some(&e)) = (start.first(), end.first()) else { return Ok(None) };
+        if !RECORD_SCOPES.contains(&s) || start.len() < 9 || end.len() < 9 {
+            return Ok(None);
+        }
+        let ino = u64::from_be_bytes(start[1..9].try_into().unwrap());
+        let end_ino = u64::from_be_bytes(end[1..9].try_into().unwrap());
+        // The end is in the same record, or is the start of the next inode's keys.
+        let same = e == s && (end_ino == ino || (end_ino == ino.wrapping_add(1) && end.len() == 9));
+        if !same {
+            return Ok(None);
+        }
+        if ino == 0 || ino > self.inodes() {
+            return Ok(Some(Vec::new()));
+        }
+        let rec = self.record(ino)?;
+        let from = rec.entries.partition_point(|x| x.cmp_key(s, &start[9..]).is_lt());
+        let mut out = Vec::new();
+        let push = |x: &Entry, out: &mut Vec<KeyValue>| -> Result<()> {
+            let mut k = Vec::with_capacity(9 + 8);
+            k.push(s);
+            k.extend_from_slice(&ino.to_be_bytes());
+            k.extend_from_slice(&x.key().1);
+            out.push((k, self.value(ino, &rec, x)?));
+            Ok(())
+        };
+        let in_end = |x: &Entry| end_ino != ino || x.cmp_key(s, &end[9..]).is_lt();
+        let within: Vec<&Entry> = rec.entries[from..].iter().take_while(|x| x.scope() == s && in_end(x)).collect();
+        let n = if limit == 0 { within.len() } else { limit.min(within.len()) };
+        if reverse {
+            for x in within.iter().rev().take(n) {
+                push(x, &mut out)?;
+            }
+        } else {
+            for x in within.iter().take(n) {
+                push(x, &mut out)?;
+            }
+        }
+        Ok(Some(out))
     }
 
     /// The inode numbers of scope `s` whose keys can fall in `[start, end)`.
