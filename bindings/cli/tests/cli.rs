@@ -515,7 +515,7 @@ fn pack_killed_midway_leaves_the_old_image_in_place() {
         }
         files += more;
         let mut child = env.cmd(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]).spawn().unwrap();
-        let tmp = env.host(&format!(".img.pack.txvfs-pack-{}", child.id()));
+        let tmp = env.host(&format!(".img.pack.txvfs-pack-{}-0", child.id()));
         // Kill once the temporary image has data in it.
         let started = std::time::Instant::now();
         while std::fs::metadata(&tmp).map_or(true, |m| m.len() < 1 << 20) && started.elapsed().as_secs() < 60 {

@@ -3,8 +3,8 @@
 //! Inodes are renumbered 1..=N in breadth-first order from the root, so that the reader's
 //! index is one offset per inode. The image is written under a temporary name next to the
 //! destination, synced, and renamed over it: an interrupted build leaves no image under the
-//! final name (only the temporary file, `.NAME.txvfs-pack-PID`, which a later build of the
-//! same name removes).
+//! final name (after SIGKILL, only the temporary file `.NAME.txvfs-pack-PID-N` stays behind;
+//! after an error it is removed).
 
 use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
 use crate::error::{Error, ErrorKind, Result};
@@ -48,7 +48,10 @@ impl Writer {
         let name = dest.file_name().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: not a file name", dest.display())))?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
-        tmp_name.push(format!(".txvfs-pack-{}", std::process::id()));
+        // The process id, and a counter for builds running at once in one process.
+        static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tmp_name.push(format!(".txvfs-pack-{}-{n}", std::process::id()));
         let tmp = dest.with_file_name(tmp_name);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
