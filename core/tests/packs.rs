@@ -100,7 +100,10 @@ fn store_round_trips_through_a_pack_entry_by_entry() {
     assert_eq!(got, want);
     assert_eq!(inos[&b"/a/hard".to_vec()], inos[&b"/a/b/block".to_vec()]);
     assert_eq!(src_inos.len(), inos.len());
-    assert_eq!(packed.statfs().unwrap().files, 10);
+    let st = packed.statfs().unwrap();
+    assert_eq!((st.files, st.blocks_free), (10, 0), "a pack is full");
+    let len = std::fs::metadata(&image).unwrap().len();
+    assert_eq!(st.blocks, len / st.block_size, "the image's size");
 }
 
 #[test]

@@ -57,6 +57,8 @@ struct Record {
 
 struct Inner {
     file: File,
+    /// Bytes of the image.
+    len: u64,
     what: String,
     index: Vec<u64>,
     globals: Vec<KeyValue>,
@@ -79,7 +81,7 @@ impl PackBackend {
             Error::new(kind, format!("{what}: {e}"))
         })?;
         let len = file.metadata().map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?.len();
-        let inner = Inner { file, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
+        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
         let mut h = [0u8; HEADER_LEN];
         if len < HEADER_LEN as u64 {
             return Err(format::bad(&inner.what, &format!("truncated: {len} bytes")));
@@ -382,6 +384,10 @@ impl Backend for PackBackend {
     }
     fn describe(&self) -> String {
         self.inner.what.clone()
+    }
+    /// The image's size, all of it used: `statfs` shows a full, read-only file system.
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        Some((self.inner.len, 0))
     }
 }
 
