@@ -49,7 +49,7 @@ echo "== tree: $FILES files (seed $SEED) in $work"
 t=$(now)
 "$BIN/packs" gen "$work/tree" "$FILES" "$SEED"
 sync -f "$work/tree"
-data_bytes=$(find "$work/tree" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+data_bytes=$(find "$work/tree" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", s }')
 echo "written in $(since "$t") s; file data $data_bytes bytes"
 inodes=$(( $(find "$work/tree" | wc -l) ))
 
