@@ -959,7 +959,8 @@ int txvfs_clone_create(const char *lower,
 
 /**
  * Opens the store named by `uri`: `memory:` (a new, private in-memory store),
- * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
+ * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing), or
+ * `pack:/path/to/image` (a read-only pack image, see `txvfs_pack`). `options` may be NULL
  * for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
  * directory twice through this library shares one instance, each open keeping its own
  * read-only, sync, retry and credential options. Another process, or another copy of txvfs
@@ -976,6 +977,17 @@ int txvfs_clone_create(const char *lower,
 int txvfs_store_open(const char *uri,
                      const struct txvfs_options *options,
                      struct txvfs_store **out);
+
+/**
+ * Writes the whole tree of `store`, read at one snapshot, to the read-only image file
+ * `image` (replaced atomically once complete; an interrupted call leaves no image under
+ * that name). Open the image with `txvfs_store_open("pack:IMAGE", ...)`.
+ *
+ * Errors: -EINVAL (NULL arguments, a path that is not UTF-8), host errors creating the image
+ * (-ENOENT, -EACCES, -ENOSPC), -TXVFS_ECORRUPT, -TXVFS_EBACKEND.
+ */
+int txvfs_pack(struct txvfs_store *store,
+               const char *image);
 
 /**
  * Drops the caller's reference to the store handle. The store stays open, and the handle

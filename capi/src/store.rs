@@ -55,7 +55,8 @@ pub(crate) unsafe fn store_ref<'a>(p: *mut txvfs_store) -> R<&'a txvfs_store> {
 }
 
 /// Opens the store named by `uri`: `memory:` (a new, private in-memory store),
-/// `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing). `options` may be NULL
+/// `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing), or
+/// `pack:/path/to/image` (a read-only pack image, see `txvfs_pack`). `options` may be NULL
 /// for the defaults; it is not kept and may be freed right after. Opening the same RocksDB
 /// directory twice through this library shares one instance, each open keeping its own
 /// read-only, sync, retry and credential options. Another process, or another copy of txvfs
@@ -81,6 +82,22 @@ pub unsafe extern "C" fn txvfs_store_open(
         let store = Store::open_with(uri, options)?;
         let handle = Arc::new(txvfs_store { store, files: Handles::default() });
         out.set(Arc::into_raw(handle).cast_mut());
+        Ok(())
+    })
+}
+
+/// Writes the whole tree of `store`, read at one snapshot, to the read-only image file
+/// `image` (replaced atomically once complete; an interrupted call leaves no image under
+/// that name). Open the image with `txvfs_store_open("pack:IMAGE", ...)`.
+///
+/// Errors: -EINVAL (NULL arguments, a path that is not UTF-8), host errors creating the image
+/// (-ENOENT, -EACCES, -ENOSPC), -TXVFS_ECORRUPT, -TXVFS_EBACKEND.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_pack(store: *mut txvfs_store, image: *const c_char) -> c_int {
+    boundary("txvfs_pack", || {
+        let store = store_ref(store)?;
+        let image = std::str::from_utf8(cstr(image, "image")?).map_err(|_| Fail::invalid("image is not UTF-8"))?;
+        txvfs::pack::pack_backend(&*store.store.backend(), std::path::Path::new(image), &mut |_| {})?;
         Ok(())
     })
 }

@@ -33,6 +33,7 @@ pub mod error;
 pub mod fs;
 pub mod fsck;
 pub mod kv;
+pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};

@@ -537,6 +537,31 @@ part_reopen() {
 
 # readme DIR: the README's FUSE example (the block after `<!-- fuse-example -->`), run as
 # written with the built `txvfs` first on PATH, in DIR.
+# The store packed into an image (`txvfs pack`) and the image mounted (`pack:` store): the
+# marker files read back through the kernel, and a write fails with EROFS.
+part_pack() {
+  local store=$1 dir="$FUSE_WORK/pack" img
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  img="$dir/store.pack"
+  "$TXVFS_BIN" pack "$store" "$img" || { echo "pack: FAILED: txvfs pack"; return 1; }
+  fuse_mount "pack:$img" "$dir/mnt" "$dir/mount.log" || { echo "pack: FAILED: could not mount the image"; return 1; }
+  local ok=1 err
+  [ "$(sha256sum <"$dir/mnt/marker/big" | cut -d' ' -f1)" = "$(cat "$FUSE_WORK/expect/marker.big.sha256")" ] \
+    || { echo "pack: /marker/big differs"; ok=0; }
+  [ "$(cat "$dir/mnt/marker/sub/hardlink")" = "small inline file" ] || { echo "pack: /marker/sub/hardlink differs"; ok=0; }
+  [ "$(stat -c %i "$dir/mnt/marker/small")" = "$(stat -c %i "$dir/mnt/marker/sub/hardlink")" ] \
+    || { echo "pack: the hard link is two inodes"; ok=0; }
+  if err=$(touch "$dir/mnt/marker/new" 2>&1); then
+    echo "pack: a write to the image succeeded"; ok=0
+  elif ! grep -q "Read-only file system" <<<"$err"; then
+    echo "pack: a write failed but not with EROFS: $err"; ok=0
+  fi
+  fuse_unmount || ok=0
+  [ "$ok" = 1 ] || { echo "pack: FAILED"; return 1; }
+  echo "pack: ok (image $(stat -c %s "$img") bytes, mounted, marker files read back, writes refused with EROFS)"
+}
+
 part_readme() {
   local dir=$1 out
   rm -rf "$dir"

@@ -5,6 +5,7 @@ PRAGMA integrity_check on every database it touched.
 """
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -347,6 +348,34 @@ def backup_and_vacuum_into():
         assert c.execute("PRAGMA page_size").fetchone()[0] == 8192, name
         check(c)
         c.close()
+
+
+@test
+def read_only_database_from_a_pack():
+    # A database built on the host, packed with `txvfs pack DIR IMAGE`, and queried from the
+    # image: reads work; a write fails (the image is read-only) and the image is unchanged.
+    host = os.path.join(WORK, "packhost")
+    os.makedirs(host)
+    plain = sqlite3.connect(os.path.join(host, "cities.db"))
+    plain.execute("CREATE TABLE c(name TEXT PRIMARY KEY, pop INTEGER)")
+    plain.executemany("INSERT INTO c VALUES (?, ?)", [(f"city{i}", i * 1000) for i in range(5000)])
+    plain.commit()
+    plain.close()
+    image = os.path.join(WORK, "cities.pack")
+    cli = os.path.join(os.environ["CARGO_TARGET_DIR"], "release", "txvfs")
+    subprocess.run([cli, "pack", host, image], check=True)
+    before = open(image, "rb").read()
+    con = connect("/cities.db", store="pack:" + image, extra="&mode=ro")
+    assert con.execute("SELECT count(*), sum(pop) FROM c").fetchone() == (5000, 12497500000)
+    assert con.execute("SELECT pop FROM c WHERE name = 'city4321'").fetchone() == (4321000,)
+    check(con)
+    try:
+        con.execute("INSERT INTO c VALUES ('new', 1)")
+        raise AssertionError("a write to a pack succeeded")
+    except sqlite3.OperationalError as e:
+        assert "readonly" in str(e), e
+    con.close()
+    assert open(image, "rb").read() == before
 
 
 assert not os.path.exists(os.path.join(CWD, "txvfs-store")), "the default store was created"

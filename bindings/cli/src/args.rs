@@ -148,6 +148,23 @@ pub enum Command {
     },
     /// Show store-wide usage.
     Df,
+    /// Build a read-only pack image from a store (read at one snapshot) or a host directory;
+    /// open it with `--store pack:IMAGE`. Does not use `--store`.
+    Pack {
+        /// A store URI (`PATH`, `rocksdb:PATH`, `pack:IMAGE`, `fdb:...`) or a host directory.
+        source: String,
+        /// The image file to write (replaced atomically when the build completes).
+        image: PathBuf,
+        /// Treat SOURCE as a host directory even if it holds a store.
+        #[arg(long)]
+        host: bool,
+        /// For a host directory: bytes per data block of the image.
+        #[arg(long, default_value_t = 65536)]
+        block_size: u32,
+        /// For a host directory: files up to this many bytes keep their data in the inode.
+        #[arg(long, default_value_t = 4096)]
+        inline_limit: u32,
+    },
     /// Check the store's on-disk invariants.
     Fsck {
         /// Fix what can be fixed safely, and print what was done.

@@ -179,8 +179,8 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             }
             SnapshotAction::Delete { name } => store.delete_named_snapshot(&name)?,
         },
-        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } | Command::Clone { .. } => {
-            unreachable!("handled above")
+        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } | Command::Clone { .. } | Command::Pack { .. } => {
+            unreachable!("handled above (Clone and Pack in main)")
         }
     }
     out.flush().map_err(stdout_err)

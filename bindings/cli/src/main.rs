@@ -11,6 +11,7 @@ mod copy;
 mod dirs;
 mod error;
 mod fsck;
+mod pack;
 mod progress;
 mod transfer;
 
@@ -29,6 +30,9 @@ fn main() {
 fn run(cli: Cli) -> Result<(), CliError> {
     if let args::Command::Clone { lower, upper } = &cli.command {
         return cmds::clone(lower, upper);
+    }
+    if let args::Command::Pack { source, image, host, block_size, inline_limit } = cli.command {
+        return pack::run(&source, &image, host, block_size, inline_limit);
     }
     let uri = cli.store.ok_or_else(|| CliError::msg("no store given: use --store URI or set TXVFS_STORE"))?;
     cmds::dispatch(&uri, cli.command)

@@ -515,3 +515,92 @@ fn readme_snapshot_example() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("?snapshot=v1") && out.ends_with("docs\npapers\n"), "{out}");
 }
+
+#[test]
+fn pack_round_trips_from_a_host_directory_and_from_a_store() {
+    let env = Env::new().init();
+    let src = env.host("src");
+    let xattrs = make_tree(&src);
+    // Host directory -> pack -> export.
+    let img = env.host("host.pack");
+    let o = env.run(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty() && o.stdout.is_empty(), "pack must stay quiet when not on a terminal");
+    let pack_uri = format!("pack:{}", img.display());
+    let on_pack = |args: &[&str]| {
+        let o = Command::new(BIN).env_remove("TXVFS_STORE").arg("--store").arg(&pack_uri).args(args).output().unwrap();
+        (o.status.code().unwrap(), String::from_utf8(o.stdout).unwrap(), String::from_utf8(o.stderr).unwrap())
+    };
+    assert_eq!(on_pack(&["cat", "/sub/sym"]), (0, "alpha".into(), String::new()));
+    assert_eq!(on_pack(&["ls", "/sub"]).1, "a-link\nbig\ndeeper\nsym\n");
+    let dst = env.host("from-host-pack");
+    assert_eq!(on_pack(&["export", "/", dst.to_str().unwrap()]).0, 0);
+    assert_same_tree(&src, &dst, xattrs);
+    // Writes fail with EROFS and one line.
+    let (code, _, err) = on_pack(&["mkdir", "/new"]);
+    assert_eq!(code, libc::EROFS, "{err}");
+    assert!(err.contains("read-only") && err.lines().count() == 1, "{err}");
+    // Store -> pack -> export: the store URI is read at one snapshot.
+    env.ok(&["import", src.to_str().unwrap(), "/"]);
+    let img2 = env.host("store.pack");
+    env.ok(&["pack", env.store().to_str().unwrap(), img2.to_str().unwrap()]);
+    let dst2 = env.host("from-store-pack");
+    let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img2.display())).args(["export", "/", dst2.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_tree(&src, &dst2, xattrs);
+    // A source that is neither a store nor a directory, and a damaged image.
+    let (code, msg) = env.fails(&["pack", env.host("nothing").to_str().unwrap(), img2.to_str().unwrap()]);
+    assert_eq!(code, libc::ENOENT, "{msg}");
+    std::fs::write(&img2, b"not an image").unwrap();
+    let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img2.display())).args(["ls"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt pack image"), "{o:?}");
+}
+
+#[test]
+fn pack_killed_midway_leaves_the_old_image_in_place() {
+    let env = Env::new();
+    let src = env.host("many");
+    let img = env.host("img.pack");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("first"), b"old image").unwrap();
+    env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
+    let old = std::fs::read(&img).unwrap();
+    // Grow the tree until a build lasts long enough to be killed while it writes.
+    let mut files = 0;
+    for round in 0..6 {
+        let more = 5000 << round;
+        for i in files..files + more {
+            let d = src.join(format!("d{}", i / 1000));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(format!("f{i}")), vec![b'x'; i % 3000]).unwrap();
+        }
+        files += more;
+        let mut child = env.cmd(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]).spawn().unwrap();
+        let tmp = env.host(&format!(".img.pack.txvfs-pack-{}-0", child.id()));
+        // Kill once the temporary image has data in it.
+        let started = std::time::Instant::now();
+        while std::fs::metadata(&tmp).map_or(true, |m| m.len() < 1 << 20) && started.elapsed().as_secs() < 60 {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // SAFETY: plain kill(2) of our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let status = child.wait().unwrap();
+        if status.success() {
+            // It finished first: start again with a larger tree.
+            std::fs::write(&img, &old).unwrap();
+            continue;
+        }
+        assert_eq!(std::fs::read(&img).unwrap(), old, "round {round}: the old image was changed");
+        let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["cat", "/first"]).output().unwrap();
+        assert_eq!(o.stdout, b"old image");
+        // A new build succeeds next to the leftover temporary file.
+        env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
+        let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["ls", "/d0"]).output().unwrap();
+        assert_eq!(String::from_utf8(o.stdout).unwrap().lines().count(), 1000);
+        return;
+    }
+    panic!("every build finished before it could be killed");
+}

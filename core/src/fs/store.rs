@@ -179,6 +179,12 @@ impl Store {
         Store::open_backend(backend, options, None, false)
     }
 
+    /// The backend the store lives on (to read it at one snapshot, as `pack::pack_backend`
+    /// does).
+    pub fn backend(&self) -> Arc<dyn Backend> {
+        self.inner.backend.clone()
+    }
+
     /// The same store, checking permissions as `cred` (or as the owner with `None`).
     pub fn with_credential(&self, cred: Option<Credential>) -> Store {
         Store { inner: self.inner.clone(), cred: cred.map(Arc::new), per_open: self.per_open }

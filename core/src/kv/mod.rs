@@ -204,13 +204,17 @@ pub trait Txn: Send {
 /// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path[?mode=shared|exclusive]`,
 /// a bare path (RocksDB, shared), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the
 /// cargo feature `foundationdb`). Opening the same RocksDB directory twice in one process
-/// returns the same instance. Several processes may open one RocksDB store at once (see
+/// returns the same instance; `pack:/path/image` opens a read-only pack image (see
+/// [`crate::pack`]). Several processes may open one RocksDB store at once (see
 /// [`SharedBackend`]); `mode=exclusive` refuses every other process instead.
 ///
 /// `rocksdb:/path?snapshot=NAME` (or the snapshot's own directory, `/path/snapshots/NAME`)
 /// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
 /// clone, its lower layer opened by the URI it recorded.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
+    if let Some(path) = uri.strip_prefix("pack:") {
+        return Ok(crate::pack::PackBackend::open(std::path::Path::new(path))?);
+    }
     let backend = open_raw(uri)?;
     if uri.starts_with("memory:") {
         return Ok(backend);
@@ -318,7 +322,7 @@ fn rocksdb_uri(uri: &str) -> Result<(&str, bool, Option<&str>)> {
 /// opens an empty backend, and FoundationDB creates nothing at open.)
 pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
     #[cfg(feature = "rocksdb")]
-    if !uri.starts_with("memory:") && !uri.starts_with("fdb:") {
+    if !uri.starts_with("memory:") && !uri.starts_with("fdb:") && !uri.starts_with("pack:") {
         let path = std::path::Path::new(rocksdb_uri(uri)?.0);
         if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
             return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));

@@ -132,7 +132,7 @@ def _epoch(ns: int) -> float:
 
 def _store_identity(store: Any, store_options: Optional[Dict[str, Any]]) -> Tuple[Any, ...]:
     """What names one store for the instance cache: a :class:`txvfs.Store` object by
-    identity; a RocksDB URI or path by its real path; other URIs (``memory:...``) as given."""
+    identity; a RocksDB URI or path, or a pack image, by its real path; other URIs (``memory:...``) as given."""
     if isinstance(store, Store):
         return ("object", id(store))
     options = tuple(sorted((store_options or {}).items()))
@@ -141,6 +141,8 @@ def _store_identity(store: Any, store_options: Optional[Dict[str, Any]]) -> Tupl
         uri = os.fsdecode(uri)
     if uri.startswith(("memory:", "fdb:")):
         return ("uri", uri, options)
+    if uri.startswith("pack:"):
+        return ("pack", os.path.realpath(uri[len("pack:"):]), options)
     path = uri[len("rocksdb:"):] if uri.startswith("rocksdb:") else uri  # as the core reads it
     return ("rocksdb", os.path.realpath(path), options)
 

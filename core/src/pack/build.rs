@@ -1,0 +1,484 @@
+//! Building a pack image: from a store (one snapshot of its backend) or from a host directory.
+//!
+//! Inodes are renumbered 1..=N in breadth-first order from the root, so that the reader's
+//! index is one offset per inode. The image is written under a temporary name next to the
+//! destination, synced, and renamed over it: an interrupted build leaves no image under the
+//! final name (after SIGKILL, only the temporary file `.NAME.txvfs-pack-PID-N` stays behind;
+//! after an error it is removed).
+
+use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{self, Backend, Txn};
+use crate::schema::{self, Block, Dentry, DirAttr, FileType, Inode, Meta, Superblock, ROOT_INO};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// What a build has done so far (passed to the progress callback) or did in all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PackStats {
+    /// Inodes written.
+    pub inodes: u64,
+    /// Bytes of file data written.
+    pub data_bytes: u64,
+    /// Bytes of the image so far.
+    pub image_bytes: u64,
+}
+
+/// A progress callback, called after every inode.
+pub type ProgressFn<'a> = &'a mut dyn FnMut(&PackStats);
+
+/// Blocks buffered in memory per file before the builder reads them a second time instead.
+const BUFFER_LIMIT: usize = 4 << 20;
+
+/// Writes records in inode order, then the globals, the index and the header.
+struct Writer {
+    out: BufWriter<File>,
+    tmp: PathBuf,
+    dest: PathBuf,
+    index: Vec<u64>,
+    stats: PackStats,
+}
+
+impl Writer {
+    fn create(dest: &Path) -> Result<Writer> {
+        let name = dest.file_name().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: not a file name", dest.display())))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        // The process id, and a counter for builds running at once in one process.
+        static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tmp_name.push(format!(".txvfs-pack-{}-{n}", std::process::id()));
+        let tmp = dest.with_file_name(tmp_name);
+        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        out.write_all(&[0u8; HEADER_LEN]).map_err(|e| io_err(&tmp, e))?;
+        let stats = PackStats { image_bytes: HEADER_LEN as u64, ..PackStats::default() };
+        Ok(Writer { out, tmp, dest: dest.to_path_buf(), index: vec![HEADER_LEN as u64], stats })
+    }
+
+    /// Writes the record of the next inode: `entries` (no blocks) and its blocks, produced by
+    /// `blocks` (called twice when the first pass was too large to buffer).
+    fn record(&mut self, entries: Vec<Entry>, blocks: &mut dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>) -> Result<()> {
+        let ino = self.index.len() as u64;
+        let mut sizes: Vec<(u64, u32, u32)> = Vec::new();
+        let mut buffer: Option<Vec<u8>> = Some(Vec::new());
+        blocks(&mut |idx, data| {
+            sizes.push((idx, data.len() as u32, crc32c(data)));
+            if let Some(b) = buffer.as_mut() {
+                if b.len() + data.len() > BUFFER_LIMIT {
+                    buffer = None;
+                } else {
+                    b.extend_from_slice(data);
+                }
+            }
+            Ok(())
+        })?;
+        let mut all = entries;
+        all.sort_by(|a, b| a.key().cmp(&b.key()));
+        let block_entry = |offset, &(index, len, crc): &(u64, u32, u32)| Entry::Block { index, offset, len, crc };
+        // The meta part's size does not depend on the offsets, so measure it first.
+        let placeholder: Vec<Entry> = sizes.iter().map(|s| block_entry(0, s)).collect();
+        let mut probe = all.clone();
+        probe.extend(placeholder);
+        let meta_len = format::encode_meta(ino, &probe).len() as u64;
+        let mut offset = meta_len;
+        let mut with_blocks = Vec::with_capacity(all.len() + sizes.len());
+        for s in &sizes {
+            with_blocks.push(block_entry(offset, s));
+            offset += s.1 as u64;
+        }
+        // Keys in order: `B` sorts before `D`, `I` and `X`.
+        with_blocks.extend(all);
+        let all = with_blocks;
+        let meta = format::encode_meta(ino, &all);
+        debug_assert_eq!(meta.len() as u64, meta_len);
+        self.write(&meta)?;
+        match buffer {
+            Some(b) => self.write(&b)?,
+            None => {
+                let mut n = 0;
+                blocks(&mut |idx, data| {
+                    if sizes.get(n).is_none_or(|s| s.0 != idx || s.1 as usize != data.len() || s.2 != crc32c(data)) {
+                        return Err(Error::new(ErrorKind::Conflict, "a file changed while it was packed"));
+                    }
+                    n += 1;
+                    self.write(data)
+                })?;
+            }
+        }
+        self.stats.inodes += 1;
+        self.stats.data_bytes += sizes.iter().map(|s| s.1 as u64).sum::<u64>();
+        self.index.push(self.stats.image_bytes);
+        Ok(())
+    }
+
+    fn write(&mut self, b: &[u8]) -> Result<()> {
+        self.out.write_all(b).map_err(|e| io_err(&self.tmp, e))?;
+        self.stats.image_bytes += b.len() as u64;
+        Ok(())
+    }
+
+    /// Writes globals, index and header, syncs, and renames the image into place.
+    fn finish(mut self, globals: &[(Vec<u8>, Vec<u8>)]) -> Result<PackStats> {
+        let g = format::encode_globals(globals);
+        let globals_off = self.stats.image_bytes;
+        self.write(&g)?;
+        let index_off = self.stats.image_bytes;
+        let index: Vec<u8> = self.index.iter().flat_map(|o| o.to_le_bytes()).collect();
+        self.write(&index)?;
+        let header = Header {
+            image_len: self.stats.image_bytes,
+            inodes: self.index.len() as u64 - 1,
+            globals_off,
+            globals_len: g.len() as u32,
+            globals_crc: crc32c(&g),
+            index_off,
+            index_crc: crc32c(&index),
+        };
+        let tmp = self.tmp.clone();
+        self.out.flush().map_err(|e| io_err(&tmp, e))?;
+        let file = self.out.get_mut();
+        file.seek(SeekFrom::Start(0)).and_then(|_| file.write_all(&header.encode())).and_then(|_| file.sync_all()).map_err(|e| io_err(&tmp, e))?;
+        std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+        if let Some(dir) = self.dest.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err(dir, e))?;
+        }
+        Ok(self.stats)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // After a successful rename the temporary name no longer exists.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> Error {
+    let kind = match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+        std::io::ErrorKind::PermissionDenied => ErrorKind::Access,
+        _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorKind::NoSpace,
+        _ => ErrorKind::Backend,
+    };
+    Error::new(kind, format!("{}: {e}", path.display()))
+}
+
+fn inline(scope: u8, suffix: &[u8], value: Vec<u8>) -> Entry {
+    Entry::Inline { scope, suffix: suffix.to_vec(), value }
+}
+
+/// The store-wide keys of an image of `inodes` inodes holding `bytes` of file data.
+fn globals(sb: &Superblock, inodes: u64, bytes: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut g = vec![
+        (schema::meta_key(Meta::NextIno), (inodes + 1).to_le_bytes().to_vec()),
+        (schema::meta_key(Meta::Inodes), inodes.to_le_bytes().to_vec()),
+        (schema::meta_key(Meta::Bytes), bytes.to_le_bytes().to_vec()),
+        (schema::super_key(), sb.encode()),
+    ];
+    g.sort();
+    g
+}
+
+/// Gives inode numbers 1, 2, ... in the order inodes are first seen.
+struct Numbering<K> {
+    map: HashMap<K, u64>,
+    next: u64,
+}
+
+impl<K: std::hash::Hash + Eq> Numbering<K> {
+    /// The new number of `old`, and whether it was just given.
+    fn get(&mut self, old: K) -> (u64, bool) {
+        let next = &mut self.next;
+        let mut fresh = false;
+        let n = *self.map.entry(old).or_insert_with(|| {
+            fresh = true;
+            *next += 1;
+            *next
+        });
+        (n, fresh)
+    }
+}
+
+/// Packs the tree of the store on `backend`, read at one snapshot (one transaction that
+/// only reads), into the image `dest`. Files unlinked while open (orphans) and data staged
+/// by running transactions are left out: the image is what a reader of that snapshot sees.
+pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) -> Result<PackStats> {
+    let mut tx = backend.begin()?;
+    let sb = Superblock::decode(
+        &tx.snapshot_get(&schema::super_key())?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("{}: no store there", backend.describe())))?,
+    )?;
+    let mut w = Writer::create(dest)?;
+    let mut numbers = Numbering { map: HashMap::new(), next: 0 };
+    numbers.get(ROOT_INO);
+    let mut queue = VecDeque::from([ROOT_INO]);
+    let mut file_bytes = 0u64;
+    while let Some(old) = queue.pop_front() {
+        let mut entries = Vec::new();
+        let (s, e) = schema::inode_range(old);
+        for (k, v) in scan(&mut *tx, &s, &e)? {
+            let suffix = &k[9..];
+            let value = match schema::dir_attr_of(&k) {
+                None if suffix.is_empty() => {
+                    let mut inode = Inode::decode(&v)?;
+                    inode.has_chunks = false;
+                    if inode.kind == FileType::File {
+                        file_bytes += inode.size;
+                    }
+                    inode.encode()
+                }
+                Some(DirAttr::Parent) => numbers.get(kv::decode_counter(Some(&v))).0.to_le_bytes().to_vec(),
+                _ => v,
+            };
+            entries.push(inline(b'I', suffix, value));
+        }
+        if entries.is_empty() {
+            return Err(Error::new(ErrorKind::Corrupt, format!("corrupt store: inode {old} is named but missing")));
+        }
+        let (s, e) = schema::dentry_range(old);
+        for (k, v) in scan(&mut *tx, &s, &e)? {
+            let d = Dentry::decode(&v)?;
+            let (ino, fresh) = numbers.get(d.ino);
+            if fresh {
+                queue.push_back(d.ino);
+            }
+            entries.push(inline(b'D', schema::dentry_name(&k), Dentry { ino, kind: d.kind }.encode()));
+        }
+        let (s, e) = schema::xattr_range(old);
+        for (k, v) in scan(&mut *tx, &s, &e)? {
+            entries.push(inline(b'X', schema::xattr_name(&k), v));
+        }
+        w.record(entries, &mut |emit| {
+            let (s, e) = schema::block_range(old, 0);
+            let mut from = s;
+            loop {
+                let page = tx.snapshot_get_range(&from, &e, 256, false)?;
+                let Some((last, _)) = page.last() else { return Ok(()) };
+                from = last.clone();
+                from.push(0);
+                for (k, v) in &page {
+                    let idx = schema::block_index(k)?;
+                    let data = match Block::decode(v)? {
+                        Block::Data(d) => d,
+                        Block::Chunk { id, offset, len } => chunk_slice(&mut *tx, old, idx, id, offset, len)?,
+                    };
+                    emit(idx, &data)?;
+                }
+            }
+        })?;
+        progress(&w.stats);
+    }
+    let inodes = w.stats.inodes;
+    w.finish(&globals(&sb, inodes, file_bytes))
+}
+
+/// Packs the store at `uri` (which must exist) into `dest`; see [`pack_backend`].
+pub fn pack_store(uri: &str, dest: &Path, progress: ProgressFn) -> Result<PackStats> {
+    pack_backend(&*kv::open_existing(uri)?, dest, progress)
+}
+
+/// All pairs of a small range (an inode's attributes, a directory, xattrs).
+fn scan(tx: &mut dyn Txn, s: &[u8], e: &[u8]) -> Result<Vec<kv::KeyValue>> {
+    tx.snapshot_get_range(s, e, 0, false)
+}
+
+fn chunk_slice(tx: &mut dyn Txn, ino: u64, idx: u64, id: u64, offset: u32, len: u32) -> Result<Vec<u8>> {
+    let stored = tx.snapshot_get(&schema::chunk_key(ino, idx, id))?
+        .ok_or_else(|| Error::new(ErrorKind::Corrupt, format!("corrupt store: block {idx} of inode {ino} refers to a missing chunk")))?;
+    match Block::decode(&stored)? {
+        Block::Data(d) => d.get(offset as usize..offset as usize + len as usize).map(<[u8]>::to_vec),
+        Block::Chunk { .. } => None,
+    }
+    .ok_or_else(|| Error::new(ErrorKind::Corrupt, format!("corrupt store: bad chunk for block {idx} of inode {ino}")))
+}
+
+/// Packs the host directory `src` into `dest`, keeping modes, owners, times, symlinks, hard
+/// links (within the tree), device numbers and extended attributes. A file's link count is
+/// the host's (links outside the tree count too). `block_size` and `inline_limit` are the
+/// store layout the image presents (as in [`crate::Options`]).
+pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, progress: ProgressFn) -> Result<PackStats> {
+    let meta = std::fs::symlink_metadata(src).map_err(|e| io_err(src, e))?;
+    if !meta.is_dir() {
+        return Err(Error::new(ErrorKind::NotDir, format!("{}: not a directory", src.display())));
+    }
+    let mut w = Writer::create(dest)?;
+    let mut numbers = Numbering { map: HashMap::new(), next: 0 };
+    numbers.get((meta.dev(), meta.ino()));
+    // Each queued inode: its host path, metadata and its parent's new number.
+    let mut queue = VecDeque::from([(src.to_path_buf(), meta, ROOT_INO)]);
+    let mut file_bytes = 0u64;
+    while let Some((path, m, parent)) = queue.pop_front() {
+        let kind = host_kind(&m).ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: unknown file type", path.display())))?;
+        let ino = w.index.len() as u64;
+        let mut entries = Vec::new();
+        let mut children = Vec::new();
+        let mut subdirs = 0;
+        if kind == FileType::Dir {
+            let rd = std::fs::read_dir(&path).map_err(|e| io_err(&path, e))?;
+            let mut names = Vec::new();
+            for de in rd {
+                names.push(de.map_err(|e| io_err(&path, e))?.file_name());
+            }
+            names.sort();
+            for name in names {
+                let child = path.join(&name);
+                let cm = std::fs::symlink_metadata(&child).map_err(|e| io_err(&child, e))?;
+                let ck = host_kind(&cm).ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: unknown file type", child.display())))?;
+                subdirs += (ck == FileType::Dir) as u32;
+                // Only files with several links can share an inode; directories never do.
+                let key = if ck != FileType::Dir && cm.nlink() > 1 { (cm.dev(), cm.ino()) } else { (u64::MAX, numbers.next + 1) };
+                let (cino, fresh) = numbers.get(key);
+                if fresh {
+                    children.push((child, cm, ino));
+                }
+                entries.push(inline(b'D', name.as_bytes(), Dentry { ino: cino, kind: ck }.encode()));
+            }
+        }
+        let (data, blocks) = match kind {
+            FileType::Symlink => (std::fs::read_link(&path).map_err(|e| io_err(&path, e))?.as_os_str().as_bytes().to_vec(), false),
+            FileType::CharDevice | FileType::BlockDevice => (m.rdev().to_le_bytes().to_vec(), false),
+            FileType::File if m.len() <= inline_limit as u64 => (read_all(&path, m.len())?, false),
+            _ => (Vec::new(), kind == FileType::File),
+        };
+        let size = match kind {
+            FileType::File => m.len(),
+            FileType::Symlink => data.len() as u64,
+            _ => 0,
+        };
+        if kind == FileType::File {
+            file_bytes += size;
+        }
+        let inode = Inode {
+            kind,
+            perm: m.mode() & 0o7777,
+            uid: m.uid(),
+            gid: m.gid(),
+            nlink: if kind == FileType::Dir { 2 + subdirs } else { m.nlink() as u32 },
+            size,
+            atime: m.atime() * 1_000_000_000 + m.atime_nsec(),
+            mtime: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            ctime: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+            is_inline: !kind.is_special() && !blocks,
+            has_chunks: false,
+            inline: data,
+        };
+        let mut all = vec![inline(b'I', &[], inode.encode())];
+        if kind == FileType::Dir && ino != ROOT_INO {
+            all.push(inline(b'I', &[DirAttr::Parent as u8], parent.to_le_bytes().to_vec()));
+        }
+        all.extend(entries);
+        for (name, value) in host_xattrs(&path)? {
+            all.push(inline(b'X', &name, value));
+        }
+        let bs = block_size as usize;
+        w.record(all, &mut |emit| {
+            if !blocks {
+                return Ok(());
+            }
+            let mut f = File::open(&path).map_err(|e| io_err(&path, e))?;
+            let mut buf = vec![0u8; bs];
+            for idx in 0.. {
+                let n = read_full(&mut f, &mut buf).map_err(|e| io_err(&path, e))?;
+                if n > 0 {
+                    emit(idx, &buf[..n])?;
+                }
+                if n < bs {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        })?;
+        queue.extend(children);
+        progress(&w.stats);
+    }
+    let sb = Superblock { version: schema::FORMAT_VERSION, block_size, inline_limit, created_ns: now_ns() };
+    let inodes = w.stats.inodes;
+    w.finish(&globals(&sb, inodes, file_bytes))
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn host_kind(m: &std::fs::Metadata) -> Option<FileType> {
+    let t = m.file_type();
+    Some(if t.is_dir() {
+        FileType::Dir
+    } else if t.is_file() {
+        FileType::File
+    } else if t.is_symlink() {
+        FileType::Symlink
+    } else if t.is_fifo() {
+        FileType::Fifo
+    } else if t.is_char_device() {
+        FileType::CharDevice
+    } else if t.is_block_device() {
+        FileType::BlockDevice
+    } else if t.is_socket() {
+        FileType::Socket
+    } else {
+        return None;
+    })
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+fn read_all(path: &Path, expect: u64) -> Result<Vec<u8>> {
+    let d = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    if d.len() as u64 != expect {
+        return Err(Error::new(ErrorKind::Conflict, format!("{}: the file changed while it was packed", path.display())));
+    }
+    Ok(d)
+}
+
+/// The extended attributes of a host path (not following symlinks), sorted by name.
+fn host_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::new(ErrorKind::Invalid, "path with a NUL byte"))?;
+    let os = |what: &str| Error::new(ErrorKind::Backend, format!("{}: {what}: {}", path.display(), std::io::Error::last_os_error()));
+    // SAFETY: `c` is a valid C string; a null buffer of size 0 asks for the size.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+    if n < 0 {
+        let err = std::io::Error::last_os_error().raw_os_error();
+        return if err == Some(libc::ENOTSUP) { Ok(Vec::new()) } else { Err(os("listxattr")) };
+    }
+    let mut names = vec![0u8; n as usize];
+    // SAFETY: the buffer holds `names.len()` bytes.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n < 0 {
+        return Err(os("listxattr"));
+    }
+    names.truncate(n as usize);
+    let mut out = Vec::new();
+    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let cn = std::ffi::CString::new(name).unwrap();
+        // SAFETY: valid C strings; size query first.
+        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
+        if len < 0 {
+            return Err(os("getxattr"));
+        }
+        let mut v = vec![0u8; len as usize];
+        // SAFETY: the buffer holds `v.len()` bytes.
+        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+        if len < 0 {
+            return Err(os("getxattr"));
+        }
+        v.truncate(len as usize);
+        out.push((name.to_vec(), v));
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,435 @@
+//! The read-only backend over a pack image (`pack:/path/image`).
+//!
+//! Open reads the header, the globals and the index (one offset per inode, 8 bytes each) and
+//! checks their checksums. A key of an inode is answered from that inode's record, fetched
+//! with one `pread` and checked: directory records stay cached (they are the listings that
+//! path lookups need), the last few other records are kept so that the reads of one file
+//! (attributes, then data) share the one `pread`. Every write fails with `ReadOnly` (EROFS).
+
+use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{Backend, KeyValue, Limits, Txn};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Records up to this size are read whole; larger ones read their meta part, then each
+/// block when asked.
+const WHOLE_RECORD: u64 = 256 << 10;
+/// Bytes read first from a large record (its meta part usually fits).
+const META_PROBE: u64 = 16 << 10;
+/// How many recent non-directory records stay cached.
+const RECENT: usize = 16;
+/// The scopes whose keys belong to an inode record, in key order.
+const RECORD_SCOPES: [u8; 4] = [b'B', b'D', b'I', b'X'];
+
+/// A hasher for inode numbers (dense small integers; SipHash's protection is not needed).
+#[derive(Default)]
+struct InoHasher(u64);
+
+impl Hasher for InoHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// One inode's record, decoded.
+struct Record {
+    /// Where the record starts in the image.
+    start: u64,
+    entries: Vec<Entry>,
+    /// The whole record, when it was read whole (blocks are then served from it).
+    bytes: Option<Vec<u8>>,
+}
+
+struct Inner {
+    file: File,
+    /// Bytes of the image.
+    len: u64,
+    what: String,
+    index: Vec<u64>,
+    globals: Vec<KeyValue>,
+    dirs: Mutex<HashMap<u64, Arc<Record>, BuildHasherDefault<InoHasher>>>,
+    recent: Mutex<(usize, Vec<(u64, Arc<Record>)>)>,
+    preads: AtomicU64,
+}
+
+/// A read-only [`Backend`] over a pack image.
+pub struct PackBackend {
+    inner: Arc<Inner>,
+}
+
+impl PackBackend {
+    /// Opens the image at `path`, refusing a truncated or damaged one (`Corrupt`).
+    pub fn open(path: &Path) -> Result<Arc<PackBackend>> {
+        let what = format!("pack:{}", path.display());
+        let file = File::open(path).map_err(|e| {
+            let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Backend };
+            Error::new(kind, format!("{what}: {e}"))
+        })?;
+        let len = file.metadata().map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?.len();
+        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
+        let mut h = [0u8; HEADER_LEN];
+        if len < HEADER_LEN as u64 {
+            return Err(format::bad(&inner.what, &format!("truncated: {len} bytes")));
+        }
+        inner.read_at(&mut h, 0)?;
+        let header = Header::decode(&h, &inner.what)?;
+        if len != header.image_len {
+            return Err(format::bad(&inner.what, &format!("truncated or extended: {len} bytes, the header says {}", header.image_len)));
+        }
+        let index_len = header.inodes.checked_add(1).and_then(|n| n.checked_mul(8));
+        let globals_end = header.globals_off.checked_add(header.globals_len as u64);
+        if index_len.and_then(|n| n.checked_add(header.index_off)) != Some(len) || globals_end != Some(header.index_off) {
+            return Err(format::bad(&inner.what, "the header's layout does not fit the image"));
+        }
+        let mut g = vec![0u8; header.globals_len as usize];
+        inner.read_at(&mut g, header.globals_off)?;
+        if crc32c(&g) != header.globals_crc {
+            return Err(format::bad(&inner.what, "globals checksum mismatch"));
+        }
+        let globals = format::decode_globals(&g, &inner.what)?;
+        let mut raw = vec![0u8; index_len.unwrap() as usize];
+        inner.read_at(&mut raw, header.index_off)?;
+        if crc32c(&raw) != header.index_crc {
+            return Err(format::bad(&inner.what, "index checksum mismatch"));
+        }
+        let index: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        if index[0] != HEADER_LEN as u64 || index.last() != Some(&header.globals_off) || index.windows(2).any(|w| w[0] > w[1]) {
+            return Err(format::bad(&inner.what, "index out of order"));
+        }
+        if header.inodes == 0 {
+            return Err(format::bad(&inner.what, "no root directory"));
+        }
+        Ok(Arc::new(PackBackend { inner: Arc::new(Inner { index, globals, ..inner }) }))
+    }
+
+    /// The number of `pread` calls made on the image since it was opened (for tests of the
+    /// cost model: one per small file read).
+    pub fn preads(&self) -> u64 {
+        self.inner.preads.load(Ordering::Relaxed)
+    }
+
+    /// The number of inodes in the image.
+    pub fn inodes(&self) -> u64 {
+        self.inner.index.len() as u64 - 1
+    }
+
+    /// Bytes of memory held by the index (one offset per inode), not counting cached records.
+    pub fn index_bytes(&self) -> usize {
+        self.inner.index.len() * 8
+    }
+
+    /// Bytes of directory records cached so far.
+    pub fn cached_dir_bytes(&self) -> usize {
+        self.inner.dirs.lock().values().map(|r| r.size()).sum()
+    }
+}
+
+impl Record {
+    fn size(&self) -> usize {
+        self.entries.iter().map(|e| match e {
+            Entry::Inline { suffix, value, .. } => 16 + suffix.len() + value.len(),
+            Entry::Block { .. } => 32,
+        }).sum::<usize>() + self.bytes.as_ref().map_or(0, Vec::len)
+    }
+}
+
+fn read_only(what: &str) -> Error {
+    Error::new(ErrorKind::ReadOnly, format!("{what}: a pack image is read-only"))
+}
+
+impl Inner {
+    fn read_at(&self, buf: &mut [u8], off: u64) -> Result<()> {
+        self.preads.fetch_add(1, Ordering::Relaxed);
+        self.file.read_exact_at(buf, off).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                format::bad(&self.what, "truncated")
+            } else {
+                Error::new(ErrorKind::Backend, format!("{}: {e}", self.what))
+            }
+        })
+    }
+
+    /// The record of `ino`, from the caches or with one read (two or more for records larger
+    /// than [`WHOLE_RECORD`]).
+    fn record(&self, ino: u64) -> Result<Arc<Record>> {
+        if let Some(r) = self.dirs.lock().get(&ino) {
+            return Ok(r.clone());
+        }
+        if let Some((_, r)) = self.recent.lock().1.iter().find(|(i, _)| *i == ino) {
+            return Ok(r.clone());
+        }
+        let (start, end) = (self.index[ino as usize - 1], self.index[ino as usize]);
+        let len = end - start;
+        let (meta, bytes) = if len <= WHOLE_RECORD {
+            let mut all = vec![0u8; len as usize];
+            self.read_at(&mut all, start)?;
+            let m = format::meta_len(&all).filter(|&m| m as u64 <= len).ok_or_else(|| self.corrupt(ino, "record too short"))?;
+            (all[..m].to_vec(), Some(all))
+        } else {
+            let mut probe = vec![0u8; META_PROBE as usize];
+            self.read_at(&mut probe, start)?;
+            let m = format::meta_len(&probe).filter(|&m| m as u64 <= len).ok_or_else(|| self.corrupt(ino, "record too short"))?;
+            if m > probe.len() {
+                probe = vec![0u8; m];
+                self.read_at(&mut probe, start)?;
+            }
+            probe.truncate(m);
+            (probe, None)
+        };
+        let entries = format::decode_meta(ino, &meta, len, &self.what)?;
+        if entries.windows(2).any(|w| w[0].key() >= w[1].key()) {
+            return Err(self.corrupt(ino, "record keys out of order"));
+        }
+        let rec = Arc::new(Record { start, entries, bytes });
+        let is_dir = rec.entries.iter().any(|e| matches!(e, Entry::Inline { scope: b'I', suffix, value } if suffix.is_empty() && value.get(1) == Some(&2)));
+        if is_dir {
+            self.dirs.lock().insert(ino, rec.clone());
+        } else {
+            let mut recent = self.recent.lock();
+            let (next, slots) = &mut *recent;
+            if slots.len() < RECENT {
+                slots.push((ino, rec.clone()));
+            } else {
+                slots[*next] = (ino, rec.clone());
+                *next = (*next + 1) % RECENT;
+            }
+        }
+        Ok(rec)
+    }
+
+    fn corrupt(&self, ino: u64, why: &str) -> Error {
+        format::bad(&self.what, &format!("inode {ino}: {why}"))
+    }
+
+    /// The stored value of `e` (a block value gets its data tag, as in a store).
+    fn value(&self, ino: u64, rec: &Record, e: &Entry) -> Result<Vec<u8>> {
+        match e {
+            Entry::Inline { value, .. } => Ok(value.clone()),
+            Entry::Block { offset, len, crc, .. } => {
+                let mut v = vec![0u8; 1 + *len as usize];
+                match &rec.bytes {
+                    Some(b) => v[1..].copy_from_slice(&b[*offset as usize..(*offset + *len as u64) as usize]),
+                    None => self.read_at(&mut v[1..], rec.start + offset)?,
+                }
+                if crc32c(&v[1..]) != *crc {
+                    return Err(self.corrupt(ino, "data checksum mismatch"));
+                }
+                Ok(v)
+            }
+        }
+    }
+
+    fn inodes(&self) -> u64 {
+        self.index.len() as u64 - 1
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let Some(scope) = key.first().filter(|s| RECORD_SCOPES.contains(s)) else {
+            return Ok(self.globals.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
+        };
+        let Some(ino) = key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())) else { return Ok(None) };
+        if ino == 0 || ino > self.inodes() {
+            return Ok(None);
+        }
+        let rec = self.record(ino)?;
+        match rec.entries.binary_search_by(|e| e.cmp_key(*scope, &key[9..])) {
+            Ok(i) => self.value(ino, &rec, &rec.entries[i]).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn get_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+        if let Some(out) = self.one_record_range(start, end, limit, reverse)? {
+            return Ok(out);
+        }
+        let mut out = Vec::new();
+        let full = |out: &Vec<KeyValue>| limit != 0 && out.len() >= limit;
+        let in_range = |k: &[u8]| start <= k && k < end;
+        let mut scopes: Vec<u8> = RECORD_SCOPES.iter().copied().chain(self.globals.iter().map(|(k, _)| k[0])).collect();
+        scopes.sort();
+        scopes.dedup();
+        if reverse {
+            scopes.reverse();
+        }
+        for s in scopes {
+            if start.first().is_some_and(|&f| s < f) || end.first().is_none_or(|&l| s > l) {
+                continue;
+            }
+            if !RECORD_SCOPES.contains(&s) {
+                let mut g: Vec<&KeyValue> = self.globals.iter().filter(|(k, _)| k[0] == s && in_range(k)).collect();
+                if reverse {
+                    g.reverse();
+                }
+                for kv in g {
+                    if full(&out) {
+                        return Ok(out);
+                    }
+                    out.push(kv.clone());
+                }
+                continue;
+            }
+            let (lo, hi) = self.ino_bounds(s, start, end);
+            let mut inos: Box<dyn Iterator<Item = u64>> = if reverse { Box::new((lo..=hi).rev()) } else { Box::new(lo..=hi) };
+            for ino in &mut inos {
+                let rec = self.record(ino)?;
+                let mut found: Vec<&Entry> = rec.entries.iter().filter(|e| e.scope() == s).collect();
+                if reverse {
+                    found.reverse();
+                }
+                for e in found {
+                    let mut k = vec![s];
+                    k.extend_from_slice(&ino.to_be_bytes());
+                    k.extend_from_slice(&e.key().1);
+                    if in_range(&k) {
+                        if full(&out) {
+                            return Ok(out);
+                        }
+                        out.push((k, self.value(ino, &rec, e)?));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The range reads of the file-system layer (an inode's attributes, a directory, its
+    /// xattrs or blocks) stay within one record: answered from it directly. `None` for other
+    /// ranges.
+    fn one_record_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Option<Vec<KeyValue>>> {
+        let (Some(&s), Some(&e)) = (start.first(), end.first()) else { return Ok(None) };
+        if !RECORD_SCOPES.contains(&s) || start.len() < 9 || end.len() < 9 {
+            return Ok(None);
+        }
+        let ino = u64::from_be_bytes(start[1..9].try_into().unwrap());
+        let end_ino = u64::from_be_bytes(end[1..9].try_into().unwrap());
+        // The end is in the same record, or is the start of the next inode's keys.
+        let same = e == s && (end_ino == ino || (end_ino == ino.wrapping_add(1) && end.len() == 9));
+        if !same {
+            return Ok(None);
+        }
+        if ino == 0 || ino > self.inodes() {
+            return Ok(Some(Vec::new()));
+        }
+        let rec = self.record(ino)?;
+        let from = rec.entries.partition_point(|x| x.cmp_key(s, &start[9..]).is_lt());
+        let mut out = Vec::new();
+        let push = |x: &Entry, out: &mut Vec<KeyValue>| -> Result<()> {
+            let mut k = Vec::with_capacity(9 + 8);
+            k.push(s);
+            k.extend_from_slice(&ino.to_be_bytes());
+            k.extend_from_slice(&x.key().1);
+            out.push((k, self.value(ino, &rec, x)?));
+            Ok(())
+        };
+        let in_end = |x: &Entry| end_ino != ino || x.cmp_key(s, &end[9..]).is_lt();
+        let within: Vec<&Entry> = rec.entries[from..].iter().take_while(|x| x.scope() == s && in_end(x)).collect();
+        let n = if limit == 0 { within.len() } else { limit.min(within.len()) };
+        if reverse {
+            for x in within.iter().rev().take(n) {
+                push(x, &mut out)?;
+            }
+        } else {
+            for x in within.iter().take(n) {
+                push(x, &mut out)?;
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The inode numbers of scope `s` whose keys can fall in `[start, end)`.
+    fn ino_bounds(&self, s: u8, start: &[u8], end: &[u8]) -> (u64, u64) {
+        let padded = |k: &[u8]| {
+            let mut b = [0u8; 8];
+            let rest = &k[1.min(k.len())..k.len().min(9)];
+            b[..rest.len()].copy_from_slice(rest);
+            u64::from_be_bytes(b)
+        };
+        let lo = if start.first() == Some(&s) { padded(start).max(1) } else { 1 };
+        let hi = if end.first() == Some(&s) {
+            // Keys of inode X are `s X suffix`: below `end` when X < end's number, or X equals
+            // it and `end` goes on past the number.
+            let e = padded(end);
+            if end.len() > 9 { e } else { e.saturating_sub(1) }
+        } else {
+            u64::MAX
+        };
+        (lo, hi.min(self.inodes()))
+    }
+}
+
+impl Backend for PackBackend {
+    fn begin(&self) -> Result<Box<dyn Txn>> {
+        Ok(Box::new(PackTxn { inner: self.inner.clone() }))
+    }
+    fn limits(&self) -> Limits {
+        Limits::UNLIMITED
+    }
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        self.inner.what.clone()
+    }
+    /// The image's size, all of it used: `statfs` shows a full, read-only file system.
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        Some((self.inner.len, 0))
+    }
+    /// Always: a pack never changes (so it can be a clone's lower layer).
+    fn read_only(&self) -> bool {
+        true
+    }
+}
+
+/// A transaction on a pack: reads only.
+struct PackTxn {
+    inner: Arc<Inner>,
+}
+
+impl Txn for PackTxn {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+        self.inner.get_range(start, end, limit, reverse)
+    }
+    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+        self.inner.get_range(start, end, limit, reverse)
+    }
+    fn set(&mut self, _: &[u8], _: &[u8]) -> Result<()> {
+        Err(read_only(&self.inner.what))
+    }
+    fn clear(&mut self, _: &[u8]) -> Result<()> {
+        Err(read_only(&self.inner.what))
+    }
+    fn clear_range(&mut self, _: &[u8], _: &[u8]) -> Result<()> {
+        Err(read_only(&self.inner.what))
+    }
+    fn atomic_add(&mut self, _: &[u8], _: i64) -> Result<()> {
+        Err(read_only(&self.inner.what))
+    }
+    fn atomic_max(&mut self, _: &[u8], _: u64) -> Result<()> {
+        Err(read_only(&self.inner.what))
+    }
+    fn commit(self: Box<Self>, _durable: bool) -> Result<()> {
+        // Nothing can have been written.
+        Ok(())
+    }
+}
