@@ -83,3 +83,18 @@ fn commands_share_a_store_a_library_process_holds() {
     assert_eq!(ok(&path, &["cat", "/from-cli"]), "from the command\n");
     assert_eq!(ok(&path, &["fsck"]), "clean\n");
 }
+
+#[test]
+fn a_command_opening_the_store_keeps_a_file_the_library_holds_open_after_unlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("st");
+    let store = Store::open(path.to_str().unwrap()).unwrap();
+    store.write_file("/x", &vec![5u8; 100_000]).unwrap();
+    let f = store.open("/x", &txvfs::OpenOptions::new().read(true)).unwrap();
+    store.unlink("/x").unwrap();
+    assert_eq!(ok(&path, &["ls", "/"]), "");
+    let mut buf = vec![0u8; 100_000];
+    assert_eq!(f.read_at(&mut buf, 0).unwrap(), 100_000);
+    assert!(buf.iter().all(|&b| b == 5));
+    f.close().unwrap();
+}
