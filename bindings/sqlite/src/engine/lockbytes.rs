@@ -5,7 +5,7 @@
 //! bytes then make the same levels exclude the handles of other processes.
 
 use super::locks::Level;
-use txvfs::{ErrorKind, File, RangeLockKind, Result};
+use txvfs::{File, RangeLockKind, Result};
 
 /// os_unix.c's PENDING_BYTE (the first byte past 1 GiB).
 pub const PENDING_BYTE: u64 = 0x4000_0000;
@@ -40,14 +40,11 @@ fn level_of(b: &LockBytes) -> Level {
     }
 }
 
-/// Held by another process: SQLite's busy handler retries. Any other failure (the store's
-/// owner changing hands, say) is reported as busy too, so the retry is SQLite's.
+/// True when the core granted the lock. A refusal (`WouldBlock`: another process holds the
+/// byte) and any other failure (the store's owner changing hands, say) both make the request
+/// busy, so SQLite's busy handler retries it.
 fn granted(r: Result<()>) -> bool {
-    match r {
-        Ok(()) => true,
-        Err(e) if e.kind() == ErrorKind::WouldBlock => false,
-        Err(_) => false,
-    }
+    r.is_ok()
 }
 
 impl LockBytes {
