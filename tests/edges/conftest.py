@@ -14,6 +14,9 @@ def capi() -> ctypes.CDLL:
     lib.txvfs_last_error.restype = ctypes.c_char_p
     lib.txvfs_store_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.txvfs_store_free.argtypes = [ctypes.c_void_p]
+    lib.txvfs_write_file.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.txvfs_read_file.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                    ctypes.POINTER(ctypes.c_size_t)]
     return lib
 
 

@@ -499,6 +499,42 @@ part_marker() {
   echo "marker: big (1048699 B), small, symlink, hard link written"
 }
 
+# shared STORE DIR (DIR on the mount of STORE): the mount and other processes use the store at
+# once (issue 15). The CLI (a client of the mount, which owns the store) sees what was written
+# through the mount and the mount sees what the CLI put (a replaced file once the kernel's 1 s
+# attribute cache has passed); a second mount of the same store (a client) reads and writes
+# too, and fsck is clean with both mounted.
+part_shared() {
+  local store=$1 dir=$2 mnt2="$FUSE_WORK/mnt-shared" pid2 waited=0 out
+  mkdir -p "$dir"
+  echo one >"$dir/a"
+  out=$("$TXVFS_BIN" cat --store "$store" /shared/a) && [ "$out" = one ] \
+    || { echo "shared: FAILED: txvfs cat of a file written through the mount: '$out'"; return 1; }
+  echo two | "$TXVFS_BIN" put --store "$store" - /shared/b
+  [ "$(cat "$dir/b")" = two ] || { echo "shared: FAILED: the mount does not see a file the CLI put"; return 1; }
+  echo three | "$TXVFS_BIN" put --store "$store" - /shared/a
+  sleep 1.2
+  [ "$(cat "$dir/a")" = three ] || { echo "shared: FAILED: the mount does not see a file the CLI replaced: '$(cat "$dir/a")'"; return 1; }
+  mkdir -p "$mnt2"
+  "$TXVFS_BIN" mount --store "$store" "$mnt2" >"$FUSE_WORK/logs/mount-shared.log" 2>&1 &
+  pid2=$!
+  while ! fuse_is_mounted "$mnt2"; do
+    kill -0 "$pid2" 2>/dev/null && [ "$waited" -lt 300 ] \
+      || { cat "$FUSE_WORK/logs/mount-shared.log"; echo "shared: FAILED: a second mount of the store did not come up"; return 1; }
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  local fail=""
+  [ "$(cat "$mnt2/shared/a")" = three ] || fail="the second mount reads '$(cat "$mnt2/shared/a")' for /shared/a"
+  echo four >"$mnt2/shared/c"
+  [ -z "$fail" ] && [ "$(cat "$dir/c")" != four ] && fail="the first mount does not see a file written through the second"
+  [ -z "$fail" ] && ! out=$("$TXVFS_BIN" fsck --store "$store" 2>&1) && fail="fsck with two mounts: $out"
+  fusermount3 -u "$mnt2" || fusermount3 -u -z "$mnt2"
+  wait "$pid2" || fail="${fail:-the second mount exited with status $?}"
+  [ -z "$fail" ] || { echo "shared: FAILED: $fail"; return 1; }
+  echo "shared: CLI and a second mount see the mount's commits and it sees theirs; fsck clean"
+}
+
 # reopen STORE: after the unmount, the CLI sees what was written through the mount; fsck clean.
 part_reopen() {
   local store=$1 out host="$FUSE_WORK/reopen"

@@ -31,7 +31,7 @@ def child(lib, store, mode, seed):
     boot.enable_load_extension(True)
     boot.load_extension(lib)
     group = "&group=g" if mode == "group" else ""
-    con = sqlite3.connect(f"file:/crash/main.db?vfs=txvfs&store={store}{group}", uri=True, isolation_level=None)
+    con = sqlite3.connect(f"file:/crash/main.db?vfs=txvfs&store={store}{group}", uri=True, isolation_level=None, timeout=60)
     schemas = ["main"]
     if mode in ("attach", "group"):
         for s in ("b", "c"):

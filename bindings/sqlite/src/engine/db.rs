@@ -5,6 +5,7 @@
 //! without a lock (a shim, a tool, `nolock=1`) commit at xSync, and at the latest at xClose.
 
 use super::commit::{self, Group, Member, MemberRef};
+use super::lockbytes::{LockBytes, RESERVED_BYTE};
 use super::locks::{file_lock, Holder, Level, LockResult};
 use super::overlay::Overlay;
 use super::stats;
@@ -21,6 +22,8 @@ pub struct Db {
     /// Handle on the store: reads of committed data.
     file: File,
     locks: Holder,
+    /// The same levels between processes (bytes locked in the store).
+    bytes: LockBytes,
     member: MemberRef,
     /// Overlay as it was at SQLITE_FCNTL_BEGIN_ATOMIC_WRITE, while a batch is open.
     batch: Option<Overlay>,
@@ -43,7 +46,7 @@ impl Db {
         let locks = Holder::new(file_lock(&store.id, ino));
         remember_name(path, &store);
         let member = Arc::new(Mutex::new(Member::new(store.clone(), path)));
-        let mut db = Db { store, path: path.to_string(), file, locks, member, batch: None };
+        let mut db = Db { store, path: path.to_string(), file, locks, bytes: LockBytes::default(), member, batch: None };
         if let Some(g) = group {
             db.join_group(g)?;
         }
@@ -192,9 +195,17 @@ impl Db {
         self.locks.level()
     }
 
-    /// xLock.
+    /// xLock: granted in this process first, then among processes by the lock bytes; what
+    /// the bytes refuse is given back in this process too.
     pub fn lock(&mut self, want: Level) -> LockResult {
-        self.locks.lock(want)
+        let result = self.locks.lock(want);
+        let level = self.locks.level();
+        let reached = self.bytes.raise(&self.file, level, self.locks.holds_reserved(), self.locks.holds_pending());
+        if reached < level {
+            self.locks.fall_back(reached);
+            return LockResult::Busy;
+        }
+        result
     }
 
     /// xUnlock to `to` (Shared or None). Leaving a write transaction drops what SQLite did not
@@ -205,7 +216,7 @@ impl Db {
             self.abandon();
         }
         self.locks.unlock(to);
-        Ok(())
+        self.bytes.lower(&self.file, to)
     }
 
     fn abandon(&mut self) {
@@ -223,7 +234,7 @@ impl Db {
 
     /// xCheckReservedLock: does any handle hold RESERVED or more?
     pub fn reserved_by_anyone(&self) -> bool {
-        self.locks.reserved_by_anyone()
+        self.locks.reserved_by_anyone() || !matches!(self.file.test_lock(true, RESERVED_BYTE, 1), Ok(None))
     }
 
     /// Closes the handle, releasing its locks. Writes made without a write lock and not yet
@@ -236,7 +247,7 @@ impl Db {
             let dirty = !self.member.lock().overlay.is_empty();
             let r = if dirty { commit::commit_members(std::slice::from_ref(&self.member), false) } else { Ok(()) };
             self.locks.unlock(Level::None);
-            r
+            r.and(self.bytes.lower(&self.file, Level::None))
         };
         let group = self.member.lock().group.take();
         if let Some(g) = group {

@@ -166,6 +166,40 @@ impl Holder {
         self.level = to;
     }
 
+    /// True when this handle holds RESERVED.
+    pub fn holds_reserved(&self) -> bool {
+        self.holds_reserved
+    }
+
+    /// True when this handle holds PENDING (on its way to EXCLUSIVE).
+    pub fn holds_pending(&self) -> bool {
+        self.holds_pending
+    }
+
+    /// Undoes part of an upgrade this handle was just granted, back to `to` (another process
+    /// holds a lock byte it needs): gives up what `to` does not include.
+    pub fn fall_back(&mut self, to: Level) {
+        if self.level <= to {
+            return;
+        }
+        let mut st = self.lock.state.lock();
+        if self.level == Level::Exclusive {
+            st.exclusive = false;
+        }
+        if self.holds_pending && to < Level::Pending {
+            st.pending = false;
+            self.holds_pending = false;
+        }
+        if self.holds_reserved && to < Level::Reserved {
+            st.reserved = false;
+            self.holds_reserved = false;
+        }
+        if to == Level::None {
+            st.shared = st.shared.saturating_sub(1);
+        }
+        self.level = to;
+    }
+
     /// xCheckReservedLock: does any handle hold RESERVED or more?
     pub fn reserved_by_anyone(&self) -> bool {
         let st = self.lock.state.lock();

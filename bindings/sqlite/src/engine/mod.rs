@@ -1,11 +1,12 @@
 //! The VFS logic, free of SQLite types (the shape of mvsqlite's `mvfs`): stores and canonical
-//! names ([`stores`]), SQLite's five lock levels keyed by inode ([`locks`]), database files
-//! whose writes stay in an overlay ([`overlay`], [`db`]) until SQLite commits, commits of one
-//! or several databases as one txvfs transaction ([`commit`]), and in-memory journal and temp
-//! files ([`memfile`]). `ffi` translates SQLite's callbacks into calls on these types.
+//! names ([`stores`]), SQLite's five lock levels keyed by inode ([`locks`]) and between
+//! processes ([`lockbytes`]), database files whose writes stay in an overlay ([`overlay`],
+//! [`db`]) until SQLite commits, commits of one or several databases as one txvfs transaction
+//! ([`commit`]), and in-memory journal and temp files ([`memfile`]). `ffi` translates SQLite's callbacks into calls on these types.
 
 pub mod commit;
 pub mod db;
+pub mod lockbytes;
 pub mod locks;
 pub mod memfile;
 pub mod overlay;

@@ -1,0 +1,204 @@
+//! Several processes on one RocksDB store (issue 15), as ratios measured in one run:
+//!
+//! - per call: `stat` and open+read+close of a 4 KiB file from a second process (a client
+//!   over the store's socket) against the same call in the process that owns the store;
+//! - throughput: 4 processes creating 4 KiB files (one of them owns the store, three are
+//!   clients) against one process alone;
+//! - durable commits: how many fsync/fdatasync calls 1 and 4 processes need per durable commit
+//!   (counted with `strace -f -c` over all the processes, when strace is installed).
+//!
+//!     txvfs-bench-shared [--quick] [--dir DIR]
+//!
+//! The other subcommands are the worker processes it starts.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+use txvfs::{FileSystem, OpenOptions, Store};
+
+const FILE_4K: usize = 4096;
+
+fn open(dir: &Path) -> Store {
+    Store::open(&format!("rocksdb:{}", dir.display())).expect("open store")
+}
+
+/// Nanoseconds per call of `stat` and of open+read+close of `/f` (best of 3 rounds of `n`).
+fn per_call(store: &Store, n: usize) -> (f64, f64) {
+    let mut best = (f64::MAX, f64::MAX);
+    let mut buf = vec![0u8; FILE_4K];
+    for _ in 0..3 {
+        let t = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(store.stat("/f").unwrap());
+        }
+        best.0 = best.0.min(t.elapsed().as_nanos() as f64 / n as f64);
+        let t = Instant::now();
+        for _ in 0..n {
+            let f = store.open("/f", &OpenOptions::new().read(true)).unwrap();
+            assert_eq!(f.read_at(&mut buf, 0).unwrap(), FILE_4K);
+            f.close().unwrap();
+        }
+        best.1 = best.1.min(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    best
+}
+
+/// Worker: opens the store, says "ready", waits for a line, creates `m` 4 KiB files under
+/// `/w{id}` (each its own commit, durable when asked), prints the seconds it took, and waits
+/// for a second line before it exits.
+fn create_worker(dir: &Path, id: usize, m: usize, durable: bool) {
+    let store = open(dir);
+    store.mkdir_all(&format!("/w{id}"), 0o755).unwrap();
+    let data = vec![id as u8; FILE_4K];
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let t = Instant::now();
+    for i in 0..m {
+        let path = format!("/w{id}/f{i}");
+        if durable {
+            store.transact_durable(true, |tx| tx.write_file(&path, &data)).unwrap();
+        } else {
+            store.write_file(&path, &data).unwrap();
+        }
+    }
+    println!("{}", t.elapsed().as_secs_f64());
+    std::io::stdout().flush().unwrap();
+    // Stay until every worker is done: the owner leaving hands the store over, which costs the
+    // others a failover (and their commits in flight).
+    std::io::stdin().read_line(&mut line).unwrap();
+}
+
+fn spawn(args: &[String], prefix: &[&str]) -> Child {
+    let me = std::env::current_exe().unwrap();
+    let (prog, pre): (PathBuf, Vec<String>) = match prefix.split_first() {
+        Some((p, rest)) => (PathBuf::from(p), rest.iter().map(|s| s.to_string()).chain([me.display().to_string()]).collect()),
+        None => (me, vec![]),
+    };
+    Command::new(prog).args(pre).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn worker")
+}
+
+/// Runs `p` create workers on a fresh store in `dir`, started together; returns files per
+/// second over all of them (wall time from the start signal to the last one done).
+fn create_run(dir: &Path, p: usize, m: usize, durable: bool) -> f64 {
+    let mut kids: Vec<Child> = Vec::new();
+    let mut outs = Vec::new();
+    for id in 0..p {
+        // One at a time until each has opened the store (the first becomes its owner).
+        let mut c = spawn(&["create-worker".into(), dir.display().to_string(), id.to_string(), m.to_string(), durable.to_string()], &[]);
+        let mut out = BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "worker {id}");
+        kids.push(c);
+        outs.push(out);
+    }
+    let t = Instant::now();
+    for c in &mut kids {
+        writeln!(c.stdin.as_mut().unwrap(), "go").unwrap();
+    }
+    for out in &mut outs {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let _: f64 = line.trim().parse().expect("worker time");
+    }
+    let rate = (p * m) as f64 / t.elapsed().as_secs_f64();
+    for (mut c, mut out) in kids.into_iter().zip(outs) {
+        writeln!(c.stdin.as_mut().unwrap(), "exit").unwrap();
+        out.read_to_string(&mut String::new()).unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+    rate
+}
+
+/// fsync + fdatasync calls of `p` workers making `m` durable commits each, counted by
+/// `strace -f -c` (None without strace).
+fn fsyncs(base: &Path, p: usize, m: usize) -> Option<u64> {
+    Command::new("strace").arg("-V").stdout(Stdio::null()).status().ok()?.success().then_some(())?;
+    let dir = base.join(format!("durable{p}"));
+    let log = base.join(format!("strace{p}.txt"));
+    let me = std::env::current_exe().unwrap();
+    let st = Command::new("strace")
+        .args(["-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&log)
+        .arg(me)
+        .args(["durable-run", &dir.display().to_string(), &p.to_string(), &m.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .ok()?;
+    assert!(st.success());
+    let text = std::fs::read_to_string(&log).ok()?;
+    // strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+    Some(
+        text.lines()
+            .filter(|l| l.ends_with(" fsync") || l.ends_with(" fdatasync"))
+            .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("per-call") => {
+            let (stat, read) = per_call(&open(Path::new(&args[2])), args[3].parse().unwrap());
+            println!("{stat} {read}");
+            return;
+        }
+        Some("create-worker") => {
+            return create_worker(Path::new(&args[2]), args[3].parse().unwrap(), args[4].parse().unwrap(), args[5] == "true");
+        }
+        Some("durable-run") => {
+            let rate = create_run(Path::new(&args[2]), args[3].parse().unwrap(), args[4].parse().unwrap(), true);
+            println!("{rate}");
+            return;
+        }
+        _ => {}
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let base: PathBuf = match args.iter().position(|a| a == "--dir") {
+        Some(i) => PathBuf::from(&args[i + 1]),
+        None => tempfile::tempdir().expect("tempdir").keep(),
+    };
+    std::fs::create_dir_all(&base).unwrap();
+    let (calls, files, durable) = if quick { (2_000, 1_000, 100) } else { (20_000, 5_000, 400) };
+
+    // Per call: this process owns the store; a second process is a client.
+    let dir = base.join("percall");
+    let store = open(&dir);
+    store.write_file("/f", &vec![7u8; FILE_4K]).unwrap();
+    let own = per_call(&store, calls);
+    let out = spawn(&["per-call".into(), dir.display().to_string(), calls.to_string()], &[]).wait_with_output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8(out.stdout).unwrap();
+    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().unwrap());
+    let client = (it.next().unwrap(), it.next().unwrap());
+    drop(store);
+
+    let one = create_run(&base.join("create1"), 1, files * 4, false);
+    let four = create_run(&base.join("create4"), 4, files, false);
+    let d1 = create_run(&base.join("dur1"), 1, durable * 4, true);
+    let d4 = create_run(&base.join("dur4"), 4, durable, true);
+    let f1 = fsyncs(&base, 1, durable * 4);
+    let f4 = fsyncs(&base, 4, durable);
+
+    println!("| measurement | owner / 1 process | client / 4 processes | ratio | target |");
+    println!("|---|---|---|---|---|");
+    println!("| stat, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |", own.0 / 1e3, client.0 / 1e3, client.0 / own.0);
+    println!("| open+read 4 KiB+close, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |", own.1 / 1e3, client.1 / 1e3, client.1 / own.1);
+    println!("| create 4 KiB files, files/s | {one:.0} | {four:.0} | {:.2}x | >= 1.5x |", four / one);
+    println!("| durable creates, commits/s | {d1:.0} | {d4:.0} | {:.2}x | |", d4 / d1);
+    let n = (durable * 4) as f64;
+    match (f1, f4) {
+        (Some(a), Some(b)) => println!(
+            "| durable creates, fsync+fdatasync per commit | {:.2} | {:.2} | {:.2}x | < 1 with 4 |",
+            a as f64 / n,
+            b as f64 / n,
+            (b as f64) / (a as f64).max(1.0)
+        ),
+        _ => println!("| durable creates, fsyncs per commit | (strace not installed) | | | |"),
+    }
+    println!("({calls} calls per round, best of 3; {} files per run; {} durable commits per run; store in {})", files * 4, durable * 4, base.display());
+}
