@@ -122,3 +122,25 @@ fn writes_from_a_client_are_files_for_everyone() {
     let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }
+
+/// A process alone on its store keeps its locks to itself (no writes); they go into the store
+/// when the first other process connects, before it is served.
+#[test]
+fn locks_taken_while_alone_hold_against_a_process_that_arrives_later() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/l", b"").unwrap();
+    let f = store.open("/l", &OpenOptions::new().read(true)).unwrap();
+    f.flock(FlockOp::Exclusive, false).unwrap();
+    let lock_records = |b: &dyn Backend| b.begin().unwrap().get_range(b"L", b"M", 0, false).unwrap().len();
+    let raw = kv::open(&uri).unwrap();
+    assert_eq!(lock_records(&*raw), 0, "alone: nothing written for a lock");
+    let mut client = Agent::start(&uri, AGENT);
+    assert_eq!(client.role, "client");
+    let answer = client.ask("flock /l");
+    assert!(answer.starts_with("error"), "the client got a lock the owner holds: {answer}");
+    assert_eq!(lock_records(&*raw), 1, "published when the client arrived");
+    drop(f);
+    assert_eq!(client.ask("flock /l"), "ok");
+}

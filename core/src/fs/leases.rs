@@ -99,7 +99,20 @@ impl LeaseTable {
 
     /// Replaces `owner`'s locks on `ino` by `locks`, unless a live lock of another process
     /// conflicts with one of them: then nothing changes and that lock is returned.
+    ///
+    /// While the backend says this process is alone on it ([`Backend::alone`]), nothing is
+    /// written: the locks are only noted, and [`LeaseTable::publish_all`] writes them when
+    /// another process first arrives (the `held` lock orders the two).
     pub fn publish(&self, ino: u64, owner: u64, locks: &[LockSpec]) -> Result<Option<Blocker>> {
+        let mut held = self.held.lock();
+        if self.backend.alone() {
+            if locks.is_empty() {
+                held.remove(&(ino, owner));
+            } else {
+                held.insert((ino, owner), locks.to_vec());
+            }
+            return Ok(None);
+        }
         let key = schema::lock_key(ino, self.process, owner);
         let blocker = self.transact(|tx, now| {
             if let Some(b) = self.find_blocker(tx, ino, locks, now, true)? {
@@ -114,7 +127,6 @@ impl LeaseTable {
             Ok(None)
         })?;
         if blocker.is_none() {
-            let mut held = self.held.lock();
             if locks.is_empty() {
                 held.remove(&(ino, owner));
             } else {
@@ -124,14 +136,32 @@ impl LeaseTable {
         Ok(blocker)
     }
 
+    /// Writes every lock this process holds to the backend: called when the backend stops
+    /// being this process's alone (another process connected), before it is served.
+    pub fn publish_all(&self) {
+        let held = self.held.lock();
+        for (&(ino, owner), locks) in held.iter() {
+            let key = schema::lock_key(ino, self.process, owner);
+            let _ = self.transact(|tx, now| {
+                tx.set(&key, &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }.encode())
+            });
+        }
+    }
+
     /// The first live lock of another process on `ino` that conflicts with `lock`.
     pub fn test(&self, ino: u64, lock: &LockSpec) -> Result<Option<Blocker>> {
+        if self.backend.alone() {
+            return Ok(None);
+        }
         self.transact(|tx, now| self.find_blocker(tx, ino, std::slice::from_ref(lock), now, false))
     }
 
     /// Extends the lease of every lock this process holds. Returns the (ino, owner) pairs
     /// whose locks were lost because their lease ran out first; they are no longer held.
     pub fn renew(&self) -> Result<Vec<(u64, u64)>> {
+        if self.backend.alone() {
+            return Ok(Vec::new());
+        }
         let held: Vec<_> = self.held.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
         let mut lost = Vec::new();
         for ((ino, owner), locks) in held {

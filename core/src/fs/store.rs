@@ -118,6 +118,12 @@ impl Store {
         inner.backend.register_process(inner.process)?;
         if let Some(table) = inner.locks.lease_table() {
             inner.backend.register_process(table.process_id())?;
+            let weak = Arc::downgrade(table);
+            inner.backend.on_sharing(Box::new(move || {
+                if let Some(t) = weak.upgrade() {
+                    t.publish_all();
+                }
+            }));
         }
         inner.renew_liveness()?;
         inner.start_liveness();

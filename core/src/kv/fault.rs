@@ -172,6 +172,12 @@ impl Backend for FaultyBackend {
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.inner.process_alive(process)
     }
+    fn alone(&self) -> bool {
+        self.inner.alone()
+    }
+    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        self.inner.on_sharing(hook)
+    }
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.inner.disk_space()
     }

@@ -162,6 +162,12 @@ impl Backend for LayeredBackend {
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.upper.process_alive(process)
     }
+    fn alone(&self) -> bool {
+        self.upper.alone()
+    }
+    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        self.upper.on_sharing(hook)
+    }
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.upper.disk_space()
     }

@@ -99,6 +99,18 @@ pub trait Backend: Send + Sync + 'static {
             Some(true)
         }
     }
+    /// True while this process is certainly the only one using this shared backend (the owner
+    /// of a shared RocksDB store that nobody has connected to): locks need not be written to
+    /// the backend until [`Backend::on_sharing`]'s hooks run. False when the backend cannot
+    /// tell (the safe answer: locks are then always written).
+    fn alone(&self) -> bool {
+        false
+    }
+    /// Registers `hook` to run once, when [`Backend::alone`] stops being true, before any
+    /// other process is served (the file layer then writes the locks it kept to itself).
+    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = hook;
+    }
     /// Registers `process` (the random id of one open store in this process) as alive for as
     /// long as this backend is open in this process, where the backend can tell liveness
     /// itself (a shared RocksDB store: a lock the kernel drops when the process dies).

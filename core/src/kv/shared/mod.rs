@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use server::Server;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,30 @@ fn socket_path<T>(dir: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> st
     f(&PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_FILE}", d.as_raw_fd())))
 }
 
+/// Whether this process is still alone on the store, and what to do when it stops being so.
+pub(crate) struct Sharing {
+    alone: AtomicBool,
+    hooks: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl Sharing {
+    fn new() -> Arc<Sharing> {
+        Arc::new(Sharing { alone: AtomicBool::new(true), hooks: Mutex::new(Vec::new()) })
+    }
+
+    /// Another process (or copy of the library) is or may be here: runs the hooks once, before
+    /// it is served. The hooks lock stays held while they run, so a hook registered meanwhile
+    /// runs after them (it sees `alone` false and publishes as it goes).
+    pub(crate) fn become_shared(&self) {
+        let hooks = self.hooks.lock();
+        if self.alone.swap(false, Ordering::SeqCst) {
+            for hook in hooks.iter() {
+                hook();
+            }
+        }
+    }
+}
+
 enum Mode {
     /// This process owns the files; `server` is None in exclusive mode.
     Owner { local: Arc<RocksBackend>, server: Option<Server> },
@@ -68,6 +93,7 @@ pub struct SharedBackend {
     pid: u32,
     /// This process's liveness locks (opened at the first registration).
     alive: Mutex<Option<Alive>>,
+    sharing: Arc<Sharing>,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -92,9 +118,13 @@ impl SharedBackend {
                 return Ok(b);
             }
         }
-        let mode = first_mode(canon, exclusive)?;
+        let sharing = Sharing::new();
+        let mode = first_mode(canon, exclusive, &sharing)?;
+        if matches!(mode, Mode::Client(_)) {
+            sharing.become_shared();
+        }
         let backend =
-            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None) });
+            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None), sharing });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
         Ok(backend)
@@ -124,9 +154,11 @@ impl SharedBackend {
     /// Finds the store's current owner after the old one went away: connects to it, or becomes
     /// it. Waits up to [`RECOVERY_TIMEOUT`] for a new owner to start serving.
     fn recover(&self, mode: &mut Mode) -> Result<()> {
+        // After a failover others are here (and their locks are in the store) whatever happens.
+        self.sharing.become_shared();
         let deadline = Instant::now() + RECOVERY_TIMEOUT;
         loop {
-            match try_mode(&self.dir, self.exclusive)? {
+            match try_mode(&self.dir, self.exclusive, &self.sharing)? {
                 Some(m) => {
                     *mode = m;
                     return Ok(());
@@ -141,10 +173,10 @@ impl SharedBackend {
 }
 
 /// The first mode of a new open: owner, or client (waiting for an owner that is starting).
-fn first_mode(dir: &Path, exclusive: bool) -> Result<Mode> {
+fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Mode> {
     let deadline = Instant::now() + RECOVERY_TIMEOUT;
     loop {
-        if let Some(m) = try_mode(dir, exclusive)? {
+        if let Some(m) = try_mode(dir, exclusive, sharing)? {
             return Ok(m);
         }
         if Instant::now() >= deadline {
@@ -156,13 +188,13 @@ fn first_mode(dir: &Path, exclusive: bool) -> Result<Mode> {
 
 /// One attempt: become the owner, or connect to the owner. `Ok(None)`: try again shortly (the
 /// owner is starting, or has just gone away).
-fn try_mode(dir: &Path, exclusive: bool) -> Result<Option<Mode>> {
+fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Option<Mode>> {
     match RocksBackend::open_owned(dir, exclusive) {
         Ok(local) => {
             let server = if exclusive {
                 None
             } else {
-                Some(Server::start(dir, local.clone() as Arc<dyn Backend>)?)
+                Some(Server::start(dir, local.clone() as Arc<dyn Backend>, sharing.clone())?)
             };
             return Ok(Some(Mode::Owner { local, server }));
         }
@@ -249,6 +281,16 @@ impl Backend for SharedBackend {
     }
     fn primary(&self) -> Option<bool> {
         Some(self.is_owner())
+    }
+    fn alone(&self) -> bool {
+        self.exclusive || self.sharing.alone.load(Ordering::SeqCst)
+    }
+    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let mut hooks = self.sharing.hooks.lock();
+        if !self.sharing.alone.load(Ordering::SeqCst) {
+            return; // already shared: the caller publishes as it goes
+        }
+        hooks.push(hook);
     }
     fn register_process(&self, process: u64) -> Result<()> {
         let mut alive = self.alive.lock();

@@ -8,7 +8,7 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
-use super::socket_path;
+use super::{socket_path, Sharing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
@@ -39,7 +39,8 @@ pub(crate) struct Server {
 impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
     /// a previous owner (the caller holds the owner lock, so no live server uses it).
-    pub(crate) fn start(dir: &Path, backend: Arc<dyn Backend>) -> Result<Server> {
+    /// The first connection makes `sharing` shared (its hooks run before it is served).
+    pub(crate) fn start(dir: &Path, backend: Arc<dyn Backend>, sharing: Arc<Sharing>) -> Result<Server> {
         let listener = socket_path(dir, |p| {
             match std::fs::remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -55,7 +56,7 @@ impl Server {
             let (listener, stop, conns, threads) = (listener.try_clone().map_err(io_err)?, stop.clone(), conns.clone(), threads.clone());
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept_loop(listener, backend, stop, conns, threads))
+                .spawn(move || accept_loop(listener, backend, sharing, stop, conns, threads))
                 .map_err(io_err)?
         };
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
@@ -105,6 +106,7 @@ fn io_err(e: std::io::Error) -> Error {
 fn accept_loop(
     listener: UnixListener,
     backend: Arc<dyn Backend>,
+    sharing: Arc<Sharing>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
@@ -123,6 +125,8 @@ fn accept_loop(
         if stop.load(Ordering::SeqCst) {
             return;
         }
+        // Before anything is served: this process's locks go into the store.
+        sharing.become_shared();
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else { continue };
         conns.lock().insert(id, clone);
