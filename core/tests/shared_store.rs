@@ -161,3 +161,23 @@ fn the_owner_closing_hands_the_store_over() {
     assert_eq!(c.ask("get a"), "1");
     assert!(!d.path().join(kv::SOCKET_FILE).exists() || std::os::unix::net::UnixStream::connect(d.path().join(kv::SOCKET_FILE)).is_ok());
 }
+
+/// A store whose directory cannot hold the socket (a file system without Unix sockets, as the
+/// power-cut test's FUSE file system; simulated by a directory in the socket's place) still
+/// opens, for this process alone; another process is refused at once, not after a wait.
+#[test]
+fn a_store_that_cannot_serve_opens_for_its_process_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    std::fs::create_dir_all(d.path().join(kv::SOCKET_FILE).join("in-the-way")).unwrap();
+    let b = kv::open(&uri).unwrap();
+    set(&*b, b"k", b"v").unwrap();
+    let start = std::time::Instant::now();
+    let e = match Agent::try_start(&uri, AGENT) {
+        Ok(a) => panic!("a second process opened a store that cannot serve (as {})", a.role),
+        Err(e) => e,
+    };
+    assert!(e.contains("exclusive use by process"), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after the recovery wait");
+    assert_eq!(get(&*b, b"k").as_deref(), Some(&b"v"[..]));
+}

@@ -145,6 +145,12 @@ impl OwnerLock {
         self.generation != fork_generation()
     }
 
+    /// Records in the owner file that this owner serves nobody after all (it could not
+    /// serve), so other processes are refused at once instead of waiting for a server.
+    pub fn mark_exclusive(&self) {
+        write_owner(self.fd, self.pid, true);
+    }
+
     /// The pid of the process that took the lock.
     pub fn owner_pid(&self) -> u32 {
         self.pid

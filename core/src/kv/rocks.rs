@@ -168,6 +168,11 @@ impl RocksBackend {
         Self::open_owned(&Self::prepare_dir(path)?, true)
     }
 
+    /// Notes in the store's owner file that this owner does not serve other processes.
+    pub(crate) fn mark_exclusive(&self) {
+        self.occ.engine.owner.mark_exclusive();
+    }
+
     /// Creates directory `path` if needed (durably) and returns its canonical path.
     pub(crate) fn prepare_dir(path: &Path) -> Result<PathBuf> {
         create_dirs_durably(path).map_err(|e| {

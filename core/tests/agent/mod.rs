@@ -105,6 +105,11 @@ impl Agent {
     /// Starts an agent on `uri` from the test binary's test `test_path` (the full name of the
     /// test that calls [`agent_main`]) and waits until it has the store open.
     pub fn start(uri: &str, test_path: &str) -> Agent {
+        Agent::try_start(uri, test_path).unwrap_or_else(|e| panic!("agent did not open the store: {e}"))
+    }
+
+    /// [`Agent::start`], or the agent's first answer when it could not open the store.
+    pub fn try_start(uri: &str, test_path: &str) -> Result<Agent, String> {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test_path, "--nocapture", "--test-threads=1", "-q"])
             .env(ROLE, uri)
@@ -116,8 +121,8 @@ impl Agent {
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut agent = Agent { child, stdin, stdout, role: String::new() };
         let first = agent.read_line();
-        agent.role = first.strip_prefix("ready ").unwrap_or_else(|| panic!("agent did not open the store: {first}")).to_string();
-        agent
+        agent.role = first.strip_prefix("ready ").ok_or_else(|| first.clone())?.to_string();
+        Ok(agent)
     }
 
     fn read_line(&mut self) -> String {

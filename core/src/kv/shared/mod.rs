@@ -194,7 +194,16 @@ fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Optio
             let server = if exclusive {
                 None
             } else {
-                Some(Server::start(dir, local.clone() as Arc<dyn Backend>, sharing.clone())?)
+                match Server::start(dir, local.clone() as Arc<dyn Backend>, sharing.clone()) {
+                    Ok(s) => Some(s),
+                    // The directory's file system cannot hold a Unix socket (some FUSE file
+                    // systems): the store still opens, for this process alone, and others are
+                    // told so at once.
+                    Err(_) => {
+                        local.mark_exclusive();
+                        None
+                    }
+                }
             };
             return Ok(Some(Mode::Owner { local, server }));
         }
