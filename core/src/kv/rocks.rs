@@ -87,23 +87,7 @@ impl Engine for RocksEngine {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(start);
         ro.set_iterate_upper_bound(end);
-        let mut it = snap.0.raw_iterator_opt(ro);
-        if reverse {
-            it.seek_to_last();
-        } else {
-            it.seek_to_first();
-        }
-        while let Some((k, v)) = it.item() {
-            if !visit(k, v) {
-                return Ok(());
-            }
-            if reverse {
-                it.prev();
-            } else {
-                it.next();
-            }
-        }
-        it.status().map_err(|e| backend_error(&self.path, e))
+        visit_range(snap.0.raw_iterator_opt(ro), reverse, visit).map_err(|e| backend_error(&self.path, e))
     }
 
     fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
@@ -130,6 +114,31 @@ impl Engine for RocksEngine {
     fn usable(&self) -> Result<()> {
         self.check_owner()
     }
+}
+
+/// Visits what `it` (bounded by its read options) yields, in order or in reverse, until
+/// `visit` returns false. Shared by the store and its named snapshots.
+pub(crate) fn visit_range(
+    mut it: rocksdb::DBRawIteratorWithThreadMode<'_, DB>,
+    reverse: bool,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> std::result::Result<(), rocksdb::Error> {
+    if reverse {
+        it.seek_to_last();
+    } else {
+        it.seek_to_first();
+    }
+    while let Some((k, v)) = it.item() {
+        if !visit(k, v) {
+            return Ok(());
+        }
+        if reverse {
+            it.prev();
+        } else {
+            it.next();
+        }
+    }
+    it.status()
 }
 
 /// A RocksDB-backed store.

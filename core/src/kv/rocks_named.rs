@@ -139,23 +139,8 @@ impl FrozenRead for SnapshotDb {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(start);
         ro.set_iterate_upper_bound(end);
-        let mut it = self.db.raw_iterator_opt(ro);
-        if reverse {
-            it.seek_to_last();
-        } else {
-            it.seek_to_first();
-        }
-        while let Some((k, v)) = it.item() {
-            if !visit(k, v) {
-                return Ok(());
-            }
-            if reverse {
-                it.prev();
-            } else {
-                it.next();
-            }
-        }
-        it.status().map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
+        super::rocks::visit_range(self.db.raw_iterator_opt(ro), reverse, visit)
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
     }
 }
 
