@@ -283,6 +283,60 @@ fn main() {
     });
     rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
 
+    // --- durable 4 KiB transactions from 1, 2, 4, 8 threads (each its own file) ---
+    let per_thread = if quick { 50 } else { 400 };
+    let mut one_thread = None;
+    for threads in [1usize, 2, 4, 8] {
+        for t in 0..threads {
+            let _ = store.mkdir(format!("/dur{threads}-{t}"), 0o755);
+        }
+        let (t_tx, _) = time(|| {
+            std::thread::scope(|sc| {
+                for t in 0..threads {
+                    let (store, data) = (&store, &data4k);
+                    sc.spawn(move || {
+                        for j in 0..per_thread {
+                            store
+                                .transact_durable(true, |tx| tx.write_file(format!("/dur{threads}-{t}/f{}", j % 16), data))
+                                .unwrap();
+                        }
+                    });
+                }
+            })
+        });
+        let (t_rk, _) = time(|| {
+            std::thread::scope(|sc| {
+                for t in 0..threads {
+                    let (raw, data) = (&raw, &data4k);
+                    sc.spawn(move || {
+                        let mut wo = WriteOptions::default();
+                        wo.set_sync(true);
+                        for j in 0..per_thread {
+                            raw.put_opt(format!("dur{threads}-{t}/f{}", j % 16), data, &wo).unwrap();
+                        }
+                    });
+                }
+            })
+        });
+        let ops = threads * per_thread;
+        let rate = ops as f64 / t_tx.as_secs_f64();
+        let scaling = match one_thread {
+            None => {
+                one_thread = Some(rate);
+                String::new()
+            }
+            Some(r1) => format!(", {:.2}x one thread", rate / r1),
+        };
+        rows.push(Row {
+            name: format!("durable 4 KiB txn, {threads} thread{}{scaling}", if threads > 1 { "s" } else { "" }),
+            unit: "txn",
+            txvfs: t_tx,
+            fs: None,
+            rocks: Some(t_rk),
+            ops,
+        });
+    }
+
     print_table(&rows, create_ratio, quick);
 }
 

@@ -17,6 +17,7 @@ mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
 mod memory;
+mod cache;
 mod occ;
 mod retry;
 #[cfg(feature = "rocksdb")]
@@ -80,6 +81,14 @@ pub trait Backend: Send + Sync + 'static {
     /// The (total, free) bytes of the disk that holds the backend's data, if it has one of
     /// its own (RocksDB: the file system of its directory). `statfs` reports it.
     fn disk_space(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// Sets the size in bytes of the backend's in-process read cache (0: off). Backends that
+    /// cannot see every commit (FoundationDB) keep no cache and ignore it.
+    fn set_cache_capacity(&self, _bytes: u64) {}
+    /// The read cache's (hits, misses, bytes held), for tests and benchmarks; `None` without
+    /// a cache or while it is off.
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
         None
     }
 }
