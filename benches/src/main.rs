@@ -1,7 +1,7 @@
 //! Side-by-side benchmark: txvfs on RocksDB versus `std::fs` on the same disk and raw RocksDB
 //! with the same options, measured in one run and reported as ratios.
 //!
-//! Run: `cargo run --release -p txvfs-bench -- [--quick] [--dir DIR] [--results FILE]`
+//! Run: `cargo run --release -p txvfs-bench -- [--quick] [--rounds N] [--block-size B] [--cache-size B] [--dir DIR] [--results FILE]`
 //! `--quick` shrinks every workload (a smoke run); DIR defaults to a fresh temp directory.
 //! Besides the table, the measurements go to FILE as CSV (default `benches/results/core.csv`
 //! for a full run, none for `--quick`), which `benches/charts.py` turns into SVG charts.
@@ -50,17 +50,90 @@ fn payload(n: usize, seed: u64) -> Vec<u8> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let base: PathBuf = match args.iter().position(|a| a == "--dir") {
-        Some(i) => PathBuf::from(&args[i + 1]),
+    let value = |name: &str| args.iter().position(|a| a == name).map(|i| args[i + 1].clone());
+    let base: PathBuf = match value("--dir") {
+        Some(d) => PathBuf::from(d),
         None => tempfile::tempdir().expect("tempdir").keep(),
     };
+    let rounds: usize = value("--rounds").map_or(1, |n| n.parse().expect("--rounds N"));
+    let mut options = txvfs::Options::default();
+    if let Some(b) = value("--block-size") {
+        options.block_size = b.parse().expect("--block-size BYTES");
+    }
+    if let Some(c) = value("--cache-size") {
+        options.cache_size = c.parse().expect("--cache-size BYTES");
+    }
     let s = if quick {
         Sizes { small_files: 500, big_dir: 2_000, big_file: 8 << 20, preads: 2_000 }
     } else {
         Sizes { small_files: 10_000, big_dir: 100_000, big_file: 256 << 20, preads: 20_000 }
     };
-    std::fs::create_dir_all(&base).unwrap();
-    let store = Store::open(&format!("rocksdb:{}", base.join("txvfs").display())).expect("open store");
+    // Each round runs everything in fresh directories; each cell keeps its best round.
+    let mut best: Option<(Vec<Row>, f64)> = None;
+    for round in 0..rounds {
+        let dir = base.join(format!("round{round}"));
+        let (rows, create_ratio) = run_round(&dir, &s, quick, &options);
+        std::fs::remove_dir_all(&dir).ok();
+        best = Some(match best {
+            None => (rows, create_ratio),
+            Some((mut b, c)) => {
+                for (b, r) in b.iter_mut().zip(rows) {
+                    b.txvfs = b.txvfs.min(r.txvfs);
+                    b.fs = b.fs.zip(r.fs).map(|(x, y)| x.min(y));
+                    b.rocks = b.rocks.zip(r.rocks).map(|(x, y)| x.min(y));
+                }
+                (b, c.min(create_ratio))
+            }
+        });
+    }
+    let (rows, create_ratio) = best.expect("at least one round");
+    println!(
+        "block size {} B, cache {} B, best of {rounds} round{}",
+        options.block_size,
+        options.cache_size,
+        if rounds == 1 { "" } else { "s" }
+    );
+    print_table(&rows, create_ratio, quick);
+    let default_results = (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
+    let results = match args.iter().position(|a| a == "--results") {
+        Some(i) => Some(PathBuf::from(&args[i + 1])),
+        None => default_results,
+    };
+    if let Some(path) = results {
+        write_results(&rows, &path).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        println!("results: {}", path.display());
+    }
+}
+
+/// A CSV field: quoted when it holds a comma or a quote (workload names such as "1,000").
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// Writes the measurements as CSV for `benches/charts.py`: one line per workload and system,
+/// `workload,system,role,seconds,per` (seconds per `per`: one operation, or one MiB for
+/// throughputs); `role` is `txvfs` or `baseline`.
+fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
+    let mut out = String::from("workload,system,role,seconds,per\n");
+    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some()) {
+        let per = if r.unit == "MiB" { "MiB" } else { r.unit };
+        for (system, role, d) in [("txvfs", "txvfs", Some(r.txvfs)), ("std::fs", "baseline", r.fs), ("raw RocksDB", "baseline", r.rocks)] {
+            if let Some(d) = d {
+                out += &format!("{},{system},{role},{:.9e},{per}\n", csv_field(&r.name), d.as_secs_f64() / r.ops as f64);
+            }
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, out)
+}
+
+/// One round of every workload in directory `base`; returns the rows and the ratio of a
+/// create in a big directory to one in an empty directory.
+fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (Vec<Row>, f64) {
+    std::fs::create_dir_all(base).unwrap();
+    let store = Store::open_with(&format!("rocksdb:{}", base.join("txvfs").display()), options.clone()).expect("open store");
     let native = base.join("native");
     std::fs::create_dir_all(&native).unwrap();
     let raw = raw_rocks(&base.join("raw"));
@@ -285,40 +358,52 @@ fn main() {
     });
     rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
 
-    print_table(&rows, create_ratio, quick);
-    let default_results = (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
-    let results = match args.iter().position(|a| a == "--results") {
-        Some(i) => Some(PathBuf::from(&args[i + 1])),
-        None => default_results,
-    };
-    if let Some(path) = results {
-        write_results(&rows, &path).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        println!("results: {}", path.display());
-    }
-}
-
-/// A CSV field: quoted when it holds a comma or a quote (workload names such as "1,000").
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
-}
-
-/// Writes the measurements as CSV for `benches/charts.py`: one line per workload and system,
-/// `workload,system,role,seconds,per` (seconds per `per`: one operation, or one MiB for
-/// throughputs); `role` is `txvfs` or `baseline`.
-fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
-    let mut out = String::from("workload,system,role,seconds,per\n");
-    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some()) {
-        let per = if r.unit == "MiB" { "MiB" } else { r.unit };
-        for (system, role, d) in [("txvfs", "txvfs", Some(r.txvfs)), ("std::fs", "baseline", r.fs), ("raw RocksDB", "baseline", r.rocks)] {
-            if let Some(d) = d {
-                out += &format!("{},{system},{role},{:.9e},{per}\n", csv_field(&r.name), d.as_secs_f64() / r.ops as f64);
-            }
+    // --- durable 4 KiB transactions from 1, 2, 4, 8 threads (each its own file) ---
+    let per_thread = if quick { 50 } else { 400 };
+    for threads in [1usize, 2, 4, 8] {
+        for t in 0..threads {
+            let _ = store.mkdir(format!("/dur{threads}-{t}"), 0o755);
         }
+        let (t_tx, _) = time(|| {
+            std::thread::scope(|sc| {
+                for t in 0..threads {
+                    let (store, data) = (&store, &data4k);
+                    sc.spawn(move || {
+                        for j in 0..per_thread {
+                            store
+                                .transact_durable(true, |tx| tx.write_file(format!("/dur{threads}-{t}/f{}", j % 16), data))
+                                .unwrap();
+                        }
+                    });
+                }
+            })
+        });
+        let (t_rk, _) = time(|| {
+            std::thread::scope(|sc| {
+                for t in 0..threads {
+                    let (raw, data) = (&raw, &data4k);
+                    sc.spawn(move || {
+                        let mut wo = WriteOptions::default();
+                        wo.set_sync(true);
+                        for j in 0..per_thread {
+                            raw.put_opt(format!("dur{threads}-{t}/f{}", j % 16), data, &wo).unwrap();
+                        }
+                    });
+                }
+            })
+        });
+        let ops = threads * per_thread;
+        rows.push(Row {
+            name: format!("durable 4 KiB txn, {threads} thread{}", if threads > 1 { "s" } else { "" }),
+            unit: "txn",
+            txvfs: t_tx,
+            fs: None,
+            rocks: Some(t_rk),
+            ops,
+        });
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, out)
+
+    (rows, create_ratio)
 }
 
 /// Reads a file to its end 1 MiB at a time; returns the bytes read.
@@ -352,4 +437,20 @@ fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
         println!("| {} | {} | {} | {} | {} | {} |", r.name, cell(Some(r.txvfs)), cell(r.fs), cell(r.rocks), ratio(r.fs), ratio(r.rocks));
     }
     println!("\ncreate in a big directory / create in an empty one: {create_ratio:.2}x");
+    // Throughput of the durable transactions relative to one thread, txvfs and raw RocksDB.
+    let durable: Vec<&Row> = rows.iter().filter(|r| r.name.starts_with("durable 4 KiB txn")).collect();
+    if let Some(one) = durable.first() {
+        let rate = |d: Duration, ops: usize| ops as f64 / d.as_secs_f64();
+        for r in &durable[1..] {
+            let rk = match (r.rocks, one.rocks) {
+                (Some(a), Some(b)) => format!("{:.2}x", rate(a, r.ops) / rate(b, one.ops)),
+                _ => "-".into(),
+            };
+            println!(
+                "{}: {:.2}x the throughput of one thread (raw RocksDB: {rk})",
+                r.name,
+                rate(r.txvfs, r.ops) / rate(one.txvfs, one.ops)
+            );
+        }
+    }
 }

@@ -252,6 +252,92 @@ pub fn concurrent_counters(b: Arc<dyn Backend>) {
     assert_eq!(kv::decode_counter(get(&*b, b"ctr").as_deref()), 200);
 }
 
+pub fn commits_become_visible_in_order(b: Arc<dyn Backend>) {
+    // One thread commits `a = i`, then `b = i`; other threads commit meanwhile, so commits
+    // are applied in groups. A snapshot that sees `b = i` must see `a >= i`: a transaction
+    // never sees a commit without every commit that finished before it began.
+    set(&*b, &[(b"a", &0u64.to_le_bytes()), (b"b", &0u64.to_le_bytes())]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noise: Vec<_> = (0..2u8)
+        .map(|t| {
+            let (b, stop) = (b.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    set(&*b, &[(&[b'n', t], &i.to_le_bytes())]);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (b, stop) = (b.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut checks = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || checks == 0 {
+                let mut tx = b.begin().unwrap();
+                let bv = kv::decode_counter(tx.get(b"b").unwrap().as_deref());
+                let av = kv::decode_counter(tx.get(b"a").unwrap().as_deref());
+                assert!(av >= bv, "snapshot sees b = {bv} but a = {av}");
+                checks += 1;
+            }
+        })
+    };
+    for i in 1..=300u64 {
+        set(&*b, &[(b"a", &i.to_le_bytes())]);
+        set(&*b, &[(b"b", &i.to_le_bytes())]);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in noise {
+        t.join().unwrap();
+    }
+    reader.join().unwrap();
+}
+
+pub fn reads_after_commits_see_them(b: &dyn Backend) {
+    // Reads repeated across transactions (what a read cache answers) follow every commit:
+    // point writes, deletes, range clears, atomics, and a commit that lands between a
+    // snapshot's read and a new transaction's.
+    set(b, &[(b"c1", b"1"), (b"c2", b"2"), (b"c3", &3u64.to_le_bytes())]);
+    for _ in 0..3 {
+        assert_eq!(get(b, b"c1").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(b, b"nothing"), None);
+    }
+    set(b, &[(b"c1", b"10"), (b"nothing", b"now")]);
+    assert_eq!(get(b, b"c1").as_deref(), Some(&b"10"[..]));
+    assert_eq!(get(b, b"nothing").as_deref(), Some(&b"now"[..]));
+    let mut tx = b.begin().unwrap();
+    tx.clear_range(b"c1", b"c3").unwrap();
+    tx.atomic_add(b"c3", 1).unwrap();
+    tx.commit(false).unwrap();
+    assert_eq!(get(b, b"c1"), None);
+    assert_eq!(get(b, b"c2"), None);
+    assert_eq!(kv::decode_counter(get(b, b"c3").as_deref()), 4);
+    // An old snapshot reads a key a later commit changed: what it read is its snapshot's
+    // value and must not be what later transactions get.
+    let mut old = b.begin().unwrap();
+    // A first read fixes the snapshot (a client of a shared store and FoundationDB take their
+    // read version at the first read, not at begin).
+    assert_eq!(old.get(b"c2").unwrap(), None);
+    set(b, &[(b"late", b"new")]);
+    assert_eq!(old.get(b"late").unwrap(), None);
+    assert_eq!(old.get(b"late").unwrap(), None);
+    assert_eq!(get(b, b"late").as_deref(), Some(&b"new"[..]));
+    drop(old);
+    for _ in 0..3 {
+        assert_eq!(get(b, b"late").as_deref(), Some(&b"new"[..]));
+    }
+    // A read that the cache answers still enters the read-conflict set.
+    let mut t1 = b.begin().unwrap();
+    assert_eq!(t1.get(b"late").unwrap().as_deref(), Some(&b"new"[..]));
+    t1.set(b"out", b"1").unwrap();
+    set(b, &[(b"late", b"newer")]);
+    expect_conflict(t1.commit(false));
+    if let Some((hits, _, _)) = b.cache_stats() {
+        assert!(hits > 0, "the read cache answered nothing: the cached configuration tests nothing");
+    }
+}
+
 macro_rules! backend_suite {
     ($name:ident, $make:expr) => {
         mod $name {
@@ -273,6 +359,8 @@ macro_rules! backend_suite {
             #[test] fn rollback_and_drop() { let Some((b, _d)) = make() else { return }; super::rollback_and_drop(&*b) }
             #[test] fn durable_commit_and_sync() { let Some((b, _d)) = make() else { return }; super::durable_commit_and_sync(&*b) }
             #[test] fn concurrent_counters() { let Some((b, _d)) = make() else { return }; super::concurrent_counters(b) }
+            #[test] fn commits_become_visible_in_order() { let Some((b, _d)) = make() else { return }; super::commits_become_visible_in_order(b) }
+            #[test] fn reads_after_commits_see_them() { let Some((b, _d)) = make() else { return }; super::reads_after_commits_see_them(&*b) }
         }
     };
 }
@@ -303,6 +391,23 @@ mod agent;
 fn agent_main() {
     agent::agent_main();
 }
+/// A backend with its read cache set to `bytes` (the suites above run without one).
+fn cached(b: Arc<dyn Backend>, bytes: u64) -> Arc<dyn Backend> {
+    b.set_cache_capacity(bytes);
+    b
+}
+/// Enough for a handful of small entries: the cache evicts on nearly every fill.
+const TINY_CACHE: u64 = 2048;
+backend_suite!(memory_cached, Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), 64 << 20), None)));
+backend_suite!(memory_tiny_cache, Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), TINY_CACHE), None)));
+backend_suite!(rocksdb_cached, {
+    let d = tempfile::tempdir().unwrap();
+    Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), 64 << 20), Some(Box::new(d))))
+});
+backend_suite!(rocksdb_tiny_cache, {
+    let d = tempfile::tempdir().unwrap();
+    Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), TINY_CACHE), Some(Box::new(d))))
+});
 #[cfg(feature = "foundationdb")]
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
 backend_suite!(layered_range_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), false), None)));

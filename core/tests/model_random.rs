@@ -52,6 +52,22 @@ fn small_blocks() -> Options {
     Options { block_size: 512, inline_limit: 128, sync: false, ..Options::default() }
 }
 
+/// A read cache of a few small entries: it evicts on nearly every fill (the default options
+/// run with the default cache).
+fn tiny_cache(o: Options) -> Options {
+    Options { cache_size: 16 << 10, ..o }
+}
+
+/// The options of seed `seed` of a memory run: odd seeds tiny blocks (many inline/block
+/// transitions) with a tiny read cache; even ones the defaults, every other one without cache.
+fn memory_options(seed: u64) -> Options {
+    match seed % 4 {
+        1 | 3 => tiny_cache(small_blocks()),
+        2 => Options::default(),
+        _ => Options { cache_size: 0, ..Options::default() },
+    }
+}
+
 /// Seeds to run: `TXVFS_SEED=N` or `random` (one seed), else the fixed CI seeds.
 fn seeds(ci: &[u64]) -> Vec<u64> {
     match std::env::var("TXVFS_SEED").ok().as_deref() {
@@ -87,7 +103,7 @@ fn report(mode: &str, seed: u64, r: &Runner) {
 
 /// Runs one seed on one thread.
 fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize, big: Option<Arc<dyn Backend>>) -> Runner {
-    eprintln!("model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {})", store.describe(), options.block_size, options.inline_limit);
+    eprintln!("model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {} cache {})", store.describe(), options.block_size, options.inline_limit, options.cache_size);
     let mut r = Runner::new(store, options, seed, b"");
     r.big = big;
     r.run(n);
@@ -101,8 +117,7 @@ fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize,
 fn model_random_memory() {
     let mut total = 0;
     for seed in seeds(&(1..=8).collect::<Vec<_>>()) {
-        // Odd seeds use tiny blocks (many inline/block transitions), even ones the defaults.
-        let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
+        let options = memory_options(seed);
         let store = Store::open_with("memory:", options.clone()).unwrap();
         total += run_single("memory", &store, &options, seed, ops(2500), None).stats.ops;
     }
@@ -115,7 +130,7 @@ fn model_random_rocksdb() {
     let mut total = 0;
     for seed in seeds(&[1001]) {
         let dir = tempfile::tempdir().unwrap();
-        let options = small_blocks();
+        let options = tiny_cache(small_blocks());
         let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
         let r = run_single("rocksdb", &store, &options, seed, ops(2500), None);
         total += r.stats.ops;
@@ -337,7 +352,7 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
 #[test]
 fn model_threads_memory() {
     for seed in seeds(&[3001, 3002]) {
-        let options = if seed % 2 == 1 { small_blocks() } else { Options::default() };
+        let options = memory_options(seed);
         let store = Store::open_with("memory:", options.clone()).unwrap();
         let threads = 2 + (seed % 3) as usize;
         run_threads("threads memory", &store, &options, seed, threads, ops(1500), None);

@@ -100,3 +100,20 @@ fn rocksdb_reports_its_disk_and_memory_reports_none() {
     let s = Store::open(dir.path().to_str().unwrap()).unwrap();
     assert_eq!(s.statfs().unwrap().blocks, total / s.statfs().unwrap().block_size);
 }
+
+#[test]
+fn a_rocksdb_store_has_its_read_cache_in_every_mode() {
+    for mode in ["", "?mode=shared", "?mode=exclusive"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&format!("rocksdb:{}{mode}", dir.path().display())).unwrap();
+        s.write_file("/f", b"x").unwrap();
+        for _ in 0..3 {
+            assert_eq!(s.read_file("/f").unwrap(), b"x");
+        }
+        let (hits, _, bytes) = s.backend().cache_stats().unwrap_or_else(|| panic!("no read cache with {mode:?}"));
+        assert!(hits > 0 && bytes > 0, "{mode:?}: hits {hits}, bytes {bytes}");
+        drop(s);
+        let off = Store::open_with(&format!("rocksdb:{}{mode}", dir.path().display()), Options { cache_size: 0, ..Options::default() }).unwrap();
+        assert_eq!(off.backend().cache_stats(), None, "{mode:?}: cache_size 0 turns it off");
+    }
+}

@@ -2,6 +2,9 @@
 
 use super::types::Credential;
 
+/// The default size of the read cache ([`Options::cache_size`]).
+pub const DEFAULT_CACHE_SIZE: u64 = 64 << 20;
+
 /// Options for opening a store.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -18,6 +21,11 @@ pub struct Options {
     pub credential: Option<Credential>,
     /// How often `transact` and auto-commit calls retry a conflict before giving up.
     pub max_retries: u32,
+    /// Bytes of the in-process read cache of a local backend (RocksDB, memory): values that
+    /// reads fetched, kept exactly consistent with transactions (see docs/design.md). 0 turns
+    /// it off. The store is shared by every open in the process, so the first open sets it.
+    /// Default 64 MiB.
+    pub cache_size: u64,
 }
 
 /// The options that belong to one open of a store rather than to the store: two opens of
@@ -44,6 +52,7 @@ impl Default for Options {
             read_only: false,
             credential: None,
             max_retries: 100,
+            cache_size: DEFAULT_CACHE_SIZE,
         }
     }
 }

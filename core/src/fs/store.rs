@@ -92,6 +92,7 @@ impl Store {
             return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
         }
         let sb = format_or_read(&*backend, &options, create)?;
+        backend.set_cache_capacity(options.cache_size);
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
         let shared_locks = backend.shared().then(|| {

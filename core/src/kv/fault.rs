@@ -181,4 +181,10 @@ impl Backend for FaultyBackend {
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.inner.disk_space()
     }
+    fn set_cache_capacity(&self, bytes: u64) {
+        self.inner.set_cache_capacity(bytes)
+    }
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        self.inner.cache_stats()
+    }
 }

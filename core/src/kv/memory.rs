@@ -172,6 +172,12 @@ impl Backend for MemoryBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
         self.occ.begin()
     }
+    fn set_cache_capacity(&self, bytes: u64) {
+        self.occ.set_cache_capacity(usize::try_from(bytes).unwrap_or(usize::MAX))
+    }
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        self.occ.cache_stats()
+    }
     fn limits(&self) -> Limits {
         self.occ.limits()
     }

@@ -19,6 +19,7 @@ mod fdb;
 mod frozen;
 mod layered;
 mod memory;
+mod cache;
 mod occ;
 mod retry;
 #[cfg(feature = "rocksdb")]
@@ -159,6 +160,14 @@ pub trait Backend: Send + Sync + 'static {
     fn named_snapshot_uri(&self, name: &str) -> Result<String> {
         let _ = name;
         Err(unsupported(&self.describe(), "named snapshots"))
+    }
+    /// Sets the size in bytes of the backend's in-process read cache (0: off). Backends that
+    /// cannot see every commit (FoundationDB) keep no cache and ignore it.
+    fn set_cache_capacity(&self, _bytes: u64) {}
+    /// The read cache's (hits, misses, bytes held), for tests and benchmarks; `None` without
+    /// a cache or while it is off.
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        None
     }
 }
 

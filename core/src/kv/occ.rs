@@ -1,14 +1,23 @@
 //! Serializable optimistic transactions over a storage engine that offers snapshots and atomic
 //! batches (memory, RocksDB). This is the shape of FoundationDB's resolvers: reads happen at a
 //! snapshot and record the keys and ranges they covered; a commit, in a short critical
-//! section, checks that read set against the write sets of transactions committed after the
-//! snapshot, then applies its batch and records its own write set. Only one process opens a
-//! store, so this in-memory check is complete.
+//! section (the resolver), checks that read set against the write sets of transactions
+//! committed after the snapshot, takes the next version and records its own write set. Only
+//! the process that owns a store runs it (other processes are clients of its resolver, see
+//! `kv/shared`), so this in-memory check is complete.
+//!
+//! The engine write happens after the resolver, in a pipeline: commits are applied in version
+//! order, several at a time by whichever committer finds the next version ready (the leader),
+//! and each becomes visible (new snapshots see it) only with every earlier one. Durable
+//! commits then share fsyncs (group commit, `sync_to`). A read cache (`cache.rs`) is updated
+//! as each commit is applied, under the lock that publishes the new version.
 
 use super::{KeyValue, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
-use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use super::cache::ReadCache;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Instant;
@@ -56,22 +65,57 @@ struct WriteSet {
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-struct State {
-    version: u64,
+/// The resolver's state: the conflict check and version assignment happen under its lock.
+struct Resolver {
+    /// The last version given to a commit (applied or not yet).
+    assigned: u64,
     /// Write sets of commits newer than the oldest live snapshot.
     log: VecDeque<(u64, WriteSet)>,
-    /// Read versions of live transactions, with counts.
-    live: BTreeMap<u64, usize>,
-    /// Versions pinned by snapshots ([`OccStore::pin`]), with counts. They keep the engine's
-    /// old versions, but no write sets: a snapshot never commits.
-    pinned: BTreeMap<u64, usize>,
+}
+
+
+/// A commit that passed the resolver, waiting to be applied in version order.
+struct Staged {
+    batch: Vec<Mutation>,
+    /// Atomic operations, resolved against the latest state when the batch is applied.
+    atomics: Vec<(Vec<u8>, Vec<AtomicOp>)>,
+}
+
+/// Commits between the resolver and the engine.
+#[derive(Default)]
+struct Pipeline {
+    /// The last version applied (or failed to apply).
+    applied: u64,
+    staged: BTreeMap<u64, Staged>,
+    /// Outcomes of applied commits not yet collected by their committer.
+    done: HashMap<u64, Result<()>>,
+    /// A committer is applying a group.
+    leading: bool,
 }
 
 /// The optimistic layer over one engine.
 pub(crate) struct OccStore<E: Engine> {
     pub(crate) engine: E,
     limits: Limits,
-    state: Mutex<State>,
+    resolver: Mutex<Resolver>,
+    /// Every commit up to this version is applied and visible; none after it is. Snapshots
+    /// are taken under its read lock and commits applied under its write lock, so a snapshot
+    /// and its version always agree. Lock order: `visible`, the resolver, `live`, `cache`.
+    visible: RwLock<u64>,
+    /// `visible`'s value, readable without waiting for an engine write.
+    visible_now: AtomicU64,
+    /// Read versions of live transactions, with counts.
+    live: Mutex<BTreeMap<u64, usize>>,
+    /// Versions pinned by snapshots ([`OccStore::pin`]), with counts. They keep the engine's
+    /// old versions, but no write sets: a snapshot never commits.
+    pinned: Mutex<BTreeMap<u64, usize>>,
+    /// The oldest version a live snapshot reads (or the visible version when none is live);
+    /// it never decreases, so the resolver may read it without `live`'s lock.
+    oldest: AtomicU64,
+    pipeline: Mutex<Pipeline>,
+    pipeline_moved: Condvar,
+    /// What reads fetched.
+    cache: Mutex<ReadCache>,
     /// Highest version known durable (group commit: one fsync covers every earlier commit).
     synced: Mutex<u64>,
     /// Set when an fsync failed. After a failed fsync the kernel may have dropped the dirty
@@ -87,13 +131,130 @@ impl<E: Engine> OccStore<E> {
         Arc::new(OccStore {
             engine,
             limits,
-            state: Mutex::new(State { version: 0, log: VecDeque::new(), live: BTreeMap::new(), pinned: BTreeMap::new() }),
+            resolver: Mutex::new(Resolver { assigned: 0, log: VecDeque::new() }),
+            visible: RwLock::new(0),
+            visible_now: AtomicU64::new(0),
+            live: Mutex::new(BTreeMap::new()),
+            pinned: Mutex::new(BTreeMap::new()),
+            oldest: AtomicU64::new(0),
+            pipeline: Mutex::new(Pipeline::default()),
+            pipeline_moved: Condvar::new(),
+            cache: Mutex::new(ReadCache::new(0, 0)),
             synced: Mutex::new(0),
             failed: Mutex::new(None),
         })
     }
 
-    /// Fails once an fsync has failed; see `failed`.
+    /// Sets the read cache's size in bytes (0 turns it off), evicting down to it.
+    pub(crate) fn set_cache_capacity(&self, bytes: usize) {
+        self.cache.lock().set_capacity(bytes);
+    }
+
+    /// The read cache's (hits, misses, bytes held); `None` while it is off.
+    pub(crate) fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        let c = self.cache.lock();
+        c.enabled().then(|| (c.hits, c.misses, c.used() as u64))
+    }
+
+    /// Registers a snapshot reader at `version` (called under `visible`'s read lock, so no
+    /// commit lands between taking the version and registering it).
+    fn add_live(&self, version: u64) {
+        let mut live = self.live.lock();
+        *live.entry(version).or_insert(0) += 1;
+        self.update_oldest(&live);
+    }
+
+    fn remove_live(&self, version: u64) {
+        let mut live = self.live.lock();
+        if let Some(n) = live.get_mut(&version) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&version);
+            }
+        }
+        self.update_oldest(&live);
+    }
+
+    fn update_oldest(&self, live: &BTreeMap<u64, usize>) {
+        let oldest = live.keys().next().copied().unwrap_or(self.visible_now.load(Ordering::SeqCst));
+        self.oldest.fetch_max(oldest, Ordering::SeqCst);
+    }
+
+    /// Applies commit `version` once every earlier one is, and returns its outcome. The
+    /// committer that finds the next version ready applies every consecutive ready commit
+    /// (its own and others'), so the engine sees them in order and one at a time.
+    fn publish(&self, version: u64, staged: Staged) -> Result<()> {
+        let mut p = self.pipeline.lock();
+        p.staged.insert(version, staged);
+        loop {
+            if let Some(r) = p.done.remove(&version) {
+                return r;
+            }
+            let next = p.applied + 1;
+            if !p.leading && p.staged.contains_key(&next) {
+                p.leading = true;
+                let mut group = Vec::new();
+                let mut v = next;
+                while let Some(s) = p.staged.remove(&v) {
+                    group.push((v, s));
+                    v += 1;
+                }
+                drop(p);
+                let outcomes = self.apply_group(group);
+                p = self.pipeline.lock();
+                for (v, r) in outcomes {
+                    p.done.insert(v, r);
+                    p.applied = v;
+                }
+                p.leading = false;
+                self.pipeline_moved.notify_all();
+                continue;
+            }
+            self.pipeline_moved.wait(&mut p);
+        }
+    }
+
+    /// Applies consecutive commits in order, each made visible (with the cache updated) as it
+    /// lands. A commit that fails to apply changed nothing; later ones still apply (they were
+    /// checked against its write set, which only makes them more cautious).
+    fn apply_group(&self, group: Vec<(u64, Staged)>) -> Vec<(u64, Result<()>)> {
+        let mut out = Vec::with_capacity(group.len());
+        for (version, staged) in group {
+            let mut vis = self.visible.write();
+            let oldest = self.live.lock().keys().next().copied().unwrap_or(version);
+            let oldest = self.pinned.lock().keys().next().map_or(oldest, |&p| p.min(oldest));
+            let mut batch = staged.batch;
+            let mut r = Ok(());
+            for (k, ops) in staged.atomics {
+                match self.engine.get_latest(&k) {
+                    Ok(base) => batch.push(Mutation::Set(k, apply_atomic(base.as_deref(), &ops))),
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            let cache_copy = {
+                let c = self.cache.lock();
+                (r.is_ok() && c.enabled()).then(|| batch.clone())
+            };
+            if r.is_ok() {
+                r = self.engine.apply(batch, version, oldest);
+            }
+            {
+                let mut c = self.cache.lock();
+                c.applied(version, if r.is_ok() { Some(cache_copy.as_deref().unwrap_or(&[])) } else { None });
+            }
+            *vis = version;
+            self.visible_now.store(version, Ordering::SeqCst);
+            self.update_oldest(&self.live.lock());
+            drop(vis);
+            out.push((version, r));
+        }
+        out
+    }
+
+/// Fails once an fsync has failed; see `failed`.
     fn check_healthy(&self) -> Result<()> {
         match &*self.failed.lock() {
             None => Ok(()),
@@ -116,9 +277,9 @@ impl<E: Engine> OccStore<E> {
     pub(crate) fn begin(self: &Arc<Self>) -> Result<Box<dyn Txn>> {
         self.check_healthy()?;
         let (version, snap) = {
-            let mut st = self.state.lock();
-            let v = st.version;
-            *st.live.entry(v).or_insert(0) += 1;
+            let vis = self.visible.read();
+            let v = *vis;
+            self.add_live(v);
             (v, self.engine.snapshot(v))
         };
         Ok(Box::new(OccTxn {
@@ -143,7 +304,7 @@ impl<E: Engine> OccStore<E> {
         if *synced >= version {
             return Ok(());
         }
-        let target = self.state.lock().version;
+        let target = self.visible_now.load(Ordering::SeqCst);
         if let Err(e) = self.engine.sync() {
             *self.failed.lock() = Some(e.message().to_string());
             return Err(e);
@@ -153,17 +314,17 @@ impl<E: Engine> OccStore<E> {
     }
 
     pub(crate) fn sync_all(&self) -> Result<()> {
-        let v = self.state.lock().version;
+        let v = self.visible_now.load(Ordering::SeqCst);
         self.sync_to(v)
     }
 
     /// A read-only view of the latest committed state, kept until the view is dropped. Taken
-    /// in the commit critical section, so every commit is in it whole or not at all.
+    /// under `visible`'s read lock, so every commit is in it whole or not at all.
     pub(crate) fn pin(self: &Arc<Self>) -> Result<Pinned<E>> {
         self.check_healthy()?;
-        let mut st = self.state.lock();
-        let version = st.version;
-        *st.pinned.entry(version).or_insert(0) += 1;
+        let vis = self.visible.read();
+        let version = *vis;
+        *self.pinned.lock().entry(version).or_insert(0) += 1;
         Ok(Pinned { snap: Some(self.engine.snapshot(version)), store: self.clone(), version })
     }
 }
@@ -179,11 +340,11 @@ pub(crate) struct Pinned<E: Engine> {
 impl<E: Engine> Drop for Pinned<E> {
     fn drop(&mut self) {
         self.snap = None;
-        let mut st = self.store.state.lock();
-        if let Some(n) = st.pinned.get_mut(&self.version) {
+        let mut pinned = self.store.pinned.lock();
+        if let Some(n) = pinned.get_mut(&self.version) {
             *n -= 1;
             if *n == 0 {
-                st.pinned.remove(&self.version);
+                pinned.remove(&self.version);
             }
         }
     }
@@ -243,20 +404,14 @@ struct OccTxn<E: Engine> {
 impl<E: Engine> Drop for OccTxn<E> {
     fn drop(&mut self) {
         self.snap = None;
-        let mut st = self.store.state.lock();
-        if let Some(n) = st.live.get_mut(&self.read_version) {
-            *n -= 1;
-            if *n == 0 {
-                st.live.remove(&self.read_version);
-            }
-        }
+        self.store.remove_live(self.read_version);
     }
 }
 
 impl<E: Engine> OccTxn<E> {
     /// Fails with a conflict if a commit after this transaction's snapshot wrote anything it
     /// read (`read_ranges` coalesced).
-    fn check_reads(&self, st: &State, read_ranges: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+    fn check_reads(&self, st: &Resolver, read_ranges: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
         for (v, other) in st.log.iter() {
             if *v <= self.read_version {
                 continue;
@@ -339,12 +494,29 @@ impl<E: Engine> OccTxn<E> {
             if conflict {
                 self.read_points.insert(key.to_vec());
             }
-            self.store.engine.get(self.snap(), key)?
+            self.cached_get(key)?
         };
         Ok(match ops {
             Some(ops) => Some(apply_atomic(base.as_deref(), &ops)),
             None => base,
         })
+    }
+
+    /// The engine's value of `key` at this snapshot, from the read cache when it knows it.
+    fn cached_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        {
+            let mut c = self.store.cache.lock();
+            if !c.enabled() {
+                drop(c);
+                return self.store.engine.get(self.snap(), key);
+            }
+            if let Some(v) = c.get(key, self.read_version) {
+                return Ok(v.map(|v| v.to_vec()));
+            }
+        }
+        let v = self.store.engine.get(self.snap(), key)?;
+        self.store.cache.lock().fill(key, self.read_version, v.as_deref());
+        Ok(v)
     }
 
     fn read_range(
@@ -551,19 +723,14 @@ impl<E: Engine> Txn for OccTxn<E> {
     fn refresh(&mut self) -> Result<()> {
         self.check_age()?;
         let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
-        let mut st = self.store.state.lock();
-        let checked = self.check_reads(&st, &read_ranges);
+        let vis = self.store.visible.read();
+        let checked = self.check_reads(&self.store.resolver.lock(), &read_ranges);
         self.read_ranges = read_ranges;
         checked?;
-        let new_version = st.version;
+        let new_version = *vis;
         if new_version != self.read_version {
-            *st.live.entry(new_version).or_insert(0) += 1;
-            if let Some(n) = st.live.get_mut(&self.read_version) {
-                *n -= 1;
-                if *n == 0 {
-                    st.live.remove(&self.read_version);
-                }
-            }
+            self.store.add_live(new_version);
+            self.store.remove_live(self.read_version);
             // The old snapshot goes first, as in `drop`.
             self.snap = None;
             self.snap = Some(self.store.engine.snapshot(new_version));
@@ -586,33 +753,30 @@ impl<E: Engine> Txn for OccTxn<E> {
             batch.push(Mutation::ClearRange(s.clone(), e.clone()));
             ws.ranges.push((s, e));
         }
-        let writes = std::mem::take(&mut self.writes);
+        let mut atomics = Vec::new();
+        for (k, p) in std::mem::take(&mut self.writes) {
+            match p {
+                Pending::Set(v) => batch.push(Mutation::Set(k.clone(), v)),
+                Pending::Clear => batch.push(Mutation::Clear(k.clone())),
+                Pending::Atomic(ops) => atomics.push((k.clone(), ops)),
+            }
+            ws.points.push(k);
+        }
         let store = self.store.clone();
         let version = {
-            let mut st = store.state.lock();
-            self.check_reads(&st, &read_ranges)?;
-            for (k, p) in writes {
-                match p {
-                    Pending::Set(v) => batch.push(Mutation::Set(k.clone(), v)),
-                    Pending::Clear => batch.push(Mutation::Clear(k.clone())),
-                    Pending::Atomic(ops) => {
-                        let base = store.engine.get_latest(&k)?;
-                        batch.push(Mutation::Set(k.clone(), apply_atomic(base.as_deref(), &ops)));
-                    }
-                }
-                ws.points.push(k);
-            }
-            let version = st.version + 1;
-            let oldest = st.live.keys().next().copied().unwrap_or(version);
-            let oldest_read = st.pinned.keys().next().map_or(oldest, |&p| p.min(oldest));
-            store.engine.apply(batch, version, oldest_read)?;
-            st.version = version;
-            st.log.push_back((version, ws));
-            while st.log.front().is_some_and(|(v, _)| *v <= oldest) {
-                st.log.pop_front();
+            let mut r = store.resolver.lock();
+            self.check_reads(&r, &read_ranges)?;
+            // From here the version must reach `publish`, or the pipeline waits for it forever.
+            r.assigned += 1;
+            let version = r.assigned;
+            r.log.push_back((version, ws));
+            let oldest = store.oldest.load(Ordering::SeqCst);
+            while r.log.front().is_some_and(|(v, _)| *v <= oldest) {
+                r.log.pop_front();
             }
             version
         };
+        store.publish(version, Staged { batch, atomics })?;
         if durable {
             // Applied and visible to others: a failure now cannot be "nothing changed".
             store.sync_to(version).map_err(|e| {

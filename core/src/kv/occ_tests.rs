@@ -7,6 +7,10 @@ use super::*;
 struct FlakyDisk {
     map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
     fail_sync: std::sync::atomic::AtomicBool,
+    /// While true, `apply` waits (an engine write that takes long); `in_apply` says one does.
+    hold_apply: Mutex<bool>,
+    released: parking_lot::Condvar,
+    in_apply: std::sync::atomic::AtomicBool,
 }
 
 impl Engine for FlakyDisk {
@@ -29,6 +33,14 @@ impl Engine for FlakyDisk {
         Ok(())
     }
     fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+        {
+            let mut hold = self.hold_apply.lock();
+            self.in_apply.store(true, std::sync::atomic::Ordering::SeqCst);
+            while *hold {
+                self.released.wait(&mut hold);
+            }
+            self.in_apply.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         let mut map = self.map.lock();
         for m in batch {
             match m {
@@ -107,4 +119,74 @@ fn range_overlap_is_half_open() {
     assert!(ranges_overlap(&r, b"a", b"c"));
     assert!(!ranges_overlap(&r, b"a", b"b"));
     assert!(!ranges_overlap(&r, b"e", b"f"));
+}
+
+/// The resolver's critical section holds no engine write: while one commit's batch is being
+/// written (held here), another commit is checked and answered (a conflict, here).
+#[test]
+fn the_resolver_answers_while_an_engine_write_is_in_progress() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    let mut b = store.begin().unwrap();
+    assert_eq!(b.get(b"x").unwrap(), None);
+    b.set(b"y", b"1").unwrap();
+    *store.engine.hold_apply.lock() = true;
+    let s = store.clone();
+    let a = std::thread::spawn(move || {
+        let mut a = s.begin().unwrap();
+        a.set(b"x", b"1").unwrap();
+        a.commit(false)
+    });
+    while !store.engine.in_apply.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(b.commit(false).map_err(|e| e.kind())));
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(10));
+    *store.engine.hold_apply.lock() = false;
+    store.engine.released.notify_all();
+    a.join().unwrap().unwrap();
+    let answer = answer.expect("the resolver waited for another commit's engine write");
+    assert_eq!(answer, Err(ErrorKind::Conflict));
+    let mut t = store.begin().unwrap();
+    assert_eq!(t.get(b"x").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(t.get(b"y").unwrap(), None);
+}
+
+/// Commits applied as a group by one committer each get their own outcome, in order, and
+/// become visible only together with every earlier one.
+#[test]
+fn commits_waiting_behind_a_slow_write_are_applied_in_order() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    // Begun first: a snapshot waits while a commit is being applied.
+    let mut txns: Vec<_> = (1..=4u8)
+        .map(|i| {
+            let mut t = store.begin().unwrap();
+            t.atomic_add(b"count", 1).unwrap();
+            t.set(&[b'k', b'0' + i], &[b'0' + i]).unwrap();
+            t
+        })
+        .collect();
+    *store.engine.hold_apply.lock() = true;
+    let commit = |t: Box<dyn Txn>| std::thread::spawn(move || t.commit(false));
+    let first = commit(txns.remove(0));
+    while !store.engine.in_apply.load(SeqCst) {
+        std::thread::yield_now();
+    }
+    let later: Vec<_> = txns.into_iter().map(commit).collect();
+    // Wait until the three later commits passed the resolver and wait in the pipeline.
+    while store.resolver.lock().assigned < 4 {
+        std::thread::yield_now();
+    }
+    assert_eq!(store.visible_now.load(SeqCst), 0, "nothing visible while the first write is held");
+    *store.engine.hold_apply.lock() = false;
+    store.engine.released.notify_all();
+    first.join().unwrap().unwrap();
+    for t in later {
+        t.join().unwrap().unwrap();
+    }
+    let mut t = store.begin().unwrap();
+    assert_eq!(super::super::decode_counter(t.get(b"count").unwrap().as_deref()), 4, "atomics resolved in order");
+    assert_eq!(t.get(b"k4").unwrap().as_deref(), Some(&b"4"[..]));
 }

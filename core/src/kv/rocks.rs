@@ -240,6 +240,12 @@ impl Backend for RocksBackend {
         self.occ.engine.check_owner()?;
         self.occ.begin()
     }
+    fn set_cache_capacity(&self, bytes: u64) {
+        self.occ.set_cache_capacity(usize::try_from(bytes).unwrap_or(usize::MAX))
+    }
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        self.occ.cache_stats()
+    }
     fn limits(&self) -> Limits {
         self.occ.limits()
     }

@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use server::Server;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,10 @@ pub struct SharedBackend {
     /// This process's liveness locks (opened at the first registration).
     alive: Mutex<Option<Alive>>,
     sharing: Arc<Sharing>,
+    /// The read cache's size (`Options::cache_size`), applied whenever this process owns the
+    /// store (at open, and after a failover makes it the owner). Clients keep no cache: they
+    /// do not see the other processes' commits.
+    cache_bytes: AtomicU64,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -124,7 +128,7 @@ impl SharedBackend {
             sharing.become_shared();
         }
         let backend =
-            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None), sharing });
+            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None), sharing, cache_bytes: AtomicU64::new(0) });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
         Ok(backend)
@@ -160,6 +164,9 @@ impl SharedBackend {
         loop {
             match try_mode(&self.dir, self.exclusive, &self.sharing)? {
                 Some(m) => {
+                    if let Mode::Owner { local, .. } = &m {
+                        local.set_cache_capacity(self.cache_bytes.load(Ordering::SeqCst));
+                    }
                     *mode = m;
                     return Ok(());
                 }
@@ -310,6 +317,18 @@ impl Backend for SharedBackend {
     }
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.alive.lock().as_ref().map(|a| a.is_alive(process))
+    }
+    fn set_cache_capacity(&self, bytes: u64) {
+        self.cache_bytes.store(bytes, Ordering::SeqCst);
+        if let Mode::Owner { local, .. } = &*self.mode.lock() {
+            local.set_cache_capacity(bytes);
+        }
+    }
+    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => local.cache_stats(),
+            _ => None,
+        }
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         super::rocks::disk_space(&self.dir)

@@ -1,0 +1,346 @@
+//! The read cache of the optimistic layer: values that transactions read (or commits wrote),
+//! kept so that a later read at a snapshot where they are still current is answered without
+//! the engine. It never lies, because every commit goes through the one `OccStore` that owns
+//! it: each applied commit updates it (under the same lock that makes the commit visible)
+//! before any snapshot can see the commit.
+//!
+//! An entry holds a key's value (or its absence) and `lo`, a version from which that value
+//! has been the current one: it is the key's value at every version from `lo` to `version`,
+//! the last applied commit. A read at snapshot R uses it when `lo <= R`. A fill, the value a
+//! read got from the engine at R, is kept only if no commit after R wrote the key (checked
+//! against the write sets of the last few commits, `recent`); otherwise the value may already
+//! be old and is dropped.
+//!
+//! Memory is bounded (`capacity` bytes of keys, values and overhead) and the policy is a
+//! segmented LRU, which resists scans: a new entry goes to the probationary segment; a second
+//! use promotes it to the protected segment; eviction takes from probation while it holds more
+//! than a quarter of the capacity, so a long scan only cycles through probation and the hot
+//! set survives. Protected entries get a second chance (CLOCK bit) before being demoted.
+
+use super::occ::Mutation;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// Bytes an entry costs beyond its key and value (map node, queue slot, key copy's header).
+const OVERHEAD: usize = 96;
+/// How many recent commits' write sets are kept to validate fills from older snapshots.
+const RECENT: usize = 128;
+
+struct Entry {
+    value: Option<Arc<[u8]>>,
+    lo: u64,
+    protected: bool,
+    referenced: bool,
+    /// Which queue slot is the live one (older slots of this key are skipped).
+    stamp: u64,
+}
+
+impl Entry {
+    fn cost(&self, key: &[u8]) -> usize {
+        2 * key.len() + self.value.as_ref().map_or(0, |v| v.len()) + OVERHEAD
+    }
+}
+
+/// The keys and ranges one applied commit wrote.
+struct Written {
+    version: u64,
+    points: Vec<Vec<u8>>,
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// See the module documentation. Not synchronised: `OccStore` keeps it under a mutex.
+pub(crate) struct ReadCache {
+    capacity: usize,
+    /// The last applied commit the cache knows of.
+    version: u64,
+    map: BTreeMap<Vec<u8>, Entry>,
+    probation: VecDeque<(Vec<u8>, u64)>,
+    protected: VecDeque<(Vec<u8>, u64)>,
+    probation_bytes: usize,
+    protected_bytes: usize,
+    next_stamp: u64,
+    recent: VecDeque<Written>,
+    /// Hits, misses (counted for tests and benchmarks).
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
+}
+
+impl ReadCache {
+    /// An empty cache of `capacity` bytes (0: off) whose applied version is `version`.
+    pub(crate) fn new(capacity: usize, version: u64) -> ReadCache {
+        ReadCache {
+            capacity,
+            version,
+            map: BTreeMap::new(),
+            probation: VecDeque::new(),
+            protected: VecDeque::new(),
+            probation_bytes: 0,
+            protected_bytes: 0,
+            next_stamp: 0,
+            recent: VecDeque::new(),
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// True if the cache keeps anything.
+    pub(crate) fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Changes the capacity, evicting down to it (0 empties and turns the cache off).
+    pub(crate) fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
+        self.evict();
+    }
+
+    /// Bytes held (keys, values and overhead).
+    pub(crate) fn used(&self) -> usize {
+        self.probation_bytes + self.protected_bytes
+    }
+
+    /// The value of `key` at snapshot `at`, if the cache knows it: `Some(None)` means absent.
+    pub(crate) fn get(&mut self, key: &[u8], at: u64) -> Option<Option<Arc<[u8]>>> {
+        let stamp = self.next_stamp;
+        let Some(e) = self.map.get_mut(key).filter(|e| e.lo <= at) else {
+            self.misses += 1;
+            return None;
+        };
+        self.hits += 1;
+        let value = e.value.clone();
+        if e.protected {
+            e.referenced = true;
+        } else {
+            // A second use: promote to the protected segment.
+            let cost = e.cost(key);
+            e.protected = true;
+            e.referenced = false;
+            e.stamp = stamp;
+            self.next_stamp += 1;
+            self.probation_bytes -= cost;
+            self.protected_bytes += cost;
+            self.protected.push_back((key.to_vec(), stamp));
+            self.evict();
+        }
+        Some(value)
+    }
+
+    /// Keeps `value`, read from the engine at snapshot `at`, if it is still current.
+    pub(crate) fn fill(&mut self, key: &[u8], at: u64, value: Option<&[u8]>) {
+        if !self.enabled() || !self.current_since(key, at) {
+            return;
+        }
+        if let Some(e) = self.map.get_mut(key) {
+            // Current at `at` and now, so it is the value the entry holds.
+            e.lo = e.lo.min(at);
+            return;
+        }
+        self.insert(key, value.map(Arc::from), at);
+    }
+
+    /// Was `key` written by no applied commit after `at`?
+    fn current_since(&self, key: &[u8], at: u64) -> bool {
+        if at >= self.version {
+            return true;
+        }
+        // The commits after `at` must all be in `recent` (versions are consecutive).
+        match self.recent.front() {
+            Some(w) if w.version <= at + 1 => {}
+            _ => return false,
+        }
+        !self.recent.iter().filter(|w| w.version > at).any(|w| {
+            w.points.iter().any(|k| k.as_slice() == key)
+                || w.ranges.iter().any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
+        })
+    }
+
+    /// Records commit `version`'s batch (already applied to the engine, or `None` if applying
+    /// it failed and nothing changed): written keys take their new values, cleared ranges
+    /// leave the cache.
+    pub(crate) fn applied(&mut self, version: u64, batch: Option<&[Mutation]>) {
+        self.version = version;
+        if !self.enabled() {
+            // Nothing cached; a gap in `recent` would make later fills wrong, so none is kept.
+            self.recent.clear();
+            return;
+        }
+        let mut written = Written { version, points: Vec::new(), ranges: Vec::new() };
+        for m in batch.unwrap_or(&[]) {
+            match m {
+                Mutation::ClearRange(s, e) => {
+                    let keys: Vec<Vec<u8>> = self
+                        .map
+                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in keys {
+                        self.remove(&k);
+                    }
+                    written.ranges.push((s.clone(), e.clone()));
+                }
+                Mutation::Set(k, v) => {
+                    self.write_through(k, Some(v), version);
+                    written.points.push(k.clone());
+                }
+                Mutation::Clear(k) => {
+                    self.write_through(k, None, version);
+                    written.points.push(k.clone());
+                }
+            }
+        }
+        self.recent.push_back(written);
+        while self.recent.len() > RECENT {
+            self.recent.pop_front();
+        }
+    }
+
+    /// A committed write becomes the entry of its key (a read of what was just written is a
+    /// common pattern); a key not cached is not added, so large writes do not flood the cache.
+    fn write_through(&mut self, key: &[u8], value: Option<&[u8]>, version: u64) {
+        if !self.map.contains_key(key) {
+            return;
+        }
+        let protected = self.map[key].protected;
+        self.remove(key);
+        if self.enabled() {
+            self.insert(key, value.map(Arc::from), version);
+            if protected {
+                // Keep its standing: the rewrite of a hot key is still hot.
+                let _ = self.get(key, version);
+                self.hits -= 1;
+            }
+        }
+    }
+
+    fn insert(&mut self, key: &[u8], value: Option<Arc<[u8]>>, lo: u64) {
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let e = Entry { value, lo, protected: false, referenced: false, stamp };
+        let cost = e.cost(key);
+        if cost > self.capacity / 8 {
+            return;
+        }
+        self.probation_bytes += cost;
+        self.probation.push_back((key.to_vec(), stamp));
+        self.map.insert(key.to_vec(), e);
+        self.evict();
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(e) = self.map.remove(key) {
+            let cost = e.cost(key);
+            if e.protected {
+                self.protected_bytes -= cost;
+            } else {
+                self.probation_bytes -= cost;
+            }
+        }
+        // Its queue slot goes stale and is skipped; drop stale slots once they dominate.
+        if self.probation.len() + self.protected.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            let live = |(k, s): &(Vec<u8>, u64), prot: bool| map.get(k).is_some_and(|e| e.stamp == *s && e.protected == prot);
+            self.probation.retain(|slot| live(slot, false));
+            self.protected.retain(|slot| live(slot, true));
+        }
+    }
+
+    /// Evicts until the cache fits its capacity.
+    fn evict(&mut self) {
+        while self.used() > self.capacity {
+            let from_probation = self.probation_bytes > self.capacity / 4 || self.protected_bytes == 0;
+            if from_probation {
+                let Some((k, stamp)) = self.probation.pop_front() else { break };
+                if self.map.get(&k).is_some_and(|e| e.stamp == stamp && !e.protected) {
+                    self.remove(&k);
+                }
+            } else {
+                let Some((k, stamp)) = self.protected.pop_front() else { break };
+                let next = self.next_stamp;
+                let Some(e) = self.map.get_mut(&k).filter(|e| e.stamp == stamp && e.protected) else { continue };
+                e.stamp = next;
+                self.next_stamp += 1;
+                if e.referenced {
+                    // Second chance.
+                    e.referenced = false;
+                    self.protected.push_back((k, next));
+                } else {
+                    // Demoted to the probationary segment's newest end.
+                    let cost = e.cost(&k);
+                    e.protected = false;
+                    self.protected_bytes -= cost;
+                    self.probation_bytes += cost;
+                    self.probation.push_back((k, next));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Vec<u8> {
+        format!("k{i:06}").into_bytes()
+    }
+
+    #[test]
+    fn a_fill_from_an_old_snapshot_is_kept_only_if_no_later_commit_wrote_the_key() {
+        let mut c = ReadCache::new(1 << 20, 5);
+        c.applied(6, Some(&[Mutation::Set(b"a".to_vec(), b"new".to_vec())]));
+        c.fill(b"a", 5, Some(b"old"));
+        assert!(c.get(b"a", 6).is_none(), "old value must not be served at 6");
+        c.fill(b"b", 5, Some(b"b5"));
+        assert_eq!(c.get(b"b", 6).unwrap().as_deref(), Some(&b"b5"[..]));
+        c.applied(7, Some(&[Mutation::ClearRange(b"a".to_vec(), b"c".to_vec())]));
+        assert!(c.get(b"b", 7).is_none(), "a cleared range leaves the cache");
+        c.fill(b"b", 6, Some(b"b5"));
+        assert!(c.get(b"b", 7).is_none(), "filled from before the clear");
+        c.fill(b"b", 7, None);
+        assert_eq!(c.get(b"b", 7), Some(None), "absence is cached too");
+        assert!(c.get(b"b", 6).is_none(), "not known at an older snapshot");
+    }
+
+    #[test]
+    fn too_old_snapshots_are_not_filled() {
+        let mut c = ReadCache::new(1 << 20, 0);
+        for v in 1..=(RECENT as u64 + 10) {
+            c.applied(v, Some(&[]));
+        }
+        c.fill(b"x", 1, Some(b"1"));
+        assert!(c.get(b"x", RECENT as u64 + 10).is_none());
+    }
+
+    #[test]
+    fn write_through_updates_cached_keys() {
+        let mut c = ReadCache::new(1 << 20, 0);
+        c.fill(b"a", 0, Some(b"0"));
+        c.applied(1, Some(&[Mutation::Set(b"a".to_vec(), b"1".to_vec()), Mutation::Clear(b"z".to_vec())]));
+        assert!(c.get(b"a", 0).is_none(), "the old snapshot reads the engine");
+        assert_eq!(c.get(b"a", 1).unwrap().as_deref(), Some(&b"1"[..]));
+        assert!(c.get(b"z", 1).is_none(), "keys not cached are not added");
+    }
+
+    #[test]
+    fn stays_within_capacity_and_a_scan_does_not_evict_the_hot_set() {
+        let cap = 200 * (OVERHEAD + 2 * 7 + 100);
+        let mut c = ReadCache::new(cap, 0);
+        let v = vec![7u8; 100];
+        for i in 0..100 {
+            c.fill(&key(i), 0, Some(&v));
+            assert!(c.get(&key(i), 0).is_some(), "promoted");
+        }
+        for i in 1000..20000 {
+            c.fill(&key(i), 0, Some(&v));
+            assert!(c.used() <= cap);
+        }
+        for i in 0..100 {
+            assert!(c.get(&key(i), 0).is_some(), "hot key {i} evicted by a scan");
+        }
+        c.set_capacity(0);
+        assert_eq!(c.used(), 0);
+        c.fill(b"x", 0, Some(b"1"));
+        assert!(c.get(b"x", 0).is_none(), "off");
+    }
+}
