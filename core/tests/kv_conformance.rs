@@ -197,6 +197,19 @@ pub fn phantoms(b: &dyn Backend) {
     t1.set(b"q", b"").unwrap();
     set(b, &[(b"p/5", b"")]);
     expect_conflict(t1.commit(false));
+    // A conflict range added without reading: a write into it conflicts, one beside it not.
+    for (key, conflicts) in [(&b"r/9"[..], true), (&b"r0"[..], false)] {
+        let mut t1 = b.begin().unwrap();
+        t1.get(b"q").unwrap(); // fixes the snapshot where the read version is taken lazily
+        t1.add_read_conflict_range(b"r/", b"r0").unwrap();
+        t1.set(b"q", b"").unwrap();
+        set(b, &[(key, b"")]);
+        if conflicts {
+            expect_conflict(t1.commit(false));
+        } else {
+            t1.commit(false).unwrap();
+        }
+    }
 }
 
 pub fn snapshot_reads_add_no_conflict(b: &dyn Backend) {

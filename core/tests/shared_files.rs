@@ -57,6 +57,34 @@ fn a_file_open_in_a_client_survives_an_unlink_by_the_owner_until_its_close() {
 }
 
 #[test]
+fn an_unlink_begun_alone_conflicts_with_a_client_that_connects_and_opens_the_file() {
+    // The owner, alone on its store, skips reading the open marks of other processes; the
+    // range must still be a read conflict, or a client that arrives meanwhile loses its file.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/f", b"kept for the client").unwrap();
+    let mut client = None;
+    let mut attempts = 0;
+    store
+        .transact(|tx| {
+            attempts += 1;
+            tx.unlink("/f")?;
+            if client.is_none() {
+                let mut c = Agent::start(&uri, AGENT);
+                assert_eq!(c.ask("open /f"), "ok");
+                client = Some(c);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(attempts, 2, "the client's open must make the first attempt conflict");
+    let mut client = client.unwrap();
+    assert_eq!(client.ask("hread"), "kept for the client");
+    assert_eq!(client.ask("hclose"), "ok");
+}
+
+#[test]
 fn a_file_open_in_the_owner_survives_an_unlink_by_a_client() {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().to_str().unwrap().to_string();

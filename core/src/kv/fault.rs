@@ -115,6 +115,10 @@ impl Txn for FaultyTxn {
         self.read_fault()?;
         self.inner.get_range(s, e, l, r)
     }
+    fn add_read_conflict_range(&mut self, s: &[u8], e: &[u8]) -> Result<()> {
+        self.read_fault()?;
+        self.inner.add_read_conflict_range(s, e)
+    }
     fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
         self.inner.snapshot_get_range(s, e, l, r)

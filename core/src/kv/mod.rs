@@ -191,11 +191,22 @@ pub trait Txn: Send {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Reads a key without adding a read conflict.
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads a key like [`Txn::get`], lending the value to `read` instead of returning a copy
+    /// (a 4 KiB read of a 64 KiB block copies 4 KiB, not 64). Returns false, without calling
+    /// `read`, when the key is absent. The default copies through `get`.
+    fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.get(key)?.map(|v| read(&v)).is_some())
+    }
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
     /// or descending from `end` when `reverse`. Adds the range actually covered to the read
     /// conflict set, so a later insert into it conflicts (no phantoms).
     fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
         -> Result<Vec<KeyValue>>;
+    /// Adds `start <= key < end` to the read conflict set without reading it: the commit fails
+    /// if a concurrent commit writes there. The default reads the range (same conflicts).
+    fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.get_range(start, end, 0, false).map(|_| ())
+    }
     /// [`Txn::get_range`] without adding a read conflict.
     fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
         -> Result<Vec<KeyValue>>;

@@ -36,6 +36,10 @@ pub(crate) trait Engine: Send + Sync + 'static {
     /// A snapshot of the latest applied state; called inside the commit critical section.
     fn snapshot(&self, version: u64) -> Self::Snapshot;
     fn get(&self, snap: &Self::Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// [`Engine::get`] lending the value to `read` (false: absent). The default copies.
+    fn get_with(&self, snap: &Self::Snapshot, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.get(snap, key)?.map(|v| read(&v)).is_some())
+    }
     /// Reads the latest applied state; called inside the commit critical section.
     fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Visits `start <= key < end` in order (descending when `reverse`) until `visit` is false.
@@ -665,6 +669,44 @@ impl<E: Engine> Txn for OccTxn<E> {
     }
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(key, false)
+    }
+    fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        // Only a plain read of a committed value is lent; everything else goes through `read`.
+        if self.writes.contains_key(key) || self.in_cleared(key) {
+            return Ok(self.read(key, true)?.map(|v| read(&v)).is_some());
+        }
+        self.check_key(key)?;
+        self.check_age()?;
+        self.read_points.insert(key.to_vec());
+        let cached = {
+            let mut c = self.store.cache.lock();
+            if c.enabled() {
+                match c.get(key, self.read_version) {
+                    Some(v) => Some(v),
+                    None => {
+                        drop(c);
+                        let v = self.store.engine.get(self.snap(), key)?;
+                        let mut c = self.store.cache.lock();
+                        c.fill(key, self.read_version, v.as_deref());
+                        Some(v.map(Arc::from))
+                    }
+                }
+            } else {
+                None
+            }
+        };
+        match cached {
+            Some(v) => Ok(v.map(|v| read(&v)).is_some()),
+            None => self.store.engine.get_with(self.snap(), key, read),
+        }
+    }
+    fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.check_key(start)?;
+        self.check_key(end)?;
+        if start < end {
+            self.read_ranges.push((start.to_vec(), end.to_vec()));
+        }
+        Ok(())
     }
     fn get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
         self.read_range(s, e, limit, rev, true)

@@ -72,6 +72,11 @@ impl Engine for RocksEngine {
         snap.0.get(key).map_err(|e| backend_error(&self.path, e))
     }
 
+    fn get_with(&self, snap: &RocksSnapshot, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let v = snap.0.get_pinned(key).map_err(|e| backend_error(&self.path, e))?;
+        Ok(v.map(|v| read(&v)).is_some())
+    }
+
     fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.db.get(key).map_err(|e| backend_error(&self.path, e))
     }

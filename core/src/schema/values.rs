@@ -320,6 +320,18 @@ impl Inode {
     }
     /// Decodes an inode.
     pub fn decode(v: &[u8]) -> Result<Inode> {
+        let (mut inode, data) = Inode::decode_meta(v)?;
+        if inode.inline.is_empty() {
+            inode.inline = data.to_vec();
+        }
+        Ok(inode)
+    }
+
+    /// Decodes the inode's attributes, lending a regular file's inline data instead of
+    /// copying it: the returned inode's `inline` is then empty (its `size` still counts the
+    /// data), so it serves stat, access checks and reads, and must never be stored back.
+    /// Other types (symlink targets, device numbers) keep `inline`.
+    pub fn decode_meta(v: &[u8]) -> Result<(Inode, &[u8])> {
         check_version(v, "inode")?;
         let mut r = Reader { buf: &v[1..], what: "inode" };
         let kind = FileType::from_u8(r.u8()?)?;
@@ -328,11 +340,12 @@ impl Inode {
         let (atime, mtime, ctime) = (r.i64()?, r.i64()?, r.i64()?);
         let flags = r.u8()?;
         let (is_inline, has_chunks) = (flags & 1 != 0, flags & 2 != 0);
-        let inline = r.buf.to_vec();
-        if is_inline && inline.len() as u64 != size {
+        let data = r.buf;
+        if is_inline && data.len() as u64 != size {
             return Err(corrupt("inline data length differs from size"));
         }
-        Ok(Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, inline })
+        let inline = if kind == FileType::File { Vec::new() } else { data.to_vec() };
+        Ok((Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, inline }, data))
     }
 }
 

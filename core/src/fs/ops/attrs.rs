@@ -33,13 +33,15 @@ impl Operation<'_> {
 
     /// `stat` (follow) or `lstat`.
     pub fn stat(&mut self, p: &[u8], follow: bool) -> Result<Stat> {
-        let (ino, inode) = self.existing(p, follow)?;
+        let r = self.resolve(p, follow)?;
+        let ino = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?.ino;
+        let inode = self.inode_meta(ino)?;
         self.stat_of(ino, &inode)
     }
 
     /// `fstat` of an open inode.
     pub fn stat_ino(&mut self, ino: u64) -> Result<Stat> {
-        let inode = self.inode(ino)?;
+        let inode = self.inode_meta(ino)?;
         self.stat_of(ino, &inode)
     }
 

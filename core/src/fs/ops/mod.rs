@@ -89,10 +89,19 @@ impl<'a> Operation<'a> {
     }
 
     pub(crate) fn load_inode(&mut self, ino: u64) -> Result<Option<Inode>> {
-        match self.tx.get(&schema::inode_key(ino))? {
-            Some(v) => Ok(Some(Inode::decode(&v)?)),
-            None => Ok(None),
-        }
+        let mut inode = None;
+        self.tx.get_with(&schema::inode_key(ino), &mut |v| inode = Some(Inode::decode(v)))?;
+        inode.transpose()
+    }
+
+    /// [`Operation::inode`] without a regular file's inline data (see [`Inode::decode_meta`]):
+    /// for stat and access checks, which would otherwise copy up to 4 KiB of data each.
+    pub(crate) fn inode_meta(&mut self, ino: u64) -> Result<Inode> {
+        let mut inode = None;
+        self.tx.get_with(&schema::inode_key(ino), &mut |v| inode = Some(Inode::decode_meta(v).map(|(i, _)| i)))?;
+        inode
+            .transpose()?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))
     }
 
     /// Loads an inode that a directory entry or handle refers to; missing means corruption

@@ -1,0 +1,82 @@
+//! Runs one workload of the main benchmark in a loop, alone, so a profiler sees only it:
+//! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
+//! Workloads: create, stat, read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
+//! 256 MiB file), durable (durable 4 KiB transactions). Prints the time per operation.
+
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use std::time::Instant;
+use txvfs::{FileSystem, OpenOptions, Store};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok())) else {
+        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|durable COUNT");
+        std::process::exit(2);
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("rocksdb:{}", dir.path().join("store").display())).expect("open");
+    let data = vec![7u8; 4096];
+    store.mkdir("/d", 0o755).unwrap();
+    let files = n.min(if what == "delete" { 100_000 } else { 5_000 });
+    let make_files = |store: &Store| {
+        for i in 0..files {
+            store.write_file(format!("/d/f{i}"), &data).unwrap();
+        }
+    };
+    let start;
+    match what.as_str() {
+        "create" => {
+            start = Instant::now();
+            for i in 0..n {
+                let f = store.create(format!("/d/f{i}")).unwrap();
+                f.write(&data).unwrap();
+                f.close().unwrap();
+            }
+        }
+        "stat" | "read" => {
+            make_files(&store);
+            start = Instant::now();
+            for i in 0..n {
+                let p = format!("/d/f{}", i % files);
+                if what == "stat" {
+                    store.stat(&p).unwrap();
+                } else {
+                    let f = store.open(&p, &OpenOptions::new().read(true)).unwrap();
+                    let mut buf = [0u8; 4096];
+                    f.read_at(&mut buf, 0).unwrap();
+                    f.close().unwrap();
+                }
+            }
+        }
+        "delete" => {
+            make_files(&store);
+            start = Instant::now();
+            for i in 0..files {
+                store.unlink(format!("/d/f{i}")).unwrap();
+            }
+        }
+        "pread" => {
+            let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
+            let mb = vec![1u8; 1 << 20];
+            for i in 0..256u64 {
+                f.write_at(&mb, i << 20).unwrap();
+            }
+            let mut rng = SmallRng::seed_from_u64(1);
+            let mut buf = [0u8; 4096];
+            start = Instant::now();
+            for _ in 0..n {
+                let off = rng.gen_range(0..(256u64 << 20) / 4096) * 4096;
+                f.read_at(&mut buf, off).unwrap();
+            }
+        }
+        "durable" => {
+            start = Instant::now();
+            for i in 0..n {
+                store.transact_durable(true, |tx| tx.write_file(format!("/d/f{}", i % 16), &data)).unwrap();
+            }
+        }
+        other => panic!("unknown workload {other}"),
+    }
+    let ops = if what == "delete" { files } else { n };
+    println!("{what}: {:.2} µs per op ({ops} ops)", start.elapsed().as_secs_f64() * 1e6 / ops as f64);
+}
