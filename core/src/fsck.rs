@@ -229,6 +229,8 @@ struct InodeSummary {
     nlink: u32,
     size: u64,
     is_inline: bool,
+    /// The file's block size (its own or the store's).
+    block_size: u64,
 }
 
 /// The stored inode `ino`, with `change` applied, encoded: for fixes.
@@ -262,7 +264,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         match schema::parse_inode_key(&k) {
             Ok((ino, None)) => match Inode::decode(&v) {
                 Ok(i) => {
-                    inodes.insert(ino, InodeSummary { kind: i.kind, nlink: i.nlink, size: i.size, is_inline: i.is_inline });
+                    inodes.insert(ino, InodeSummary { kind: i.kind, nlink: i.nlink, size: i.size, is_inline: i.is_inline, block_size: i.block_size(block_size as u32) });
                 }
                 Err(err) => r.problem(P::Undecodable, format!("inode {ino}: {err}"), vec![]),
             },
@@ -445,7 +447,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             Some(i) if i.is_inline => {
                 r.problem(P::StrayBlock, format!("block {idx} of inode {ino}, whose data is inline"), clear)
             }
-            Some(i) if idx.saturating_mul(block_size) >= i.size => {
+            Some(i) if idx.saturating_mul(i.block_size) >= i.size => {
                 r.problem(P::StrayBlock, format!("block {idx} of inode {ino} lies beyond its size {}", i.size), clear)
             }
             Some(_) => {

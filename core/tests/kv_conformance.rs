@@ -210,6 +210,25 @@ pub fn phantoms(b: &dyn Backend) {
             t1.commit(false).unwrap();
         }
     }
+    // visit_range lends what get_range returns (this transaction's writes merged in) and
+    // covers the whole range for conflicts.
+    set(b, &[(b"v/1", b"a"), (b"v/2", b"b"), (b"v/3", b"c")]);
+    let visited = |t: &mut Box<dyn kv::Txn>| {
+        let mut seen = Vec::new();
+        t.visit_range(b"v/", b"v0", &mut |k, v| seen.push((k.to_vec(), v.to_vec()))).unwrap();
+        seen
+    };
+    let mut t1 = b.begin().unwrap();
+    assert_eq!(visited(&mut t1), t1.get_range(b"v/", b"v0", 0, false).unwrap());
+    t1.set(b"v/25", b"mine").unwrap();
+    t1.clear(b"v/3").unwrap();
+    let mine = visited(&mut t1);
+    assert_eq!(keys(&mine), vec![&b"v/1"[..], b"v/2", b"v/25"]);
+    let mut t2 = b.begin().unwrap();
+    visited(&mut t2);
+    t2.set(b"q", b"").unwrap();
+    set(b, &[(b"v/9", b"")]);
+    expect_conflict(t2.commit(false));
 }
 
 pub fn snapshot_reads_add_no_conflict(b: &dyn Backend) {

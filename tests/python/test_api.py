@@ -425,3 +425,17 @@ def test_io_base_interop(store: txvfs.Store) -> None:
         with pytest.raises(io.UnsupportedOperation):
             f.fileno()
         assert not f.isatty()
+
+
+def test_open_with_a_block_size(store: txvfs.Store) -> None:
+    # A file for small random writes gets its own block size; its data is the same.
+    with store.open("/pages", "wb", block_size=4096) as f:
+        f.write(b"p" * 10000)
+    assert store.stat("/pages").st_blksize == 4096
+    assert store.read_bytes("/pages") == b"p" * 10000
+    with store.open("/plain", "wb") as f:
+        f.write(b"q" * 10000)
+    assert store.stat("/plain").st_blksize == 65536
+    with pytest.raises(ValueError, match="block size 3000"):
+        store.open("/bad", "wb", block_size=3000)
+    assert not store.exists("/bad")

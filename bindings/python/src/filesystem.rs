@@ -332,10 +332,15 @@ impl FileSystem {
     /// Opens a file with POSIX `open(2)` flags (`os.O_RDONLY`, `os.O_CREAT`, ...) and returns
     /// the native handle. Most code wants `open()`, which wraps it in `io` objects.
     /// `write_back` buffers sequential writes until flush/close (store handles only).
-    #[pyo3(signature = (path, flags = 0, mode = 0o644, *, write_back = false))]
-    fn open_raw(&self, py: Python<'_>, path: &Bound<'_, PyAny>, flags: i32, mode: u32, write_back: bool) -> PyResult<Handle> {
+    /// `block_size` gives a file opened for writing that has no blocks yet its own block size
+    /// (a power of two from 512 to 65536), for small random writes (a database's pages).
+    #[pyo3(signature = (path, flags = 0, mode = 0o644, *, write_back = false, block_size = None))]
+    fn open_raw(&self, py: Python<'_>, path: &Bound<'_, PyAny>, flags: i32, mode: u32, write_back: bool, block_size: Option<u32>) -> PyResult<Handle> {
         let p = path_of(path)?.bytes;
-        let opts = OpenOptions::from_flags(flags, mode).write_back(write_back);
+        let mut opts = OpenOptions::from_flags(flags, mode).write_back(write_back);
+        if let Some(b) = block_size {
+            opts = opts.block_size(b);
+        }
         let f = run!(self, py, |fs| fs.open(&p, &opts))?;
         let (readable, writable) = (opts_readable(flags), opts_writable(flags));
         Ok(Handle::new(f, readable, writable))

@@ -27,7 +27,8 @@ pub(crate) fn format_or_read(backend: &dyn Backend, o: &Options, create: bool) -
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let root = Inode {
             kind: schema::FileType::Dir, perm: 0o755, uid, gid, nlink: 2, size: 0,
-            atime: now, mtime: now, ctime: now, is_inline: true, has_chunks: false, inline: Vec::new(),
+            atime: now, mtime: now, ctime: now, is_inline: true, has_chunks: false,
+            block_shift: 0, inline: Vec::new(),
         };
         tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;
         tx.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;

@@ -124,6 +124,7 @@ pub struct OpenOptions {
     pub(crate) no_follow: bool,
     pub(crate) write_back: bool,
     pub(crate) mode: u32,
+    pub(crate) block_size: Option<u32>,
 }
 
 impl Default for OpenOptions {
@@ -138,6 +139,7 @@ impl Default for OpenOptions {
             no_follow: false,
             write_back: false,
             mode: 0o644,
+            block_size: None,
         }
     }
 }
@@ -189,6 +191,15 @@ impl OpenOptions {
     /// handles opened on a store: a transaction's handles write into the transaction directly.
     pub fn write_back(mut self, v: bool) -> Self {
         self.write_back = v;
+        self
+    }
+    /// The file's own block size in bytes (a power of two from 512 to 65536), for a file
+    /// written at random in small pieces: a SQLite database with 4 KiB pages writes 4 KiB
+    /// blocks instead of rewriting 64 KiB ones. Applied when the handle is opened for writing
+    /// and the file has no blocks yet (a new file, or one small enough to be inline);
+    /// otherwise the file keeps its block size. Default: the store's block size.
+    pub fn block_size(mut self, bytes: u32) -> Self {
+        self.block_size = Some(bytes);
         self
     }
     /// Permission bits for a newly created file (no umask is applied).

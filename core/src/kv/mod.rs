@@ -207,6 +207,15 @@ pub trait Txn: Send {
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.get_range(start, end, 0, false).map(|_| ())
     }
+    /// Reads every pair with `start <= key < end` in ascending order like [`Txn::get_range`]
+    /// (the whole range enters the read conflict set), lending each to `visit` instead of
+    /// returning copies. The default copies through `get_range`.
+    fn visit_range(&mut self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
+        for (k, v) in self.get_range(start, end, 0, false)? {
+            visit(&k, &v);
+        }
+        Ok(())
+    }
     /// [`Txn::get_range`] without adding a read conflict.
     fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
         -> Result<Vec<KeyValue>>;

@@ -700,6 +700,26 @@ impl<E: Engine> Txn for OccTxn<E> {
             None => self.store.engine.get_with(self.snap(), key, read),
         }
     }
+    fn visit_range(&mut self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
+        let own_writes = self.writes.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end))).next().is_some()
+            || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice());
+        if own_writes || start >= end {
+            // This transaction's writes must be merged in: the copying path does that.
+            for (k, v) in self.read_range(start, end, 0, false, true)? {
+                visit(&k, &v);
+            }
+            return Ok(());
+        }
+        self.check_key(start)?;
+        self.check_key(end)?;
+        self.check_age()?;
+        self.store.engine.scan(self.snap(), start, end, false, &mut |k, v| {
+            visit(k, v);
+            true
+        })?;
+        self.read_ranges.push((start.to_vec(), end.to_vec()));
+        Ok(())
+    }
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.check_key(start)?;
         self.check_key(end)?;

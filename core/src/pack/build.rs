@@ -365,6 +365,7 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
             ctime: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
             is_inline: !kind.is_special() && !blocks,
             has_chunks: false,
+            block_shift: 0,
             inline: data,
         };
         let mut all = vec![inline(b'I', &[], inode.encode())];

@@ -259,9 +259,16 @@ mod tests {
     fn values_round_trip() {
         let ino = Inode {
             kind: FileType::File, perm: 0o644, uid: 1, gid: 2, nlink: 1, size: 3, atime: -5,
-            mtime: 6, ctime: 7, is_inline: true, has_chunks: true, inline: b"abc".to_vec(),
+            mtime: 6, ctime: 7, is_inline: true, has_chunks: true, block_shift: 0, inline: b"abc".to_vec(),
         };
         assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
+        // A file with its own block size keeps it; an inode without one is encoded as before.
+        let own = Inode { block_shift: 12, ..ino.clone() };
+        assert_eq!(Inode::decode(&own.encode()).unwrap(), own);
+        assert_eq!(own.encode().len(), ino.encode().len() + 1);
+        let mut bad = own.encode();
+        bad[51] = 30; // after version, kind, 4 u32s, size, 3 times and the flags
+        assert_eq!(Inode::decode(&bad).unwrap_err().kind(), crate::ErrorKind::Corrupt);
         let d = Dentry { ino: 42, kind: FileType::Dir };
         assert_eq!(Dentry::decode(&d.encode()).unwrap(), d);
         for b in [Block::Data(vec![1, 2]), Block::Chunk { id: 9, offset: 3, len: 4 }] {

@@ -288,12 +288,21 @@ pub struct Inode {
     /// True once a block of the file may be held in a chunk (`C` keys), which must then be
     /// deleted with the block.
     pub has_chunks: bool,
+    /// The file's block size as a power of two (`1 << block_shift` bytes), chosen when the
+    /// file was created; 0 means the store's block size. A SQLite database gets its page size,
+    /// so writing a page rewrites one block of that size, not a 64 KiB one.
+    pub block_shift: u8,
     /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
     /// A device node keeps its device number here (8 bytes, little-endian, not inline).
     pub inline: Vec<u8>,
 }
 
 impl Inode {
+    /// The file's block size in bytes: its own, or `store_default` (the store's).
+    pub fn block_size(&self, store_default: u32) -> u64 {
+        if self.block_shift == 0 { store_default as u64 } else { 1u64 << self.block_shift }
+    }
+
     /// The device number of a device node (0 for every other type).
     pub fn rdev(&self) -> u64 {
         match (self.kind, <[u8; 8]>::try_from(self.inline.as_slice())) {
@@ -314,7 +323,11 @@ impl Inode {
         for t in [self.atime, self.mtime, self.ctime] {
             v.extend_from_slice(&t.to_le_bytes());
         }
-        v.push(self.is_inline as u8 | (self.has_chunks as u8) << 1);
+        // Flag 4: a block-shift byte follows (only files with their own block size have it).
+        v.push(self.is_inline as u8 | (self.has_chunks as u8) << 1 | ((self.block_shift != 0) as u8) << 2);
+        if self.block_shift != 0 {
+            v.push(self.block_shift);
+        }
         v.extend_from_slice(&self.inline);
         v
     }
@@ -340,14 +353,23 @@ impl Inode {
         let (atime, mtime, ctime) = (r.i64()?, r.i64()?, r.i64()?);
         let flags = r.u8()?;
         let (is_inline, has_chunks) = (flags & 1 != 0, flags & 2 != 0);
+        let block_shift = if flags & 4 != 0 { r.u8()? } else { 0 };
+        if flags & 4 != 0 && !(MIN_BLOCK_SHIFT..=MAX_BLOCK_SHIFT).contains(&block_shift) {
+            return Err(corrupt("inode block size out of range"));
+        }
         let data = r.buf;
         if is_inline && data.len() as u64 != size {
             return Err(corrupt("inline data length differs from size"));
         }
         let inline = if kind == FileType::File { Vec::new() } else { data.to_vec() };
-        Ok((Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, inline }, data))
+        Ok((Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, block_shift, inline }, data))
     }
 }
+
+/// The smallest block size a file or store may have: 512 bytes.
+pub const MIN_BLOCK_SHIFT: u8 = 9;
+/// The largest: 64 KiB.
+pub const MAX_BLOCK_SHIFT: u8 = 16;
 
 /// A data block's value.
 #[derive(Clone, Debug, PartialEq, Eq)]

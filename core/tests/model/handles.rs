@@ -24,14 +24,22 @@ pub struct Mode {
 
 impl Mode {
     pub fn options(&self) -> txvfs::OpenOptions {
-        txvfs::OpenOptions::new()
+        let o = txvfs::OpenOptions::new()
             .read(self.read)
             .write(self.write)
             .append(self.append)
             .create(self.create)
             .create_new(self.create_new)
             .truncate(self.truncate)
-            .write_back(self.write_back)
+            .write_back(self.write_back);
+        // Files opened to write get their own block sizes (1 KiB, 4 KiB), so one tree mixes
+        // them with the store's; what the files hold must not depend on it.
+        match (self.create_new, self.create) {
+            _ if !self.write => o,
+            (true, _) => o.block_size(1024),
+            (false, true) => o.block_size(4096),
+            _ => o,
+        }
     }
 }
 

@@ -110,7 +110,7 @@ class _PathOps:
 
     # Provided by the native base class; declared for type checkers.
     if TYPE_CHECKING:  # pragma: no cover
-        def open_raw(self, path: Any, flags: int = 0, mode: int = 0o644, *, write_back: bool = False) -> Handle: ...
+        def open_raw(self, path: Any, flags: int = 0, mode: int = 0o644, *, write_back: bool = False, block_size: Optional[int] = None) -> Handle: ...
         def readdir(self, path: Any, after: Any = None, limit: int = 0) -> List[Tuple[Any, int, str]]: ...
         def stat(self, path: Any, *, follow_symlinks: bool = True) -> StatResult: ...
         def lstat(self, path: Any) -> StatResult: ...
@@ -134,6 +134,7 @@ class _PathOps:
         *,
         file_mode: int = 0o644,
         write_back: bool = False,
+        block_size: Optional[int] = None,
     ) -> Any:
         """Opens a file of the store with the meaning of the builtin ``open``: returns
         ``io.TextIOWrapper`` in text mode and ``io.BufferedReader``/``BufferedWriter``/
@@ -144,6 +145,8 @@ class _PathOps:
         what its buffers still hold is flushed into it when it commits); opened
         on a :class:`Store`, each write of the raw file commits by itself, or, with
         ``write_back=True``, sequential writes are buffered until flush/close.
+        ``block_size`` gives a file opened for writing that has no blocks yet its own block
+        size (a power of two from 512 to 65536), for small random writes.
         """
         flags, raw_mode, text = _parse_mode(mode)
         if not isinstance(buffering, int):
@@ -164,7 +167,7 @@ class _PathOps:
                 )
         elif buffering == 0:
             raise ValueError("can't have unbuffered text I/O")
-        handle = self.open_raw(file, flags, file_mode, write_back=write_back)
+        handle = self.open_raw(file, flags, file_mode, write_back=write_back, block_size=block_size)
         raw = RawFile(handle, file, raw_mode)
         try:
             f = self._wrap(raw, raw_mode, text, buffering, encoding, errors, newline, mode)

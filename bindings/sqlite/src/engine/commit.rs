@@ -194,7 +194,13 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
     // serialized by the locks) run the transaction again.
     let result = store.transact_durable(durable, |tx| {
         for m in guards.iter().filter(|m| !m.overlay.is_empty()) {
-            let f = tx.open(&m.path, &OpenOptions::new().read(true).write(true).create(true))?;
+            // A database file's blocks are its pages: a page write then stores one page,
+            // not a 64 KiB block (the core keeps the size once the file has blocks).
+            let mut o = OpenOptions::new().read(true).write(true).create(true);
+            if let Some(page) = m.overlay.page_size() {
+                o = o.block_size(page);
+            }
+            let f = tx.open(&m.path, &o)?;
             m.overlay.apply(&f)?;
             f.close()?;
         }

@@ -118,6 +118,20 @@ impl Overlay {
         Ok(valid)
     }
 
+    /// The page size in the database header when this overlay writes one (a database's first
+    /// page: "SQLite format 3", then the page size at bytes 16..18, big-endian, 1 for 65536).
+    pub fn page_size(&self) -> Option<u32> {
+        let first = self.ext.get(&0)?;
+        if first.len() < 18 || !first.starts_with(b"SQLite format 3\0") {
+            return None;
+        }
+        let size = match u16::from_be_bytes([first[16], first[17]]) {
+            1 => 65536,
+            n => n as u32,
+        };
+        (size.is_power_of_two() && (512..=65536).contains(&size)).then_some(size)
+    }
+
     /// Applies the overlay to `f` (a handle inside the committing transaction).
     pub(super) fn apply(&self, f: &File) -> Result<()> {
         if let Some(size) = self.size {
@@ -135,6 +149,25 @@ impl Overlay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_size_comes_from_a_database_header_only() {
+        let mut header = b"SQLite format 3\0".to_vec();
+        header.extend_from_slice(&[0x10, 0x00, 1, 1]);
+        let mut o = Overlay::default();
+        o.write(0, &header, || Ok(0)).unwrap();
+        assert_eq!(o.page_size(), Some(4096));
+        header[16..18].copy_from_slice(&[0, 1]);
+        let mut big = Overlay::default();
+        big.write(0, &header, || Ok(0)).unwrap();
+        assert_eq!(big.page_size(), Some(65536));
+        let mut journal = Overlay::default();
+        journal.write(0, &[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], || Ok(0)).unwrap();
+        assert_eq!(journal.page_size(), None);
+        let mut later = Overlay::default();
+        later.write(4096, &[1; 4096], || Ok(8192)).unwrap();
+        assert_eq!(later.page_size(), None);
+    }
 
     fn base_zero(b: &mut [u8]) -> Result<()> {
         b.fill(7);

@@ -15,7 +15,7 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 
 impl Operation<'_> {
     pub(super) fn stat_of(&mut self, ino: u64, inode: &Inode) -> Result<Stat> {
-        let mut st = Stat::from_inode(ino, inode, self.inner.block_size);
+        let mut st = Stat::from_inode(ino, inode, inode.block_size(self.inner.block_size) as u32);
         if inode.kind == FileType::Dir {
             let (s, e) = schema::inode_range(ino);
             for (k, v) in self.tx.get_range(&s, &e, 0, false)? {

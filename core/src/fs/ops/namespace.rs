@@ -40,6 +40,7 @@ impl Operation<'_> {
             // A special file has no data; a device keeps its number where data would be.
             is_inline: !kind.is_special(),
             has_chunks: false,
+            block_shift: 0,
             inline: if device { rdev.to_le_bytes().to_vec() } else if kind.is_special() { Vec::new() } else { data.to_vec() },
         };
         self.store_inode(ino, &inode)?;
