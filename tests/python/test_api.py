@@ -436,6 +436,7 @@ def test_open_with_a_block_size(store: txvfs.Store) -> None:
     with store.open("/plain", "wb") as f:
         f.write(b"q" * 10000)
     assert store.stat("/plain").st_blksize == 65536
-    with pytest.raises(ValueError, match="block size 3000"):
+    with pytest.raises(OSError, match="block size 3000") as e:
         store.open("/bad", "wb", block_size=3000)
+    assert e.value.errno == errno.EINVAL
     assert not store.exists("/bad")

@@ -83,7 +83,7 @@ impl Engine for MemEngine {
         Ok(())
     }
 
-    fn apply(&self, batch: Vec<Mutation>, version: u64, oldest: u64) -> Result<()> {
+    fn apply(&self, batch: &[Mutation], version: u64, oldest: u64) -> Result<()> {
         let mut map = self.map.write();
         let mut live = self.live_bytes.lock();
         if let Some(capacity) = self.capacity {
@@ -98,19 +98,19 @@ impl Engine for MemEngine {
         };
         let mut deleted = Vec::new();
         for m in batch {
-            *live -= match &m {
+            *live -= match m {
                 Mutation::Set(k, _) | Mutation::Clear(k) => live_size(&map, k),
                 Mutation::ClearRange(..) => 0,
             };
             match m {
                 Mutation::Set(k, v) => {
                     *live += (k.len() + v.len()) as u64;
-                    Self::write(&mut map, k, Some(v.into()), version, oldest)
+                    Self::write(&mut map, k.clone(), Some(v.clone().into()), version, oldest)
                 }
                 Mutation::Clear(k) => {
-                    if map.contains_key(&k) {
+                    if map.contains_key(k) {
                         deleted.push(k.clone());
-                        Self::write(&mut map, k, None, version, oldest);
+                        Self::write(&mut map, k.clone(), None, version, oldest);
                     }
                 }
                 Mutation::ClearRange(s, e) => {

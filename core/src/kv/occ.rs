@@ -53,7 +53,7 @@ pub(crate) trait Engine: Send + Sync + 'static {
     ) -> Result<()>;
     /// Applies a batch atomically: all of it or, on error, none of it. `oldest_snapshot` is the
     /// oldest version a live snapshot still reads (for engines that keep versions).
-    fn apply(&self, batch: Vec<Mutation>, version: u64, oldest_snapshot: u64) -> Result<()>;
+    fn apply(&self, batch: &[Mutation], version: u64, oldest_snapshot: u64) -> Result<()>;
     /// Makes everything applied so far durable.
     fn sync(&self) -> Result<()>;
     /// Fails when the engine cannot be used here (RocksDB: a store inherited across fork()).
@@ -238,17 +238,10 @@ impl<E: Engine> OccStore<E> {
                     }
                 }
             }
-            let cache_copy = {
-                let c = self.cache.lock();
-                (r.is_ok() && c.enabled()).then(|| batch.clone())
-            };
             if r.is_ok() {
-                r = self.engine.apply(batch, version, oldest);
+                r = self.engine.apply(&batch, version, oldest);
             }
-            {
-                let mut c = self.cache.lock();
-                c.applied(version, if r.is_ok() { Some(cache_copy.as_deref().unwrap_or(&[])) } else { None });
-            }
+            self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
             *vis = version;
             self.visible_now.store(version, Ordering::SeqCst);
             self.update_oldest(&self.live.lock());

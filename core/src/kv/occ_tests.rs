@@ -32,7 +32,7 @@ impl Engine for FlakyDisk {
         }
         Ok(())
     }
-    fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+    fn apply(&self, batch: &[Mutation], _version: u64, _oldest: u64) -> Result<()> {
         {
             let mut hold = self.hold_apply.lock();
             self.in_apply.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -44,8 +44,8 @@ impl Engine for FlakyDisk {
         let mut map = self.map.lock();
         for m in batch {
             match m {
-                Mutation::Set(k, v) => drop(map.insert(k, v)),
-                Mutation::Clear(k) => drop(map.remove(&k)),
+                Mutation::Set(k, v) => drop(map.insert(k.clone(), v.clone())),
+                Mutation::Clear(k) => drop(map.remove(k)),
                 Mutation::ClearRange(..) => unimplemented!(),
             }
         }

@@ -95,7 +95,7 @@ impl Engine for RocksEngine {
         visit_range(snap.0.raw_iterator_opt(ro), reverse, visit).map_err(|e| backend_error(&self.path, e))
     }
 
-    fn apply(&self, batch: Vec<Mutation>, _version: u64, _oldest: u64) -> Result<()> {
+    fn apply(&self, batch: &[Mutation], _version: u64, _oldest: u64) -> Result<()> {
         self.check_owner()?;
         let mut wb = WriteBatch::default();
         for m in batch {
