@@ -2,6 +2,7 @@
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
 //! 256 MiB file), durable (durable 4 KiB transactions). Prints the time per operation.
+//! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -10,11 +11,15 @@ use txvfs::{FileSystem, OpenOptions, Store};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok())) else {
-        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|durable COUNT");
+        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|durable COUNT [CACHE_BYTES]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&format!("rocksdb:{}", dir.path().join("store").display())).expect("open");
+    let mut options = txvfs::Options::default();
+    if let Some(c) = args.get(3) {
+        options.cache_size = c.parse().expect("CACHE_BYTES");
+    }
+    let store = Store::open_with(&format!("rocksdb:{}", dir.path().join("store").display()), options).expect("open");
     let data = vec![7u8; 4096];
     store.mkdir("/d", 0o755).unwrap();
     let files = n.min(if what == "delete" { 100_000 } else { 5_000 });

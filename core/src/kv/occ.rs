@@ -673,25 +673,26 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.read_points.insert(key.to_vec());
         let cached = {
             let mut c = self.store.cache.lock();
-            if c.enabled() {
-                match c.get(key, self.read_version) {
-                    Some(v) => Some(v),
-                    None => {
-                        drop(c);
-                        let v = self.store.engine.get(self.snap(), key)?;
-                        let mut c = self.store.cache.lock();
-                        c.fill(key, self.read_version, v.as_deref());
-                        Some(v.map(Arc::from))
-                    }
-                }
-            } else {
-                None
+            if !c.enabled() {
+                drop(c);
+                return self.store.engine.get_with(self.snap(), key, read);
             }
+            c.get(key, self.read_version)
         };
-        match cached {
-            Some(v) => Ok(v.map(|v| read(&v)).is_some()),
-            None => self.store.engine.get_with(self.snap(), key, read),
+        if let Some(v) = cached {
+            return Ok(v.map(|v| read(&v)).is_some());
         }
+        // A miss: the value is lent to `read` and offered to the cache, which copies it only
+        // if it keeps it.
+        let (store, at) = (&self.store, self.read_version);
+        let found = store.engine.get_with(self.snap(), key, &mut |v| {
+            read(v);
+            store.cache.lock().fill(key, at, Some(v));
+        })?;
+        if !found {
+            store.cache.lock().fill(key, at, None);
+        }
+        Ok(found)
     }
     fn visit_range(&mut self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
         let own_writes = self.writes.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end))).next().is_some()
