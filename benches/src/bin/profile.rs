@@ -1,7 +1,8 @@
 //! Runs one workload of the main benchmark in a loop, alone, so a profiler sees only it:
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
-//! 256 MiB file), durable (durable 4 KiB transactions). Prints the time per operation.
+//! 256 MiB file), seqread (passes over a 256 MiB file in 1 MiB reads), durable (durable 4 KiB
+//! transactions). Prints the time per operation.
 //! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
@@ -73,6 +74,24 @@ fn main() {
                 let off = rng.gen_range(0..(256u64 << 20) / 4096) * 4096;
                 f.read_at(&mut buf, off).unwrap();
             }
+        }
+        "seqread" => {
+            // 256 MiB of incompressible data, then COUNT sequential passes in 1 MiB reads.
+            let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
+            let mut rng = SmallRng::seed_from_u64(2);
+            let mut mb = vec![0u8; 1 << 20];
+            for i in 0..256u64 {
+                rng.fill(&mut mb[..]);
+                f.write_at(&mb, i << 20).unwrap();
+            }
+            start = Instant::now();
+            for _ in 0..n {
+                f.seek(std::io::SeekFrom::Start(0)).unwrap();
+                while f.read(&mut mb).unwrap() > 0 {}
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!("seqread: {:.0} MiB/s ({n} passes of 256 MiB)", 256.0 * n as f64 / secs);
+            return;
         }
         "durable" => {
             start = Instant::now();
