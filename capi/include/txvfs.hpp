@@ -430,6 +430,8 @@ public:
     void allocate(int mode, std::uint64_t offset, std::uint64_t len) const {
         detail::check(txvfs_fallocate(s_, fd_, mode, offset, len));
     }
+    /** The file's own block size (see txvfs_set_block_size): while it has no blocks. */
+    void set_block_size(std::uint32_t bytes) const { detail::check(txvfs_set_block_size(s_, fd_, bytes)); }
     void sync() const { detail::check(txvfs_fsync(s_, fd_)); }
     txvfs_attr stat() const {
         txvfs_attr a;

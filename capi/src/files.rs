@@ -179,6 +179,17 @@ pub unsafe extern "C" fn txvfs_ftruncate(store: *mut txvfs_store, fd: c_int, siz
     boundary("txvfs_ftruncate", || with_file(store, fd, |f| Ok(f.set_len(size)?)))
 }
 
+/// Gives the file its own block size in bytes (a power of two from 512 to 65536), for files
+/// written at random in small pieces (a database's pages): a 4 KiB write then stores one 4 KiB
+/// block instead of rewriting a 64 KiB one. Only while the file has no blocks (empty, or small
+/// enough to be inline); the size is kept in the file. `txvfs_fstat`'s `blksize` shows it.
+/// Errors: -EBADF (also: not open for writing), -EINVAL (not a power of two from 512 to
+/// 65536), -EBUSY (the file has blocks already: it keeps its block size), -EROFS.
+#[no_mangle]
+pub unsafe extern "C" fn txvfs_set_block_size(store: *mut txvfs_store, fd: c_int, bytes: u32) -> c_int {
+    boundary("txvfs_set_block_size", || with_file(store, fd, |f| Ok(f.set_block_size(bytes)?)))
+}
+
 /// `fallocate`: `mode` 0 grows the file to cover `offset .. offset+len`;
 /// `TXVFS_FALLOC_KEEP_SIZE` leaves the size; `TXVFS_FALLOC_PUNCH_HOLE |
 /// TXVFS_FALLOC_KEEP_SIZE` makes the range read as zeros.

@@ -138,6 +138,15 @@ fn files_with_their_own_block_size() {
     assert_eq!(store.stat("/plain").map(|_| ()).unwrap_err().kind(), ErrorKind::NotFound);
     store.write_file("/plain", &[1u8; 100_000]).unwrap();
     assert_eq!(store.stat("/plain").unwrap().blksize, 65536);
+    // File::set_block_size: while the file has no blocks; Busy after; Invalid for bad sizes.
+    let h = store.open("/later", &rw).unwrap();
+    assert_eq!(h.set_block_size(700).unwrap_err().kind(), ErrorKind::Invalid);
+    h.write_at(&[5u8; 100], 0).unwrap(); // inline still: no blocks
+    h.set_block_size(2048).unwrap();
+    h.write_at(&[6u8; 9000], 100).unwrap();
+    assert_eq!(h.stat().unwrap().blksize, 2048);
+    assert_eq!(h.set_block_size(4096).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(store.read_file("/later").unwrap(), [vec![5u8; 100], vec![6u8; 9000]].concat());
     let e = store.open("/bad", &rw.clone().block_size(3000)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(!store.exists("/bad").unwrap());

@@ -99,6 +99,27 @@ TEST_CASE("files: append, ftruncate, fallocate modes", "[files]") {
     OK(txvfs_close(s, fd));
 }
 
+TEST_CASE("files: a file's own block size, set while it has no blocks", "[files]") {
+    Store s;
+    int fd = open_fd(s, "/pages", O_RDWR | O_CREAT);
+    REQUIRE(txvfs_set_block_size(s, fd, 3000) == -EINVAL);
+    REQUIRE(txvfs_set_block_size(s, fd, 256) == -EINVAL);
+    OK(txvfs_set_block_size(s, fd, 4096));
+    std::string page(10000, 'p');
+    size_t n;
+    OK(txvfs_pwrite(s, fd, page.data(), page.size(), 0, &n));
+    txvfs_attr a;
+    OK(txvfs_fstat(s, fd, &a));
+    REQUIRE(a.blksize == 4096);
+    REQUIRE(txvfs_set_block_size(s, fd, 1024) == -EBUSY); // it has blocks now
+    OK(txvfs_set_block_size(s, fd, 4096));                // the size it has: nothing to do
+    REQUIRE(get(s, "/pages") == page);
+    OK(txvfs_close(s, fd));
+    fd = open_fd(s, "/pages", O_RDONLY);
+    REQUIRE(txvfs_set_block_size(s, fd, 4096) == -EBADF); // not open for writing
+    OK(txvfs_close(s, fd));
+}
+
 TEST_CASE("files: write-back descriptors publish at fsync and close", "[files]") {
     Store s;
     int fd = open_fd(s, "/wb", O_WRONLY | O_CREAT | TXVFS_O_WRITE_BACK);

@@ -203,3 +203,11 @@ TEST_CASE("wrapper: moved-from owners are inert", "[cpp]") {
     REQUIRE_THROWS_AS(o1.sync(true), txvfs::error);
     o2.sync(true);
 }
+
+TEST_CASE("wrapper: a file's own block size", "[cpp]") {
+    txvfs::store st = txvfs::store::open("memory:");
+    txvfs::file f = st.open("/db", O_RDWR | O_CREAT);
+    f.set_block_size(1024);
+    REQUIRE(f.stat().blksize == 1024);
+    REQUIRE_THROWS_AS(f.set_block_size(1000), txvfs::error);
+}

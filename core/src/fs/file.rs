@@ -228,6 +228,16 @@ impl File {
         self.scope.run(|op| op.truncate_ino(self.ino, size))
     }
 
+    /// Gives the file its own block size in bytes (a power of two from 512 to 65536; see
+    /// [`OpenOptions::block_size`]). Only while the file has no blocks (empty, or small enough
+    /// to be inline): [`ErrorKind::Busy`] after that, [`ErrorKind::Invalid`] for a bad size.
+    pub fn set_block_size(&self, bytes: u32) -> Result<()> {
+        self.check(false, true)?;
+        self.flush()?;
+        super::ops::check_block_size(bytes)?;
+        self.scope.run(|op| op.set_block_size_ino(self.ino, bytes))
+    }
+
     /// `fallocate`; see [`FallocateMode`].
     pub fn allocate(&self, mode: FallocateMode, offset: u64, len: u64) -> Result<()> {
         self.check(false, true)?;

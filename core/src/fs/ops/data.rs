@@ -13,6 +13,15 @@ pub const MAX_FILE_SIZE: u64 = 1 << 52;
 /// Blocks fetched per backend read in a large read (1 MiB with 64 KiB blocks).
 const READ_PIECE_BLOCKS: u64 = 16;
 
+/// Checks a file's own block size: a power of two from 512 to 65536.
+pub(crate) fn check_block_size(b: u32) -> Result<()> {
+    let shift = b.trailing_zeros() as u8;
+    if !b.is_power_of_two() || !(schema::MIN_BLOCK_SHIFT..=schema::MAX_BLOCK_SHIFT).contains(&shift) {
+        return Err(Error::new(ErrorKind::Invalid, format!("block size {b} is not a power of two from 512 to 65536")));
+    }
+    Ok(())
+}
+
 impl Operation<'_> {
     /// Opens (and maybe creates or truncates) a file; returns its inode number and type.
     pub fn open(&mut self, p: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
@@ -29,10 +38,7 @@ impl Operation<'_> {
             return Err(Error::new(ErrorKind::Invalid, format!("{}: open for neither reading nor writing", show(p))));
         }
         if let Some(b) = o.block_size {
-            let shift = b.trailing_zeros() as u8;
-            if !b.is_power_of_two() || !(schema::MIN_BLOCK_SHIFT..=schema::MAX_BLOCK_SHIFT).contains(&shift) {
-                return Err(Error::new(ErrorKind::Invalid, format!("{}: block size {b} is not a power of two from 512 to 65536", show(p))));
-            }
+            check_block_size(b).map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
         }
         Ok(())
     }
@@ -75,13 +81,28 @@ impl Operation<'_> {
     /// while it has no blocks (inline data is not in blocks, so nothing moves).
     fn apply_block_size(&mut self, ino: u64, o: &OpenOptions) -> Result<()> {
         let Some(bytes) = o.block_size.filter(|_| o.write) else { return Ok(()) };
+        match self.set_block_size_ino(ino, bytes) {
+            Err(e) if e.kind() == ErrorKind::Busy => Ok(()), // it has blocks: it keeps its size
+            r => r,
+        }
+    }
+
+    /// Gives file `ino` its own block size `bytes` (checked by the caller or
+    /// [`Operation::check_open_options`]); [`ErrorKind::Busy`] once the file has blocks.
+    pub fn set_block_size_ino(&mut self, ino: u64, bytes: u32) -> Result<()> {
         let shift = bytes.trailing_zeros() as u8;
         let mut inode = self.inode(ino)?;
-        if inode.kind == FileType::File && inode.is_inline && inode.block_size(self.inner.block_size) != bytes as u64 {
-            inode.block_shift = if bytes == self.inner.block_size { 0 } else { shift };
-            self.store_inode(ino, &inode)?;
+        if inode.kind != FileType::File {
+            return Err(Error::new(ErrorKind::Invalid, "block size of a non-file"));
         }
-        Ok(())
+        if inode.block_size(self.inner.block_size) == bytes as u64 {
+            return Ok(());
+        }
+        if !inode.is_inline {
+            return Err(Error::new(ErrorKind::Busy, "the file has blocks already; its block size stays"));
+        }
+        inode.block_shift = if bytes == self.inner.block_size { 0 } else { shift };
+        self.store_inode(ino, &inode)
     }
 
     /// Opens the existing inode `ino` (found as `p`) for `o`: checks its type and the

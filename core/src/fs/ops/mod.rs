@@ -12,6 +12,7 @@ mod reap;
 mod resolve;
 
 pub use data::MAX_FILE_SIZE;
+pub(crate) use data::check_block_size;
 pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub(crate) use resolve::{Resolved, FileRef};
 
