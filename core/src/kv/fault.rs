@@ -1,4 +1,6 @@
-//! A backend wrapper that fails reads or commits on command, for fault-injection tests.
+//! A backend wrapper that fails reads or commits on command, for fault-injection tests, and
+//! delays every read by a set latency (a "slow remote" backend, for the disk cache's tests
+//! and benchmark).
 
 use super::{Backend, KeyValue, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,6 +19,8 @@ pub struct FaultPlan {
     skip_reads: AtomicU64,
     skip_writes: AtomicU64,
     injected: AtomicU64,
+    read_latency_us: AtomicU64,
+    reads_done: AtomicU64,
 }
 
 impl FaultPlan {
@@ -46,6 +50,14 @@ impl FaultPlan {
     pub fn fail_writes_nospace_after(&self, skip: u64, n: u64) {
         self.skip_writes.store(skip, Ordering::SeqCst);
         self.writes.store(n, Ordering::SeqCst);
+    }
+    /// Delays every later read (get or range) by `d`, as a remote backend's round trip would.
+    pub fn set_read_latency(&self, d: std::time::Duration) {
+        self.read_latency_us.store(d.as_micros() as u64, Ordering::SeqCst);
+    }
+    /// How many reads (get or range) have reached the backend so far.
+    pub fn reads(&self) -> u64 {
+        self.reads_done.load(Ordering::SeqCst)
     }
     /// How many faults have been injected so far, of every kind.
     pub fn injected(&self) -> u64 {
@@ -91,6 +103,11 @@ impl FaultyTxn {
     fn read_fault(&self) -> Result<()> {
         if self.plan.take(&self.plan.skip_reads, &self.plan.reads) {
             return Err(injected("read"));
+        }
+        self.plan.reads_done.fetch_add(1, Ordering::SeqCst);
+        let us = self.plan.read_latency_us.load(Ordering::SeqCst);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
         }
         Ok(())
     }

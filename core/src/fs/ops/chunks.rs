@@ -1,0 +1,141 @@
+//! Blocks stored as immutable chunks, and reading chunks through the local disk cache.
+//!
+//! A chunk (`C ino idx id`) never changes once written: its id comes from the store's
+//! transaction counter (`M t`), never reused, and is part of its key. So a copy kept on local
+//! disk ([`DiskCache`]) is valid for as long as the store is the same store: the cache is keyed
+//! by the store's identity (a random id kept in `M u`, with the backend's description, so a
+//! copy of a store's files or a clone gets a cache of its own). Stores opened with a disk cache
+//! write every block as a chunk (the block key holds a small reference), so that ordinary files
+//! are cacheable too; other opens read them the same way.
+
+use super::Operation;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::disk_cache::{DiskCache, DiskCacheStats};
+use crate::fs::leases::random_id;
+use crate::fs::options::Options;
+use crate::fs::state::StoreState;
+use crate::kv::{self, Backend};
+use crate::schema::{self, Block, Inode, Meta, CHUNK_SEQ_BITS};
+use std::time::Duration;
+
+impl Operation<'_> {
+    /// The bytes `offset..offset + len` of chunk `id` of block `idx` of `ino`: from the disk
+    /// cache, else from this transaction (its own writes and its snapshot), else from a fresh
+    /// snapshot (a chunk written ahead by this transaction is not in its snapshot).
+    pub(super) fn chunk_bytes(&mut self, ino: u64, idx: u64, id: u64, offset: u32, len: u32) -> Result<Vec<u8>> {
+        let key = schema::chunk_key(ino, idx, id);
+        let cache = self.inner.disk_cache.as_ref();
+        let chunk = match cache.and_then(|c| c.get(&key)) {
+            Some(chunk) => chunk,
+            None => {
+                let stored = match self.tx.snapshot_get(&key)? {
+                    Some(v) => v,
+                    None => self.inner.backend.begin()?.snapshot_get(&key)?.ok_or_else(|| {
+                        // Deleted with its block by a transaction newer than this one's snapshot.
+                        Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
+                    })?,
+                };
+                let Block::Data(chunk) = Block::decode(&stored)? else {
+                    return Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk"));
+                };
+                if let Some(c) = cache {
+                    c.put(&key, &chunk);
+                }
+                chunk
+            }
+        };
+        chunk
+            .get(offset as usize..offset as usize + len as usize)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"))
+    }
+
+    /// Deletes the chunk that block `idx` of `ino`, stored as `v`, refers to (if any), once
+    /// the block has been read and before it is rewritten. (Reading it after the deletion would
+    /// fail for a chunk written earlier in this same transaction.)
+    pub(super) fn drop_block_chunk(&mut self, ino: u64, idx: u64, v: &[u8]) -> Result<()> {
+        if v.first() == Some(&1) {
+            if let Block::Chunk { id, .. } = Block::decode(v)? {
+                self.clear(&schema::chunk_key(ino, idx, id))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `data` as block `idx` of `ino`: in the block's key, or, when this store keeps a
+    /// disk cache, as a new chunk that the block key refers to (written in this transaction).
+    /// The caller has deleted the chunk the block referred to (`drop_chunks`, `drop_block_chunk`).
+    pub(super) fn set_block(&mut self, ino: u64, inode: &mut Inode, idx: u64, data: &[u8]) -> Result<()> {
+        let key = schema::block_key(ino, idx);
+        if self.inner.disk_cache.is_none() {
+            return self.set(&key, &Block::encode_data(data));
+        }
+        self.writable()?;
+        let id = self.inner.alloc_chunk_id()?;
+        self.set(&schema::chunk_key(ino, idx, id), &Block::encode_data(data))?;
+        self.set(&key, &Block::Chunk { id, offset: 0, len: data.len() as u32 }.encode())?;
+        inode.has_chunks = true;
+        Ok(())
+    }
+}
+
+impl StoreState {
+    /// A new chunk id for a block stored as a chunk in the writing transaction itself. Ids
+    /// come from one transaction id (`M t`, as staging's) reserved per 2^24 chunks.
+    pub(crate) fn alloc_chunk_id(&self) -> Result<u64> {
+        let mut ids = self.chunk_ids.lock();
+        if ids.0 >= ids.1 {
+            let key = schema::meta_key(Meta::NextTxn);
+            let txid = self.kv_transact(
+                |tx| {
+                    let txid = kv::decode_counter(tx.get(&key)?.as_deref()).max(1);
+                    tx.set(&key, &(txid + 1).to_le_bytes())?;
+                    Ok(txid)
+                },
+                false,
+            )?;
+            if let Some(c) = &self.disk_cache {
+                c.note_counter(txid + 1);
+            }
+            *ids = (txid << CHUNK_SEQ_BITS, (txid + 1) << CHUNK_SEQ_BITS);
+        }
+        ids.0 += 1;
+        Ok(ids.0 - 1)
+    }
+
+    /// The disk cache's statistics (`None` when the store was opened without one).
+    pub(crate) fn disk_cache_stats(&self) -> Option<DiskCacheStats> {
+        match (&self.disk_cache, &self.disk_cache_off) {
+            (Some(c), _) => Some(c.stats()),
+            (None, Some(why)) => Some(DiskCacheStats { disabled: Some(why.clone()), ..Default::default() }),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Opens the disk cache `options` ask for, for the store on `backend`: `Ok(None)` without
+/// one; `Err(why)` when it cannot be used (the store then reads the backend without it).
+pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retries: u32) -> std::result::Result<Option<DiskCache>, String> {
+    let Some(dir) = &options.disk_cache else { return Ok(None) };
+    let id_key = schema::meta_key(Meta::StoreId);
+    let read_only = options.read_only || backend.read_only();
+    let (id, counter) = kv::run_with_retries(backend, max_retries, false, |tx| {
+        let counter = kv::decode_counter(tx.get(&schema::meta_key(Meta::NextTxn))?.as_deref());
+        match tx.get(&id_key)? {
+            Some(id) => Ok((Some(id), counter)),
+            None if read_only => Ok((None, counter)),
+            None => {
+                let id = [random_id().to_le_bytes(), random_id().to_le_bytes()].concat();
+                tx.set(&id_key, &id)?;
+                Ok((Some(id), counter))
+            }
+        }
+    })
+    .map_err(|e| format!("cannot read the store's identity: {e}"))?;
+    let id = id.ok_or("a read-only store without an identity (open it writable once with a disk cache)")?;
+    let identity = [id.as_slice(), backend.describe().as_bytes()].concat();
+    let deadline = options.disk_cache_deadline.max(Duration::from_millis(1));
+    DiskCache::open(dir, options.disk_cache_size, &identity, counter, deadline)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}

@@ -1,0 +1,252 @@
+//! The local disk cache of chunks (`Options::disk_cache`), over a "remote" backend: the memory
+//! backend behind `FaultyBackend`, which counts reads (and can delay them). Each test checks
+//! what reaches the backend, never timings (a hang check waits for a result with a generous
+//! limit instead).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use txvfs::kv::{Backend, FaultPlan, FaultyBackend, Limits, MemoryBackend};
+use txvfs::{FileSystem, OpenOptions, Options, Store};
+
+const BLOCK: usize = 64 << 10;
+
+/// A fresh remote: memory behind a fault wrapper.
+fn remote() -> (Arc<dyn Backend>, Arc<FaultPlan>) {
+    let (b, plan) = FaultyBackend::new(Arc::new(MemoryBackend::new(Limits::UNLIMITED)));
+    (b, plan)
+}
+
+fn cached(dir: &Path, size: u64) -> Options {
+    Options { sync: false, disk_cache: Some(dir.to_path_buf()), disk_cache_size: size, ..Options::default() }
+}
+
+fn data(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(seed as u32) as u8 ^ seed).collect()
+}
+
+/// Reads `p` whole and waits for the cache to write what the read queued.
+fn read(store: &Store, p: &str) -> Vec<u8> {
+    let v = store.read_file(p).unwrap();
+    store.disk_cache_flush();
+    v
+}
+
+/// pwrite(2) through a handle of `fs` (a store or a transaction).
+fn write_at(fs: &impl FileSystem, p: &str, off: u64, data: &[u8]) {
+    let f = fs.open(p, &OpenOptions::new().write(true)).unwrap();
+    f.write_at(data, off).unwrap();
+    f.close().unwrap();
+}
+
+/// Backend reads made by `f`.
+fn reads_of(plan: &FaultPlan, f: impl FnOnce()) -> u64 {
+    let before = plan.reads();
+    f();
+    plan.reads() - before
+}
+
+#[test]
+fn hits_are_never_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, plan) = remote();
+    let store = Store::with_backend(backend, cached(dir.path(), 64 << 20), None).unwrap();
+    let a = data(1, 4 * BLOCK + 100);
+    store.write_file("/f", &a).unwrap();
+    let cold = reads_of(&plan, || assert_eq!(read(&store, "/f"), a));
+    assert_eq!(read(&store, "/f"), a);
+    assert!(store.disk_cache_stats().unwrap().hits >= 5, "{:?}", store.disk_cache_stats());
+    // Overwrite whole, in part, truncate, extend: every read gives the new bytes.
+    let b = data(2, 4 * BLOCK + 100);
+    store.write_file("/f", &b).unwrap();
+    assert_eq!(read(&store, "/f"), b);
+    let mut c = b.clone();
+    c[BLOCK - 10..BLOCK + 10].fill(7);
+    write_at(&store, "/f", BLOCK as u64 - 10, &[7; 20]);
+    assert_eq!(read(&store, "/f"), c);
+    store.truncate("/f", 2 * BLOCK as u64 + 5).unwrap();
+    c.truncate(2 * BLOCK + 5);
+    assert_eq!(read(&store, "/f"), c);
+    // Within one transaction: a block written, then written in part and truncated, is read back
+    // before anything of it is committed.
+    let tx = store.begin().unwrap();
+    write_at(&tx, "/f", 0, &vec![9; BLOCK]);
+    write_at(&tx, "/f", 10, b"abc");
+    tx.truncate("/f", BLOCK as u64 - 1).unwrap();
+    let mut d = vec![9; BLOCK - 1];
+    d[10..13].copy_from_slice(b"abc");
+    assert_eq!(tx.read_file("/f").unwrap(), d);
+    tx.commit().unwrap();
+    assert_eq!(read(&store, "/f"), d);
+    assert_eq!(read(&store, "/f"), d);
+    // A read served by the cache reaches the backend less.
+    let warm = reads_of(&plan, || assert_eq!(read(&store, "/f"), d));
+    assert_eq!(warm + 5, cold, "a warm read saves the backend reads of its 5 chunks");
+    assert_eq!(txvfs::fsck::check(&*store.backend(), false, &mut |_| {}).unwrap().problems.len(), 0);
+}
+
+#[test]
+fn restart_keeps_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, plan) = remote();
+    let a = data(3, 8 * BLOCK);
+    let cold = {
+        let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
+        store.write_file("/f", &a).unwrap();
+        reads_of(&plan, || assert_eq!(read(&store, "/f"), a))
+    };
+    let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
+    let reads = reads_of(&plan, || assert_eq!(read(&store, "/f"), a));
+    let s = store.disk_cache_stats().unwrap();
+    assert_eq!((s.hits, s.misses, s.disabled.clone()), (8, 0, None), "after a restart every chunk is a hit: {s:?}");
+    // The path, the inode and the block references only: no chunk was read from the backend.
+    assert_eq!(reads + 8, cold);
+}
+
+#[test]
+fn size_bound_is_respected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, _) = remote();
+    let cap = 5 * BLOCK as u64;
+    let store = Store::with_backend(backend, cached(dir.path(), cap), None).unwrap();
+    let a = data(4, 40 * BLOCK);
+    store.write_file("/f", &a).unwrap();
+    for _ in 0..2 {
+        assert_eq!(read(&store, "/f"), a);
+    }
+    let s = store.disk_cache_stats().unwrap();
+    let on_disk: u64 = std::fs::read_dir(dir.path().join("entries")).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(s.bytes <= cap && on_disk <= cap && s.evictions > 0, "{s:?}, {on_disk} bytes on disk, limit {cap}");
+    assert_eq!(on_disk, s.bytes);
+    // A smaller limit at the next open trims what is there.
+    drop(store);
+    let (backend, _) = remote();
+    let store = Store::with_backend(backend, cached(dir.path(), 2 * BLOCK as u64), None).unwrap();
+    assert!(store.disk_cache_stats().unwrap().bytes <= 2 * BLOCK as u64);
+}
+
+#[test]
+fn a_scan_does_not_evict_the_hot_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, plan) = remote();
+    // Room for 16 chunks; the hot set is 6, the scan 64.
+    let store = Store::with_backend(backend, cached(dir.path(), 16 * (BLOCK as u64 + 100)), None).unwrap();
+    let (hot, scan) = (data(5, 6 * BLOCK), data(6, 64 * BLOCK));
+    store.write_file("/hot", &hot).unwrap();
+    store.write_file("/scan", &scan).unwrap();
+    let cold = reads_of(&plan, || assert_eq!(read(&store, "/hot"), hot));
+    assert_eq!(read(&store, "/hot"), hot);
+    assert_eq!(read(&store, "/scan"), scan);
+    let before = store.disk_cache_stats().unwrap();
+    let reads = reads_of(&plan, || assert_eq!(read(&store, "/hot"), hot));
+    let after = store.disk_cache_stats().unwrap();
+    assert_eq!(after.hits - before.hits, 6, "the hot set after a scan: {after:?}");
+    assert_eq!(reads + 6, cold, "no chunk of the hot set read from the backend");
+}
+
+#[test]
+fn damaged_cache_files_are_misses_not_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, _) = remote();
+    let a = data(7, 4 * BLOCK);
+    {
+        let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
+        store.write_file("/f", &a).unwrap();
+        assert_eq!(read(&store, "/f"), a);
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert_eq!(files.len(), 4);
+    // Torn (cut short), a flipped byte in the data, another entry's file under this name, and
+    // one emptied: each must read as a miss.
+    let f0 = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&files[0], &f0[..f0.len() / 2]).unwrap();
+    let mut f1 = std::fs::read(&files[1]).unwrap();
+    let n = f1.len();
+    f1[n - 5] ^= 1;
+    std::fs::write(&files[1], &f1).unwrap();
+    std::fs::copy(&files[3], &files[2]).unwrap();
+    std::fs::write(&files[3], b"").unwrap();
+    std::fs::write(dir.path().join("index"), b"garbage").unwrap();
+    let store = Store::with_backend(backend, cached(dir.path(), 64 << 20), None).unwrap();
+    assert_eq!(read(&store, "/f"), a);
+    let s = store.disk_cache_stats().unwrap();
+    assert_eq!((s.hits, s.errors), (0, 4), "{s:?}");
+    // The damaged entries were replaced: the next read hits.
+    assert_eq!(read(&store, "/f"), a);
+    assert_eq!(store.disk_cache_stats().unwrap().hits, 4);
+}
+
+#[test]
+fn stores_never_share_entries() {
+    // Two stores with the same inode numbers and chunk ids, one cache directory in turn.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (data(8, 2 * BLOCK), data(9, 2 * BLOCK));
+    for content in [&a, &b, &a] {
+        let (backend, _) = remote();
+        let store = Store::with_backend(backend, cached(dir.path(), 64 << 20), None).unwrap();
+        store.write_file("/f", content).unwrap();
+        for _ in 0..2 {
+            assert_eq!(&read(&store, "/f"), content);
+        }
+    }
+}
+
+#[test]
+fn an_unusable_cache_dir_leaves_the_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let (backend, _) = remote();
+    let store = Store::with_backend(backend, cached(&file.join("cache"), 1 << 20), None).unwrap();
+    let a = data(10, 3 * BLOCK);
+    store.write_file("/f", &a).unwrap();
+    assert_eq!(read(&store, "/f"), a);
+    let s = store.disk_cache_stats().unwrap();
+    assert!(s.disabled.as_deref().is_some_and(|w| w.contains("file/cache")), "{s:?}");
+    // One directory serves one open store at a time: a second one reads without it.
+    let (b2, _) = remote();
+    let first = Store::with_backend(b2, cached(dir.path(), 1 << 20), None).unwrap();
+    let (b3, _) = remote();
+    let second = Store::with_backend(b3, cached(dir.path(), 1 << 20), None).unwrap();
+    assert!(first.disk_cache_stats().unwrap().disabled.is_none());
+    assert!(second.disk_cache_stats().unwrap().disabled.is_some());
+}
+
+#[test]
+fn a_slow_or_failing_cache_disk_falls_back_to_the_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let (backend, _) = remote();
+    let options = Options { disk_cache_deadline: Duration::from_millis(20), ..cached(dir.path(), 64 << 20) };
+    let store = Store::with_backend(backend, options, None).unwrap();
+    let a = data(11, 4 * BLOCK);
+    store.write_file("/f", &a).unwrap();
+    assert_eq!(read(&store, "/f"), a);
+    // Failing: every cached entry is an error, and the data still comes (from the backend).
+    store.disk_cache_faults().unwrap().set_failing(true);
+    assert_eq!(store.read_file("/f").unwrap(), a);
+    assert!(store.disk_cache_stats().unwrap().errors >= 1);
+    store.disk_cache_faults().unwrap().set_failing(false);
+    assert_eq!(read(&store, "/f"), a);
+    assert_eq!(read(&store, "/f"), a);
+    // Hung: a read waits for the deadline, not for the disk (60 s here).
+    store.disk_cache_faults().unwrap().set_delay(Duration::from_secs(60));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s2 = store.clone();
+    std::thread::spawn(move || tx.send(s2.read_file("/f").unwrap()).unwrap());
+    let got = rx.recv_timeout(Duration::from_secs(30)).expect("a read hung on the cache disk");
+    assert_eq!(got, a);
+    assert!(store.disk_cache_stats().unwrap().timeouts >= 1);
+}
+
+#[test]
+fn uri_options_open_a_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = format!("memory:?disk_cache={}&disk_cache_size=1000000", dir.path().display());
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/f", &data(12, 2 * BLOCK)).unwrap();
+    read(&store, "/f");
+    assert_eq!(store.disk_cache_stats().unwrap().entries, 2);
+    assert!(Store::open("memory:?disk_cache_size=lots").is_err());
+    assert!(Store::open("memory:").unwrap().disk_cache_stats().is_none());
+}
