@@ -46,6 +46,9 @@ pub struct DiskCacheStats {
     pub timeouts: u64,
     /// Values written to the cache.
     pub inserts: u64,
+    /// Values not written because the writer's queue was full (a slow cache disk, or reads
+    /// faster than the disk writes).
+    pub dropped: u64,
     /// Entries evicted to stay within the size limit.
     pub evictions: u64,
     /// Bytes held (files, headers included).
@@ -93,7 +96,7 @@ struct Shared {
     index: Mutex<Slru>,
     faults: DiskCacheFaults,
     high_water: AtomicU64,
-    counts: [AtomicU64; 6],
+    counts: [AtomicU64; 7],
 }
 
 #[derive(Clone, Copy)]
@@ -104,6 +107,7 @@ enum Count {
     Timeouts,
     Inserts,
     Evictions,
+    Dropped,
 }
 
 impl Shared {
@@ -263,10 +267,13 @@ impl DiskCache {
                 Some(v)
             }
             Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                // Damaged, torn or unreadable: forget it (the writer deletes the file).
-                self.shared.count(Count::Errors);
                 if self.shared.index.lock().remove(key) {
+                    // Damaged, torn or unreadable: forget it (the writer deletes the file).
+                    self.shared.count(Count::Errors);
                     let _ = self.writes.try_send(WriteJob::Remove(key.to_vec()));
+                } else {
+                    // Evicted while it was being read.
+                    self.shared.count(Count::Misses);
                 }
                 None
             }
@@ -283,7 +290,9 @@ impl DiskCache {
         if self.bypassing() || self.shared.index.lock().contains(key) {
             return;
         }
-        let _ = self.writes.try_send(WriteJob::Put(key.to_vec(), value.to_vec()));
+        if self.writes.try_send(WriteJob::Put(key.to_vec(), value.to_vec())).is_err() {
+            self.shared.count(Count::Dropped);
+        }
     }
 
     /// Records that the store's chunk-id counter has reached `counter`.
@@ -304,6 +313,7 @@ impl DiskCache {
             errors: s.counted(Count::Errors),
             timeouts: s.counted(Count::Timeouts),
             inserts: s.counted(Count::Inserts),
+            dropped: s.counted(Count::Dropped),
             evictions: s.counted(Count::Evictions),
             bytes,
             entries,
