@@ -20,6 +20,7 @@ pub struct FaultPlan {
     skip_writes: AtomicU64,
     injected: AtomicU64,
     read_latency_us: AtomicU64,
+    read_bytes_per_sec: AtomicU64,
     reads_done: AtomicU64,
 }
 
@@ -54,6 +55,11 @@ impl FaultPlan {
     /// Delays every later read (get or range) by `d`, as a remote backend's round trip would.
     pub fn set_read_latency(&self, d: std::time::Duration) {
         self.read_latency_us.store(d.as_micros() as u64, Ordering::SeqCst);
+    }
+    /// Also delays every later read by the time its bytes (keys and values) take at
+    /// `bytes_per_sec` (0: no limit), as a remote backend's network would.
+    pub fn set_read_bandwidth(&self, bytes_per_sec: u64) {
+        self.read_bytes_per_sec.store(bytes_per_sec, Ordering::SeqCst);
     }
     /// How many reads (get or range) have reached the backend so far.
     pub fn reads(&self) -> u64 {
@@ -111,6 +117,22 @@ impl FaultyTxn {
         }
         Ok(())
     }
+    /// The transfer time of `bytes` read, at the plan's bandwidth.
+    fn transfer<T>(&self, bytes: usize, result: T) -> T {
+        let bw = self.plan.read_bytes_per_sec.load(Ordering::SeqCst);
+        if bw > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos((bytes as u128 * 1_000_000_000 / bw as u128) as u64));
+        }
+        result
+    }
+    fn got(&self, r: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+        let n = r.as_ref().map_or(0, |v| v.as_ref().map_or(0, Vec::len));
+        self.transfer(n, r)
+    }
+    fn got_range(&self, r: Result<Vec<KeyValue>>) -> Result<Vec<KeyValue>> {
+        let n = r.as_ref().map_or(0, |kvs| kvs.iter().map(|(k, v)| k.len() + v.len()).sum());
+        self.transfer(n, r)
+    }
     fn write_fault(&self) -> Result<()> {
         if self.plan.take(&self.plan.skip_writes, &self.plan.writes) {
             return Err(Error::new(ErrorKind::NoSpace, "injected fault: backend is full"));
@@ -122,19 +144,23 @@ impl FaultyTxn {
 impl Txn for FaultyTxn {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read_fault()?;
-        self.inner.get(key)
+        let r = self.inner.get(key);
+        self.got(r)
     }
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read_fault()?;
-        self.inner.snapshot_get(key)
+        let r = self.inner.snapshot_get(key);
+        self.got(r)
     }
     fn get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
-        self.inner.get_range(s, e, l, r)
+        let r = self.inner.get_range(s, e, l, r);
+        self.got_range(r)
     }
     fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
-        self.inner.snapshot_get_range(s, e, l, r)
+        let r = self.inner.snapshot_get_range(s, e, l, r);
+        self.got_range(r)
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.write_fault()?;

@@ -247,20 +247,33 @@ impl DiskCache {
 
     /// The value of `key`, if the cache holds it and reads it back whole within the deadline.
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        if !self.shared.index.lock().contains(key) {
-            self.shared.count(Count::Misses);
-            return None;
+        self.get_many(&[key.to_vec()]).pop().flatten()
+    }
+
+    /// The values of `keys` (each as [`DiskCache::get`]), read in parallel by the I/O threads,
+    /// all within one deadline.
+    pub fn get_many(&self, keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+        let mut pending = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !self.shared.index.lock().contains(key) {
+                self.shared.count(Count::Misses);
+                pending.push(None);
+            } else if self.bypassing() {
+                self.shared.count(Count::Timeouts);
+                pending.push(None);
+            } else {
+                let (reply, answer) = mpsc::sync_channel(1);
+                let sent = self.reads.send(ReadJob { key: key.clone(), reply }).is_ok();
+                pending.push(sent.then_some(answer));
+            }
         }
-        if self.bypassing() {
-            self.shared.count(Count::Timeouts);
-            return None;
-        }
-        let (reply, answer) = mpsc::sync_channel(1);
-        if self.reads.send(ReadJob { key: key.to_vec(), reply }).is_err() {
-            self.shared.count(Count::Errors);
-            return None;
-        }
-        match answer.recv_timeout(self.deadline) {
+        let until = Instant::now() + self.deadline;
+        keys.iter().zip(pending).map(|(key, answer)| self.answer(key, answer?, until)).collect()
+    }
+
+    /// The answer of one read job, waiting for it until `until`.
+    fn answer(&self, key: &[u8], answer: Receiver<Option<Vec<u8>>>, until: Instant) -> Option<Vec<u8>> {
+        match answer.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Some(v)) => {
                 self.shared.index.lock().touch(key);
                 self.shared.count(Count::Hits);

@@ -148,6 +148,7 @@ impl Operation<'_> {
             let (s, _) = schema::block_range(ino, first);
             self.tx.get_range(&s, &schema::block_key(ino, last + 1), 0, false)?
         };
+        let mut chunks = self.fetch_chunks(ino, &blocks)?;
         for (k, v) in blocks {
             let idx = schema::block_index(&k)?;
             let bstart = idx * bs;
@@ -155,7 +156,10 @@ impl Operation<'_> {
             let data: &[u8] = match v.first() {
                 Some(0) => &v[1..],
                 _ => {
-                    chunk = self.block_bytes(ino, idx, &v)?;
+                    chunk = match chunks.remove(&idx) {
+                        Some(c) => c,
+                        None => self.block_bytes(ino, idx, &v)?,
+                    };
                     &chunk
                 }
             };
