@@ -55,7 +55,7 @@ impl Store {
             (Some(u), Some(g)) => Some(Credential { uid: u, gid: g, groups: groups.unwrap_or_default() }),
             _ => return Err(PyValueError::new_err("uid and gid must be given together")),
         };
-        let options = Options { sync, block_size, inline_limit, read_only, credential, max_retries };
+        let options = Options { sync, block_size, inline_limit, read_only, credential, max_retries, ..Options::default() };
         let u = uri.clone();
         let store = detached(py, move || CoreStore::open_with(&u, options))?;
         Ok(PyClassInitializer::from(FileSystem { target: Target::Store(Mutex::new(Some(store))) })
