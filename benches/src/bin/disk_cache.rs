@@ -12,7 +12,8 @@
 //! - scan resistance: a hot set read twice, a scan of four times the cache's size, the hot set
 //!   again: its hit rate.
 //!
-//!     txvfs-bench-disk-cache [--quick] [--latency-us N] [--bandwidth BYTES_PER_S] [--dir DIR]
+//!     txvfs-bench-disk-cache [--quick] [--files N] [--file-kib N] [--latency-us N]
+//!                            [--bandwidth BYTES_PER_S] [--dir DIR]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use std::time::{Duration, Instant};
 use txvfs::kv::{Backend, FaultPlan, FaultyBackend, Limits, MemoryBackend};
 use txvfs::{FileSystem, Options, Store};
 
-const BLOCK: usize = 64 << 10;
 
 struct Config {
     files: usize,
@@ -89,8 +89,8 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let tmp = tempfile::tempdir().unwrap();
     let cfg = Config {
-        files: if quick { 16 } else { 64 },
-        file_size: 8 * BLOCK,
+        files: arg("--files").map_or(if quick { 16 } else { 64 }, |s| s.parse().expect("--files N")),
+        file_size: arg("--file-kib").map_or(512, |s| s.parse::<usize>().expect("--file-kib N")) << 10,
         latency: Duration::from_micros(arg("--latency-us").map_or(1000, |s| s.parse().expect("--latency-us N"))),
         bandwidth: arg("--bandwidth").map_or(100_000_000, |s| s.parse().expect("--bandwidth BYTES_PER_S")),
         dir: arg("--dir").map_or_else(|| tmp.path().to_path_buf(), PathBuf::from),
