@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! DIR/lock          flock'd by the open cache: one user at a time
-//! DIR/store         "TXVFSCS1", identity length u32, identity, chunk-id high-water u64, CRC
+//! DIR/store         "TXVFSCS1", identity length u32, identity, CRC
 //! DIR/index         "TXVFSCI1", count u32, count x (segment u8, key length u16, key), CRC
 //! DIR/entries/HEX   "TXVFSCE1", key length u32, value length u32, CRC of key and value, key, value
 //! DIR/tmp/          files being written (renamed into entries/ once whole)
@@ -77,23 +77,19 @@ fn unsealed<'a>(bytes: &'a [u8], magic: &[u8; 8]) -> Option<&'a [u8]> {
     (body.starts_with(magic) && crc32c(body).to_le_bytes() == crc).then(|| &body[8..])
 }
 
-/// The `store` file: the identity of the store the entries belong to and the highest chunk-id
-/// counter seen (a store whose counter went back was restored from older files).
-pub(crate) fn encode_store(identity: &[u8], high_water: u64) -> Vec<u8> {
+/// The `store` file: the identity of the store the entries belong to.
+pub(crate) fn encode_store(identity: &[u8]) -> Vec<u8> {
     let mut b = STORE_MAGIC.to_vec();
     b.extend_from_slice(&(identity.len() as u32).to_le_bytes());
     b.extend_from_slice(identity);
-    b.extend_from_slice(&high_water.to_le_bytes());
     sealed(b)
 }
 
-/// The identity and high-water mark of a `store` file, if it is whole.
-pub(crate) fn decode_store(bytes: &[u8]) -> Option<(Vec<u8>, u64)> {
+/// The identity in a `store` file, if it is whole.
+pub(crate) fn decode_store(bytes: &[u8]) -> Option<Vec<u8>> {
     let b = unsealed(bytes, STORE_MAGIC)?;
     let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-    let identity = b.get(4..4 + n)?.to_vec();
-    let hw = u64::from_le_bytes(b.get(4 + n..)?.try_into().ok()?);
-    Some((identity, hw))
+    (b.len() == 4 + n).then(|| b[4..].to_vec())
 }
 
 /// The `index` file: the entries in the order [`super::slru::Slru::entries`] gives.
@@ -159,8 +155,8 @@ mod tests {
         let idx = encode_index(&[(Segment::Probation, b"a"), (Segment::Protected, b"bc")]);
         assert_eq!(decode_index(&idx), Some(vec![(Segment::Probation, b"a".to_vec()), (Segment::Protected, b"bc".to_vec())]));
         assert_eq!(decode_index(&idx[..idx.len() - 1]), None);
-        let s = encode_store(b"id", 7);
-        assert_eq!(decode_store(&s), Some((b"id".to_vec(), 7)));
+        let s = encode_store(b"id");
+        assert_eq!(decode_store(&s), Some(b"id".to_vec()));
         assert_eq!(decode_store(&s[1..]), None);
         assert_eq!(unhex(&hex(b"\x00\xffC")), Some(b"\x00\xffC".to_vec()));
         assert_eq!(unhex("zz"), None);

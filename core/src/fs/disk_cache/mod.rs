@@ -92,10 +92,8 @@ struct Shared {
     entries: PathBuf,
     tmp: PathBuf,
     root: PathBuf,
-    identity: Vec<u8>,
     index: Mutex<Slru>,
     faults: DiskCacheFaults,
-    high_water: AtomicU64,
     counts: [AtomicU64; 7],
 }
 
@@ -137,10 +135,8 @@ impl Shared {
     }
     fn save(&self) {
         let index = files::encode_index(&self.index.lock().entries());
-        let store = files::encode_store(&self.identity, self.high_water.load(Ordering::SeqCst));
         if self.faults.apply().is_ok() {
             let _ = write_atomic(&self.tmp, &self.root.join("index"), &index);
-            let _ = write_atomic(&self.tmp, &self.root.join("store"), &store);
         }
     }
 }
@@ -172,10 +168,10 @@ pub struct DiskCache {
 
 impl DiskCache {
     /// Opens the cache in `dir` (created if missing) for the values of the store `identity`,
-    /// holding at most `capacity` bytes, reading with `deadline`. Entries of another identity,
-    /// or of a store whose chunk-id counter is below `counter`'s last recorded value (restored
-    /// from older files), are deleted. `Busy` if another open cache uses `dir`.
-    pub fn open(dir: &Path, capacity: u64, identity: &[u8], counter: u64, deadline: Duration) -> std::io::Result<DiskCache> {
+    /// holding at most `capacity` bytes, reading with `deadline`. Entries of another identity
+    /// are deleted, and so are those whose key `keep` refuses. `WouldBlock` if another open
+    /// cache uses `dir`.
+    pub fn open(dir: &Path, capacity: u64, identity: &[u8], deadline: Duration, keep: &dyn Fn(&[u8]) -> bool) -> std::io::Result<DiskCache> {
         let (entries, tmp) = (dir.join("entries"), dir.join("tmp"));
         std::fs::create_dir_all(&entries)?;
         let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
@@ -186,25 +182,22 @@ impl DiskCache {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp)?;
         let recorded = std::fs::read(dir.join("store")).ok().and_then(|b| files::decode_store(&b));
-        let same = recorded.as_ref().filter(|(id, hw)| id == identity && *hw <= counter.max(1));
-        let index = if same.is_some() {
-            load_index(dir, &entries, capacity)?
+        let index = if recorded.as_deref() == Some(identity) {
+            load_index(dir, &entries, capacity, keep)?
         } else {
-            // Another store, or this one restored from older files: nothing here is known good.
+            // Another store's entries (or none that are known good).
             std::fs::remove_dir_all(&entries)?;
             std::fs::create_dir_all(&entries)?;
             let _ = std::fs::remove_file(dir.join("index"));
+            write_atomic(&tmp, &dir.join("store"), &files::encode_store(identity))?;
             Slru::new(capacity)
         };
-        write_atomic(&tmp, &dir.join("store"), &files::encode_store(identity, counter))?;
         let shared = Arc::new(Shared {
             entries,
             tmp,
             root: dir.to_path_buf(),
-            identity: identity.to_vec(),
             index: Mutex::new(index),
             faults: DiskCacheFaults::default(),
-            high_water: AtomicU64::new(counter),
             counts: Default::default(),
         });
         let (reads, read_rx) = mpsc::channel::<ReadJob>();
@@ -308,11 +301,6 @@ impl DiskCache {
         }
     }
 
-    /// Records that the store's chunk-id counter has reached `counter`.
-    pub fn note_counter(&self, counter: u64) {
-        self.shared.high_water.fetch_max(counter, Ordering::SeqCst);
-    }
-
     /// What the cache has done so far.
     pub fn stats(&self) -> DiskCacheStats {
         let s = &self.shared;
@@ -357,15 +345,16 @@ impl Drop for DiskCache {
 }
 
 /// Loads the index of the entries on disk: in the saved order, then the files the saved index
-/// does not know (written after it was saved), oldest first; trimmed to `capacity`.
-fn load_index(dir: &Path, entries: &Path, capacity: u64) -> std::io::Result<Slru> {
+/// does not know (written after it was saved), oldest first; trimmed to `capacity`. Files that
+/// are no entry's, or whose key `keep` refuses, are deleted.
+fn load_index(dir: &Path, entries: &Path, capacity: u64, keep: &dyn Fn(&[u8]) -> bool) -> std::io::Result<Slru> {
     let mut sizes = std::collections::HashMap::new();
     let mut unknown = Vec::new();
     for e in std::fs::read_dir(entries)? {
         let e = e?;
         let meta = e.metadata()?;
         match e.file_name().to_str().and_then(files::unhex) {
-            Some(key) if meta.is_file() => {
+            Some(key) if meta.is_file() && keep(&key) => {
                 unknown.push((meta.modified().ok(), key.clone()));
                 sizes.insert(key, meta.len());
             }

@@ -147,9 +147,6 @@ impl StoreState {
                 },
                 false,
             )?;
-            if let Some(c) = &self.disk_cache {
-                c.note_counter(txid + 1);
-            }
             *ids = (txid << CHUNK_SEQ_BITS, (txid + 1) << CHUNK_SEQ_BITS);
         }
         ids.0 += 1;
@@ -188,7 +185,11 @@ pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retr
     let id = id.ok_or("a read-only store without an identity (open it writable once with a disk cache)")?;
     let identity = [id.as_slice(), backend.describe().as_bytes()].concat();
     let deadline = options.disk_cache_deadline.max(Duration::from_millis(1));
-    DiskCache::open(dir, options.disk_cache_size, &identity, counter, deadline)
+    // A chunk id whose transaction id the store's counter has not reached yet was handed out
+    // in a history the store no longer has (its files were restored from older ones): the
+    // same id may come again for other data.
+    let keep = |key: &[u8]| schema::parse_chunk_key(key).is_ok_and(|(_, _, id)| id >> CHUNK_SEQ_BITS < counter);
+    DiskCache::open(dir, options.disk_cache_size, &identity, deadline, &keep)
         .map(Some)
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
