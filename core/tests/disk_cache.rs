@@ -250,6 +250,13 @@ fn uri_options_open_a_cache() {
     assert_eq!(store.disk_cache_stats().unwrap().entries, 2);
     assert!(Store::open("memory:?disk_cache_size=lots").is_err());
     assert!(Store::open("memory:").unwrap().disk_cache_stats().is_none());
+    // A second open of an open store shares its cache; asking for another one is refused.
+    let (backend, _) = remote();
+    let first = Store::with_backend(backend.clone(), cached(&dir.path().join("a"), 1 << 20), None).unwrap();
+    let other = Store::with_backend(backend.clone(), cached(&dir.path().join("b"), 1 << 20), None);
+    assert_eq!(other.unwrap_err().kind(), txvfs::ErrorKind::Invalid);
+    let same = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
+    assert_eq!(same.disk_cache_stats(), first.disk_cache_stats());
 }
 
 /// Copies the directory tree `from` to `to`.
@@ -296,4 +303,24 @@ fn a_store_restored_from_a_backup_gets_no_stale_hits() {
     let store = open();
     store.write_file("/f", &y).unwrap();
     assert!(read(&store, "/f") == y, "stale data from the cache after a restore");
+}
+
+/// Files written with the cache on (blocks as chunks) read the same through a store opened
+/// without it, and through a pack image built from the store.
+#[test]
+fn chunked_files_read_the_same_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_store = Arc::new(MemoryBackend::new(Limits::UNLIMITED));
+    let (with_cache, _) = FaultyBackend::new(data_store.clone());
+    let store = Store::with_backend(with_cache, cached(&dir.path().join("cache"), 64 << 20), None).unwrap();
+    let a = data(15, 5 * BLOCK + 7);
+    store.write_file("/f", &a).unwrap();
+    let (plain, _) = FaultyBackend::new(data_store.clone());
+    let other = Store::with_backend(plain, Options::default(), None).unwrap();
+    assert!(other.disk_cache_stats().is_none());
+    assert!(other.read_file("/f").unwrap() == a, "read without the cache");
+    let image = dir.path().join("image");
+    txvfs::pack::pack_backend(&*data_store, &image, &mut |_| {}).unwrap();
+    let packed = Store::open(&format!("pack:{}", image.display())).unwrap();
+    assert!(packed.read_file("/f").unwrap() == a, "read from a pack");
 }

@@ -25,7 +25,9 @@ pub struct Options {
     /// stores on a slow remote backend (FoundationDB, a client of a shared RocksDB store). Blocks
     /// written by this open are stored as chunks, so ordinary files are cached too. The URI
     /// query `disk_cache=DIR` sets it. Default `None` (no cache). If the directory cannot be
-    /// used, the store opens without it ([`Store::disk_cache_stats`] says why).
+    /// used, the store opens without it ([`Store::disk_cache_stats`] says why). The first open
+    /// of a store in a process decides: later opens share its cache (or its lack of one), and
+    /// one asking for another cache is refused.
     ///
     /// [`Store::disk_cache_stats`]: crate::Store::disk_cache_stats
     pub disk_cache: Option<PathBuf>,
