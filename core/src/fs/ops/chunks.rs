@@ -15,28 +15,28 @@ use crate::fs::leases::random_id;
 use crate::fs::options::Options;
 use crate::fs::state::StoreState;
 use crate::kv::{self, Backend, KeyValue};
-use std::collections::HashMap;
 use crate::schema::{self, Block, Inode, Meta, CHUNK_SEQ_BITS};
+use std::collections::HashMap;
 use std::time::Duration;
 
 impl Operation<'_> {
     /// The bytes of the chunks that the stored blocks `blocks` (key, value) of `ino` refer to,
     /// by block index, as [`Operation::block_bytes`] gives them, fetched together: from the
-    /// disk cache, and the others in one range read of this transaction's snapshot instead of
-    /// one read each (chunks of consecutive blocks are adjacent keys). A chunk not found there
-    /// (written ahead by this transaction) is left out, for `block_bytes` to read.
+    /// disk cache (read in parallel), and the others in one range read of this transaction's
+    /// snapshot instead of one read each (chunks of consecutive blocks are adjacent keys).
     pub(super) fn fetch_chunks(&mut self, ino: u64, blocks: &[KeyValue]) -> Result<HashMap<u64, Vec<u8>>> {
         let mut refs = Vec::new();
         for (k, v) in blocks {
             if v.first() == Some(&1) {
                 if let Block::Chunk { id, offset, len } = Block::decode(v)? {
-                    refs.push((schema::block_index(k)?, id, offset, len));
+                    let idx = schema::block_index(k)?;
+                    refs.push((idx, schema::chunk_key(ino, idx, id), offset, len));
                 }
             }
         }
         let mut out = HashMap::new();
         let cache = self.inner.disk_cache.as_ref();
-        let keys: Vec<Vec<u8>> = refs.iter().map(|r| schema::chunk_key(ino, r.0, r.1)).collect();
+        let keys: Vec<Vec<u8>> = refs.iter().map(|r| r.1.clone()).collect();
         let cached = cache.map_or_else(|| vec![None; refs.len()], |c| c.get_many(&keys));
         let mut missing = Vec::new();
         for (r, hit) in refs.into_iter().zip(cached) {
@@ -47,16 +47,17 @@ impl Operation<'_> {
                 None => missing.push(r),
             }
         }
-        if missing.len() < 2 {
-            return Ok(out);
+        let mut found: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        if missing.len() > 1 {
+            let (first, last) = (missing[0].0, missing[missing.len() - 1].0);
+            let (from, to) = (schema::chunk_key(ino, first, 0), schema::chunk_key(ino, last + 1, 0));
+            found = self.tx.snapshot_get_range(&from, &to, 0, false)?.into_iter().collect();
         }
-        let (first, last) = (missing[0].0, missing[missing.len() - 1].0);
-        let (from, to) = (schema::chunk_key(ino, first, 0), schema::chunk_key(ino, last + 1, 0));
-        let found: HashMap<Vec<u8>, Vec<u8>> = self.tx.snapshot_get_range(&from, &to, 0, false)?.into_iter().collect();
-        for (idx, id, offset, len) in missing {
-            let key = schema::chunk_key(ino, idx, id);
-            let Some(stored) = found.get(&key) else { continue };
-            let Block::Data(chunk) = Block::decode(stored)? else { return Err(not_data()) };
+        for (idx, key, offset, len) in missing {
+            let chunk = match found.remove(&key) {
+                Some(stored) => decode_chunk(&stored)?,
+                None => self.stored_chunk(&key)?,
+            };
             out.insert(idx, slice(&chunk, offset, len)?);
             if let Some(c) = cache {
                 c.put(&key, &chunk);
@@ -66,22 +67,14 @@ impl Operation<'_> {
     }
 
     /// The bytes `offset..offset + len` of chunk `id` of block `idx` of `ino`: from the disk
-    /// cache, else from this transaction (its own writes and its snapshot), else from a fresh
-    /// snapshot (a chunk written ahead by this transaction is not in its snapshot).
+    /// cache, else from the backend ([`Operation::stored_chunk`]).
     pub(super) fn chunk_bytes(&mut self, ino: u64, idx: u64, id: u64, offset: u32, len: u32) -> Result<Vec<u8>> {
         let key = schema::chunk_key(ino, idx, id);
         let cache = self.inner.disk_cache.as_ref();
         let chunk = match cache.and_then(|c| c.get(&key)) {
             Some(chunk) => chunk,
             None => {
-                let stored = match self.tx.snapshot_get(&key)? {
-                    Some(v) => v,
-                    None => self.inner.backend.begin()?.snapshot_get(&key)?.ok_or_else(|| {
-                        // Deleted with its block by a transaction newer than this one's snapshot.
-                        Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
-                    })?,
-                };
-                let Block::Data(chunk) = Block::decode(&stored)? else { return Err(not_data()) };
+                let chunk = self.stored_chunk(&key)?;
                 if let Some(c) = cache {
                     c.put(&key, &chunk);
                 }
@@ -89,6 +82,20 @@ impl Operation<'_> {
             }
         };
         slice(&chunk, offset, len)
+    }
+
+    /// The chunk `key` in the backend: from this transaction (its own writes and its snapshot),
+    /// else from a fresh snapshot (a chunk written ahead by this transaction is not in its
+    /// snapshot).
+    fn stored_chunk(&mut self, key: &[u8]) -> Result<Vec<u8>> {
+        let stored = match self.tx.snapshot_get(key)? {
+            Some(v) => v,
+            None => self.inner.backend.begin()?.snapshot_get(key)?.ok_or_else(|| {
+                // Deleted with its block by a transaction newer than this one's snapshot.
+                Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
+            })?,
+        };
+        decode_chunk(&stored)
     }
 
     /// Deletes the chunk that block `idx` of `ino`, stored as `v`, refers to (if any), once
@@ -120,8 +127,12 @@ impl Operation<'_> {
     }
 }
 
-fn not_data() -> Error {
-    Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk")
+/// The data of a stored chunk value.
+fn decode_chunk(stored: &[u8]) -> Result<Vec<u8>> {
+    match Block::decode(stored)? {
+        Block::Data(chunk) => Ok(chunk),
+        Block::Chunk { .. } => Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk")),
+    }
 }
 
 /// The `offset..offset + len` part of `chunk` that a block refers to.
