@@ -324,3 +324,24 @@ fn chunked_files_read_the_same_everywhere() {
     let packed = Store::open(&format!("pack:{}", image.display())).unwrap();
     assert!(packed.read_file("/f").unwrap() == a, "read from a pack");
 }
+
+/// Opening the store does not hang on a cache directory that does not answer (here its lock
+/// file is a FIFO, whose open(2) waits forever): it opens without the cache after 100 deadlines.
+#[test]
+fn a_hung_cache_dir_does_not_hang_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("lock").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let options = Options { disk_cache_deadline: Duration::from_millis(10), ..cached(dir.path(), 1 << 20) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (backend, _) = remote();
+        let store = Store::with_backend(backend, options, None).unwrap();
+        store.write_file("/f", b"data").unwrap();
+        tx.send((store.read_file("/f").unwrap(), store.disk_cache_stats().unwrap().disabled)).unwrap();
+    });
+    let (got, disabled) = rx.recv_timeout(Duration::from_secs(30)).expect("the open hung on the cache directory");
+    assert_eq!(got, b"data");
+    assert!(disabled.is_some_and(|why| why.contains("did not answer")));
+}

@@ -34,7 +34,8 @@ pub struct Options {
     /// Most bytes the disk cache keeps (URI `disk_cache_size=BYTES`). Default 1 GiB.
     pub disk_cache_size: u64,
     /// Longest a read waits for the cache disk before it reads the backend instead (and skips
-    /// the cache for a second). Default 100 ms.
+    /// the cache for a second); opening the cache may take 100 times as long, then the store
+    /// opens without it. Default 100 ms.
     pub disk_cache_deadline: Duration,
 }
 

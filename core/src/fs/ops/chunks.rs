@@ -199,8 +199,22 @@ pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retr
     // A chunk id whose transaction id the store's counter has not reached yet was handed out
     // in a history the store no longer has (its files were restored from older ones): the
     // same id may come again for other data.
-    let keep = |key: &[u8]| schema::parse_chunk_key(key).is_ok_and(|(_, _, id)| id >> CHUNK_SEQ_BITS < counter);
-    DiskCache::open(dir, options.disk_cache_size, &identity, deadline, &keep)
-        .map(Some)
-        .map_err(|e| format!("{}: {e}", dir.display()))
+    let keep = move |key: &[u8]| schema::parse_chunk_key(key).is_ok_and(|(_, _, id)| id >> CHUNK_SEQ_BITS < counter);
+    // Opened by a thread of its own: a cache disk that does not answer must not hang the open.
+    let (dir, size) = (dir.clone(), options.disk_cache_size);
+    let (done, opened) = std::sync::mpsc::sync_channel(1);
+    let shown = dir.display().to_string();
+    std::thread::Builder::new()
+        .name("txvfs-cache-open".into())
+        .spawn(move || {
+            let _ = done.send(DiskCache::open(&dir, size, &identity, deadline, &keep));
+        })
+        .map_err(|e| format!("{shown}: {e}"))?;
+    match opened.recv_timeout(deadline * OPEN_WAIT_DEADLINES) {
+        Ok(cache) => cache.map(Some).map_err(|e| format!("{shown}: {e}")),
+        Err(_) => Err(format!("{shown}: the cache directory did not answer within {:?}", deadline * OPEN_WAIT_DEADLINES)),
+    }
 }
+
+/// How many read deadlines opening the disk cache may take (10 s with the default deadline).
+const OPEN_WAIT_DEADLINES: u32 = 100;
