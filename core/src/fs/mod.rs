@@ -21,7 +21,9 @@ mod store;
 mod transaction;
 mod types;
 
-pub use disk_cache::{DiskCacheFaults, DiskCacheStats};
+pub use disk_cache::DiskCacheStats;
+#[cfg(feature = "testing")]
+pub use disk_cache::DiskCacheFaults;
 pub use file::File;
 pub use filesystem::FileSystem;
 pub use inodes::{InodeFileSystem, SetAttr};

@@ -66,6 +66,7 @@ pub struct DiskCacheFaults {
     fail: AtomicBool,
 }
 
+#[cfg(feature = "testing")]
 impl DiskCacheFaults {
     /// Delays every later read and write of a cache file by `d` (a slow or hung disk).
     pub fn set_delay(&self, d: Duration) {
@@ -75,6 +76,10 @@ impl DiskCacheFaults {
     pub fn set_failing(&self, fail: bool) {
         self.fail.store(fail, Ordering::SeqCst);
     }
+}
+
+impl DiskCacheFaults {
+    /// Sleeps for the set delay, then fails if asked to.
     fn apply(&self) -> std::io::Result<()> {
         let ms = self.delay_ms.load(Ordering::SeqCst);
         if ms > 0 {
