@@ -177,7 +177,8 @@ fn model_staged_writes_fdb_limits() {
 /// The model on stores with a local disk cache (`Options::disk_cache`): every block is then
 /// written as a chunk and read through the cache, which is tiny here so that it evicts all the
 /// time. Odd seeds use tiny blocks; 3003 has FoundationDB's limits, so large transactions
-/// also write chunks ahead. Once everything is removed, no chunk may be left.
+/// also write chunks ahead. The tree is compared again after the store is reopened with the
+/// cache it left; once everything is removed, no chunk may be left.
 #[test]
 fn model_random_disk_cache() {
     let (mut hits, mut total) = (0, 0);
@@ -191,7 +192,14 @@ fn model_random_disk_cache() {
         let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
         let big = (seed == 3003).then(|| backend.clone());
         let ops = ops(if seed == 3003 { 600 } else { 2500 });
-        total += run_single("disk cache", &store, &options, seed, ops, big).stats.ops;
+        let r = run_single("disk cache", &store, &options, seed, ops, big);
+        total += r.stats.ops;
+        // Closed and opened again: the tree read back through the cache it left.
+        let model = r.m.clone();
+        hits += store.disk_cache_stats().unwrap().hits;
+        drop((r, store));
+        let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
+        compare_trees(&model, &store, b"", &format!("seed {seed}, reopened with its disk cache"), true);
         for e in store.readdir("/", None, 0).unwrap() {
             store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
         }
