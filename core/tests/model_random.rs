@@ -32,6 +32,10 @@
 //!   union of the models, the counter the number of committed increments, and statfs agree.
 //! - `model_threads_staged_fdb_limits` (3 x 300): the threads mode with the staged mode's big
 //!   transactions, writing ahead at the same time; no chunk may be left in the end.
+//! - `model_random_disk_cache` (2,500 + 2,500 + 600) / `model_threads_disk_cache` (3 x 800):
+//!   stores with a tiny local disk cache, so every block is a chunk read through a cache that
+//!   evicts all the time; one seed under FoundationDB's limits (staged chunks too); the tree is
+//!   compared again after a reopen through the cache it left.
 //!
 //! Reproducing a failure: `TXVFS_SEED=N cargo test --release -p txvfs --test model_random`
 //! (each mode runs seed N; threads interleave differently from run to run). A longer random
@@ -381,6 +385,18 @@ fn model_threads_memory() {
         let store = Store::open_with("memory:", options.clone()).unwrap();
         let threads = 2 + (seed % 3) as usize;
         run_threads("threads memory", &store, &options, seed, threads, ops(1500), None);
+    }
+}
+
+/// Threads sharing one small disk cache (every block a chunk, evicting all the time).
+#[test]
+fn model_threads_disk_cache() {
+    for seed in seeds(&[3301]) {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options { disk_cache: Some(dir.path().to_path_buf()), disk_cache_size: 16 * (64 << 10), ..Options::default() };
+        let store = Store::open_with("memory:", options.clone()).unwrap();
+        run_threads("threads disk cache", &store, &options, seed, 3, ops(800), None);
+        eprintln!("model_random threads disk cache: seed {seed}: {:?}", store.disk_cache_stats().unwrap());
     }
 }
 
