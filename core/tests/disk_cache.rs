@@ -345,3 +345,29 @@ fn a_hung_cache_dir_does_not_hang_the_open() {
     assert_eq!(got, b"data");
     assert!(disabled.is_some_and(|why| why.contains("did not answer")));
 }
+
+/// A clone of a named snapshot inherits the store's identity record (`M u`) and its chunk-id
+/// counter, so it hands out the ids the store hands out after the snapshot, for other data:
+/// the two must not share cache entries.
+#[cfg(feature = "rocksdb")]
+#[test]
+fn a_clone_and_its_store_never_share_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let live_uri = format!("rocksdb:{}", dir.path().join("db").display());
+    let (x, y) = (data(16, 3 * BLOCK), data(17, 3 * BLOCK));
+    let snapshot_uri = {
+        let live = Store::open_with(&live_uri, cached(&cache, 64 << 20)).unwrap();
+        live.write_file("/a", b"before").unwrap();
+        live.create_named_snapshot("s").unwrap();
+        live.write_file("/f", &x).unwrap();
+        assert_eq!(read(&live, "/f"), x);
+        assert_eq!(read(&live, "/f"), x);
+        live.named_snapshot_uri("s").unwrap()
+    };
+    let clone_dir = dir.path().join("clone");
+    drop(Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), Options::default()).unwrap());
+    let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&cache, 64 << 20)).unwrap();
+    clone.write_file("/f", &y).unwrap();
+    assert!(read(&clone, "/f") == y, "the clone read its store's cached chunks");
+}
