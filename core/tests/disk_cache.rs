@@ -346,8 +346,8 @@ fn a_hung_cache_dir_does_not_hang_the_open() {
     assert!(disabled.is_some_and(|why| why.contains("did not answer")));
 }
 
-/// A clone of a named snapshot inherits the store's identity record (`M u`) and its chunk-id
-/// counter, so it hands out the ids the store hands out after the snapshot, for other data:
+/// A clone of a named snapshot inherits the store's identity record (`M u`) and its counters,
+/// so after the snapshot both hand out the same chunk ids for the same inode, for other data:
 /// the two must not share cache entries.
 #[cfg(feature = "rocksdb")]
 #[test]
@@ -355,16 +355,21 @@ fn a_clone_and_its_store_never_share_entries() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let live_uri = format!("rocksdb:{}", dir.path().join("db").display());
-    let (x, y) = (data(16, 3 * BLOCK), data(17, 3 * BLOCK));
+    let (w, x, y) = (data(16, 3 * BLOCK), data(17, 3 * BLOCK), data(18, 3 * BLOCK));
     let snapshot_uri = {
         let live = Store::open_with(&live_uri, cached(&cache, 64 << 20)).unwrap();
-        live.write_file("/a", b"before").unwrap();
+        live.write_file("/f", &w).unwrap();
         live.create_named_snapshot("s").unwrap();
+        live.named_snapshot_uri("s").unwrap()
+    };
+    // The store, opened again, overwrites /f: new chunk ids from the counter after the snapshot.
+    {
+        let live = Store::open_with(&live_uri, cached(&cache, 64 << 20)).unwrap();
         live.write_file("/f", &x).unwrap();
         assert_eq!(read(&live, "/f"), x);
         assert_eq!(read(&live, "/f"), x);
-        live.named_snapshot_uri("s").unwrap()
-    };
+    }
+    // The clone does the same from the same counter: the same ids, other data.
     let clone_dir = dir.path().join("clone");
     drop(Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), Options::default()).unwrap());
     let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&cache, 64 << 20)).unwrap();
