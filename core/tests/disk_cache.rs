@@ -369,10 +369,13 @@ fn a_clone_and_its_store_never_share_entries() {
         assert_eq!(read(&live, "/f"), x);
         assert_eq!(read(&live, "/f"), x);
     }
-    // The clone does the same from the same counter: the same ids, other data.
+    // The clone does the same from the same counter (the same ids, other data), with a cache
+    // of its own; then it opens with the store's cache directory.
     let clone_dir = dir.path().join("clone");
     drop(Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), Options::default()).unwrap());
-    let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&cache, 64 << 20)).unwrap();
+    let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&dir.path().join("own"), 64 << 20)).unwrap();
     clone.write_file("/f", &y).unwrap();
+    drop(clone);
+    let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&cache, 64 << 20)).unwrap();
     assert!(read(&clone, "/f") == y, "the clone read its store's cached chunks");
 }
