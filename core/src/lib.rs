@@ -42,7 +42,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use kv::backoff;
 pub use fsck::CheckReport;
 pub use fs::{
-    Credential, DirEntry, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,
+    Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,
     RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
 };
 pub use schema::FileType;

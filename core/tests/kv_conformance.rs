@@ -399,6 +399,12 @@ macro_rules! backend_suite {
 
 backend_suite!(memory, Some((Arc::new(MemoryBackend::new(Limits::UNLIMITED)), None)));
 backend_suite!(memory_fdb_limits, Some((Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)), None)));
+// The fault wrapper with a read latency (the disk cache's "slow remote") keeps the contract.
+backend_suite!(slow_memory, {
+    let (b, plan) = txvfs::kv::FaultyBackend::new(Arc::new(MemoryBackend::new(Limits::UNLIMITED)));
+    plan.set_read_latency(std::time::Duration::from_micros(200));
+    Some((b as Arc<dyn Backend>, None))
+});
 backend_suite!(rocksdb, {
     let d = tempfile::tempdir().unwrap();
     Some((kv::open(d.path().to_str().unwrap()).unwrap(), Some(Box::new(d))))

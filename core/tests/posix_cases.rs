@@ -1,6 +1,7 @@
 //! Runs the shared POSIX-semantics table `tests/cases/posix.cases` (its format is documented at
 //! the top of that file) through the Rust API, every case on a fresh store: once on the memory
-//! backend and once on RocksDB. All mismatches are collected and reported together.
+//! backend, once on it with a local disk cache, and once on RocksDB. All mismatches are
+//! collected and reported together.
 
 use std::path::PathBuf;
 use txvfs::{Error, FileSystem, FileType, OpenOptions, RenameFlags, Store, XattrFlags};
@@ -363,6 +364,17 @@ fn run_all(backend: &str, mut open: impl FnMut() -> (Store, Option<tempfile::Tem
 #[test]
 fn posix_cases_memory() {
     run_all("memory", || (Store::open("memory:").unwrap(), None));
+}
+
+/// The memory backend through a small local disk cache (`?disk_cache=DIR`): every block is a
+/// chunk read through the cache.
+#[test]
+fn posix_cases_disk_cache() {
+    run_all("memory with a disk cache", || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&format!("memory:?disk_cache={}&disk_cache_size=1000000", dir.path().display())).unwrap();
+        (store, Some(dir))
+    });
 }
 
 #[test]

@@ -172,3 +172,28 @@ fn locks_taken_while_alone_hold_against_a_process_that_arrives_later() {
     drop(f);
     assert_eq!(client.ask("flock /l"), "ok");
 }
+
+/// A client process of a shared store with a local disk cache (`?disk_cache=DIR` in its URI):
+/// its reads of chunks become hits, and what the owner process writes is what it reads next
+/// (the cache holds immutable chunks only, so it is never stale across processes).
+#[test]
+fn a_client_with_a_disk_cache_reads_hits_and_never_stale_data() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().join("db").to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.role, "owner");
+    let client = Store::open(&format!("{uri}?disk_cache={}", d.path().join("cache").display())).unwrap();
+    assert!(!client.backend().primary().unwrap_or(true), "the test process must be a client");
+    let big: Vec<u8> = (0..3 * 65536 + 10).map(|i| b'a' + (i / 1000 % 26) as u8).collect();
+    client.write_file("/f", &big).unwrap();
+    assert_eq!(client.read_file("/f").unwrap(), big);
+    client.disk_cache_flush();
+    assert_eq!(client.read_file("/f").unwrap(), big);
+    assert_eq!(client.disk_cache_stats().unwrap().hits, 4, "{:?}", client.disk_cache_stats());
+    // The owner reads the client's chunked blocks, then overwrites the file.
+    assert_eq!(owner.ask("read /f").as_bytes(), &big[..]);
+    assert_eq!(owner.ask("write /f fresh"), "ok");
+    assert_eq!(client.read_file("/f").unwrap(), b"fresh");
+    client.write_file("/f", &big[..65536 * 2]).unwrap();
+    assert_eq!(client.read_file("/f").unwrap(), &big[..65536 * 2]);
+}

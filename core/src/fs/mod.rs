@@ -2,6 +2,7 @@
 //! call is a transaction and an explicit [`Transaction`] groups any number of calls on any
 //! number of files into one atomic, isolated, durable change.
 
+mod disk_cache;
 mod file;
 mod filesystem;
 mod format;
@@ -20,6 +21,9 @@ mod store;
 mod transaction;
 mod types;
 
+pub use disk_cache::DiskCacheStats;
+#[cfg(feature = "testing")]
+pub use disk_cache::DiskCacheFaults;
 pub use file::File;
 pub use filesystem::FileSystem;
 pub use inodes::{InodeFileSystem, SetAttr};

@@ -1,6 +1,9 @@
 //! The options of [`Store::open_with`](crate::Store::open_with).
 
 use super::types::Credential;
+use crate::error::{Error, ErrorKind, Result};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// The default size of the read cache ([`Options::cache_size`]).
 pub const DEFAULT_CACHE_SIZE: u64 = 64 << 20;
@@ -26,6 +29,22 @@ pub struct Options {
     /// it off. The store is shared by every open in the process, so the first open sets it.
     /// Default 64 MiB.
     pub cache_size: u64,
+    /// A directory on local disk that keeps copies of the chunks read from the backend, for
+    /// stores on a slow remote backend (FoundationDB, a client of a shared RocksDB store). Blocks
+    /// written by this open are stored as chunks, so ordinary files are cached too. The URI
+    /// query `disk_cache=DIR` sets it. Default `None` (no cache). If the directory cannot be
+    /// used, the store opens without it ([`Store::disk_cache_stats`] says why). The first open
+    /// of a store in a process decides: later opens share its cache (or its lack of one), and
+    /// one asking for another cache is refused.
+    ///
+    /// [`Store::disk_cache_stats`]: crate::Store::disk_cache_stats
+    pub disk_cache: Option<PathBuf>,
+    /// Most bytes the disk cache keeps (URI `disk_cache_size=BYTES`). Default 1 GiB.
+    pub disk_cache_size: u64,
+    /// Longest a read waits for the cache disk before it reads the backend instead (and skips
+    /// the cache for a second); opening the cache may take 100 times as long, then the store
+    /// opens without it. Default 100 ms.
+    pub disk_cache_deadline: Duration,
 }
 
 /// The options that belong to one open of a store rather than to the store: two opens of
@@ -53,6 +72,51 @@ impl Default for Options {
             credential: None,
             max_retries: 100,
             cache_size: DEFAULT_CACHE_SIZE,
+            disk_cache: None,
+            disk_cache_size: 1 << 30,
+            disk_cache_deadline: Duration::from_millis(100),
         }
+    }
+}
+
+/// Takes the store options a URI's query may carry (`disk_cache=DIR`, `disk_cache_size=BYTES`)
+/// into `options`; returns the URI without them, for the backend.
+pub(crate) fn take_uri_options(uri: &str, options: &mut Options) -> Result<String> {
+    let Some((base, query)) = uri.rsplit_once('?') else { return Ok(uri.to_string()) };
+    let (mut rest, mut taken) = (Vec::new(), false);
+    for param in query.split('&') {
+        taken |= param.starts_with("disk_cache");
+        match param.split_once('=') {
+            Some(("disk_cache", dir)) if !dir.is_empty() => options.disk_cache = Some(PathBuf::from(dir)),
+            Some(("disk_cache_size", n)) => {
+                options.disk_cache_size = n.parse().map_err(|_| {
+                    Error::new(ErrorKind::Invalid, format!("{uri}: disk_cache_size must be a number of bytes"))
+                })?
+            }
+            Some(("disk_cache", _)) => return Err(Error::new(ErrorKind::Invalid, format!("{uri}: disk_cache needs a directory"))),
+            _ => rest.push(param),
+        }
+    }
+    Ok(match (taken, rest.iter().all(|p| p.is_empty())) {
+        (false, _) => uri.to_string(),
+        (true, true) => base.to_string(),
+        (true, false) => format!("{base}?{}", rest.join("&")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_options_are_taken_and_the_rest_kept() {
+        let mut o = Options::default();
+        assert_eq!(take_uri_options("fdb:?prefix=a&disk_cache=/c&disk_cache_size=5", &mut o).unwrap(), "fdb:?prefix=a");
+        assert_eq!((o.disk_cache.as_deref(), o.disk_cache_size), (Some(std::path::Path::new("/c")), 5));
+        assert_eq!(take_uri_options("memory:?disk_cache=/c", &mut o).unwrap(), "memory:");
+        assert_eq!(take_uri_options("/a/b", &mut o).unwrap(), "/a/b");
+        assert_eq!(take_uri_options("/a/b?", &mut o).unwrap(), "/a/b?");
+        assert!(take_uri_options("memory:?disk_cache_size=big", &mut o).is_err());
+        assert!(take_uri_options("memory:?disk_cache=", &mut o).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! The state shared by every handle of one store in this process: the backend, the store's
 //! fixed parameters, the inode allocator, open-file counts, the lock table.
 
+use super::disk_cache::DiskCache;
 use super::locks::LockTable;
 use super::open_files::OpenFiles;
 use crate::error::{Error, Result};
@@ -34,6 +35,12 @@ pub(crate) struct StoreState {
     pub(crate) lost_write: Mutex<Option<Error>>,
     /// This process's id in staging records (random per open).
     pub(crate) process: u64,
+    /// The local disk cache of chunks (`Options::disk_cache`), when it is open.
+    pub(crate) disk_cache: Option<DiskCache>,
+    /// Why the disk cache asked for could not be opened.
+    pub(crate) disk_cache_off: Option<String>,
+    /// Chunk ids reserved for blocks written as chunks: next, end.
+    pub(crate) chunk_ids: Mutex<(u64, u64)>,
 }
 
 impl StoreState {

@@ -2,11 +2,15 @@
 //! sync, parameters).
 
 use super::format::format_or_read;
+use super::ops::open_disk_cache;
 use super::leases::{self, LeaseTable, SystemClock, DEFAULT_LEASE};
 use super::locks::LockTable;
-use super::options::{Options, PerOpen};
+use super::options::{take_uri_options, Options, PerOpen};
 use super::state::StoreState;
 use super::types::Credential;
+use super::disk_cache::DiskCacheStats;
+#[cfg(feature = "testing")]
+use super::disk_cache::DiskCacheFaults;
 use super::REMOVE_BATCH;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{self, Backend};
@@ -51,16 +55,18 @@ impl Store {
     /// assert_eq!(again.read_file("/hello.txt").unwrap(), b"hi");
     /// assert!(again.write_file("/other.txt", b"no").is_err()); // read-only: EROFS
     /// ```
-    pub fn open_with(uri: &str, options: Options) -> Result<Store> {
-        let backend = kv::open(uri)?;
+    pub fn open_with(uri: &str, mut options: Options) -> Result<Store> {
+        let uri = take_uri_options(uri, &mut options)?;
+        let backend = kv::open(&uri)?;
         Store::with_backend(backend, options, None)
     }
 
     /// Opens the existing store at `uri` with `options`; where there is none, fails with
     /// [`ErrorKind::NotFound`] ("no store there") and creates nothing (not even a RocksDB
     /// directory). For tools that must not create a store by mistake.
-    pub fn open_existing(uri: &str, options: Options) -> Result<Store> {
-        let backend = kv::open_existing(uri)?;
+    pub fn open_existing(uri: &str, mut options: Options) -> Result<Store> {
+        let uri = take_uri_options(uri, &mut options)?;
+        let backend = kv::open_existing(&uri)?;
         Store::open_backend(backend, options, None, false)
     }
 
@@ -83,6 +89,13 @@ impl Store {
         let key = Arc::as_ptr(&backend) as *const () as usize;
         let mut stores = open_stores().lock();
         if let Some(inner) = stores.get(&key).and_then(Weak::upgrade) {
+            let open_cache = inner.disk_cache.as_ref().map(|c| c.config());
+            if options.disk_cache.is_some() && open_cache != options.disk_cache.as_deref().map(|d| (d, options.disk_cache_size)) {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("{}: already open in this process with another disk cache", backend.describe()),
+                ));
+            }
             return Ok(Store { inner, cred, per_open });
         }
         if options.block_size < 512 || options.block_size > 65536 || !options.block_size.is_power_of_two() {
@@ -93,6 +106,10 @@ impl Store {
         }
         let sb = format_or_read(&*backend, &options, create)?;
         backend.set_cache_capacity(options.cache_size);
+        let (disk_cache, disk_cache_off) = match open_disk_cache(&*backend, &options, options.max_retries) {
+            Ok(cache) => (cache, None),
+            Err(why) => (None, Some(why)),
+        };
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
         let shared_locks = backend.shared().then(|| {
@@ -115,6 +132,9 @@ impl Store {
             locks: LockTable::new(shared_locks),
             next_handle: AtomicU64::new(1),
             process: leases::random_id(),
+            disk_cache,
+            disk_cache_off,
+            chunk_ids: Mutex::new((0, 0)),
         });
         inner.backend.register_process(inner.process)?;
         if let Some(table) = inner.locks.lease_table() {
@@ -281,6 +301,26 @@ impl Store {
     /// The store's inline limit.
     pub fn inline_limit(&self) -> u32 {
         self.inner.inline_limit
+    }
+
+    /// What the store's local disk cache ([`Options::disk_cache`]) has done since it was opened
+    /// (hits, misses, bytes held, ...); `None` when the store was opened without one. When the
+    /// cache directory could not be used, `disabled` says why (the store reads its backend).
+    pub fn disk_cache_stats(&self) -> Option<DiskCacheStats> {
+        self.inner.disk_cache_stats()
+    }
+
+    /// The fault switches of the store's disk cache, for tests of a slow or failing cache disk.
+    #[cfg(feature = "testing")]
+    pub fn disk_cache_faults(&self) -> Option<&DiskCacheFaults> {
+        self.inner.disk_cache.as_ref().map(|c| c.faults())
+    }
+
+    /// Waits until the disk cache has written the chunks queued so far (tests, benchmarks).
+    pub fn disk_cache_flush(&self) {
+        if let Some(c) = &self.inner.disk_cache {
+            c.flush();
+        }
     }
 
     /// The backend's description, such as `rocksdb:/path`.

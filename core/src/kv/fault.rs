@@ -1,4 +1,6 @@
-//! A backend wrapper that fails reads or commits on command, for fault-injection tests.
+//! A backend wrapper that fails reads or commits on command, for fault-injection tests, and
+//! delays every read by a set latency (a "slow remote" backend, for the disk cache's tests
+//! and benchmark).
 
 use super::{Backend, KeyValue, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,6 +19,9 @@ pub struct FaultPlan {
     skip_reads: AtomicU64,
     skip_writes: AtomicU64,
     injected: AtomicU64,
+    read_latency_us: AtomicU64,
+    read_bytes_per_sec: AtomicU64,
+    reads_done: AtomicU64,
 }
 
 impl FaultPlan {
@@ -46,6 +51,19 @@ impl FaultPlan {
     pub fn fail_writes_nospace_after(&self, skip: u64, n: u64) {
         self.skip_writes.store(skip, Ordering::SeqCst);
         self.writes.store(n, Ordering::SeqCst);
+    }
+    /// Delays every later read (get or range) by `d`, as a remote backend's round trip would.
+    pub fn set_read_latency(&self, d: std::time::Duration) {
+        self.read_latency_us.store(d.as_micros() as u64, Ordering::SeqCst);
+    }
+    /// Also delays every later read by the time its bytes (keys and values) take at
+    /// `bytes_per_sec` (0: no limit), as a remote backend's network would.
+    pub fn set_read_bandwidth(&self, bytes_per_sec: u64) {
+        self.read_bytes_per_sec.store(bytes_per_sec, Ordering::SeqCst);
+    }
+    /// How many reads (get or range) have reached the backend so far.
+    pub fn reads(&self) -> u64 {
+        self.reads_done.load(Ordering::SeqCst)
     }
     /// How many faults have been injected so far, of every kind.
     pub fn injected(&self) -> u64 {
@@ -92,7 +110,28 @@ impl FaultyTxn {
         if self.plan.take(&self.plan.skip_reads, &self.plan.reads) {
             return Err(injected("read"));
         }
+        self.plan.reads_done.fetch_add(1, Ordering::SeqCst);
+        let us = self.plan.read_latency_us.load(Ordering::SeqCst);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
         Ok(())
+    }
+    /// The transfer time of `bytes` read, at the plan's bandwidth.
+    fn transfer<T>(&self, bytes: usize, result: T) -> T {
+        let bw = self.plan.read_bytes_per_sec.load(Ordering::SeqCst);
+        if bw > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos((bytes as u128 * 1_000_000_000 / bw as u128) as u64));
+        }
+        result
+    }
+    fn got(&self, r: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+        let n = r.as_ref().map_or(0, |v| v.as_ref().map_or(0, Vec::len));
+        self.transfer(n, r)
+    }
+    fn got_range(&self, r: Result<Vec<KeyValue>>) -> Result<Vec<KeyValue>> {
+        let n = r.as_ref().map_or(0, |kvs| kvs.iter().map(|(k, v)| k.len() + v.len()).sum());
+        self.transfer(n, r)
     }
     fn write_fault(&self) -> Result<()> {
         if self.plan.take(&self.plan.skip_writes, &self.plan.writes) {
@@ -105,15 +144,18 @@ impl FaultyTxn {
 impl Txn for FaultyTxn {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read_fault()?;
-        self.inner.get(key)
+        let r = self.inner.get(key);
+        self.got(r)
     }
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read_fault()?;
-        self.inner.snapshot_get(key)
+        let r = self.inner.snapshot_get(key);
+        self.got(r)
     }
     fn get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
-        self.inner.get_range(s, e, l, r)
+        let r = self.inner.get_range(s, e, l, r);
+        self.got_range(r)
     }
     fn add_read_conflict_range(&mut self, s: &[u8], e: &[u8]) -> Result<()> {
         self.read_fault()?;
@@ -121,7 +163,8 @@ impl Txn for FaultyTxn {
     }
     fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
-        self.inner.snapshot_get_range(s, e, l, r)
+        let r = self.inner.snapshot_get_range(s, e, l, r);
+        self.got_range(r)
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.write_fault()?;

@@ -15,7 +15,7 @@
 //! | `C` | `C` ino block-index chunk-id | a block's data written ahead of its transaction's commit; the block's `B` key refers to it |
 //! | `T` | `T` txid | a live transaction that writes blocks ahead (staging record: owner and lease) |
 //! | `U` | `U` txid ino block-index chunk-id | the chunks staged by `txid`, to collect them if it never commits |
-//! | `M` | `M` name | store-wide counters (atomic add) and allocator high-water marks |
+//! | `M` | `M` name | store-wide counters (atomic add), allocator high-water marks, the store's identity |
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
@@ -222,8 +222,11 @@ pub enum Meta {
     Inodes = b'n',
     /// Bytes of file data (sum of file sizes; atomic add).
     Bytes = b'b',
-    /// Next transaction id for staging blocks ahead.
+    /// Next transaction id for staging blocks ahead (and for ids of chunks written in place).
     NextTxn = b't',
+    /// The store's random identity (16 bytes), written by the first open with a disk cache:
+    /// what the cache's entries belong to (`fs/ops/chunks.rs`).
+    StoreId = b'u',
 }
 
 /// A directory's hot attributes, kept out of the inode value.

@@ -245,6 +245,7 @@ impl Operation<'_> {
             }
             others
         };
+        let mut chunks = self.fetch_chunks(ino, &blocks)?;
         for (k, v) in blocks {
             let idx = schema::block_index(&k)?;
             let bstart = idx * bs;
@@ -252,7 +253,10 @@ impl Operation<'_> {
             let data: &[u8] = match v.first() {
                 Some(0) => &v[1..],
                 _ => {
-                    chunk = self.block_bytes(ino, idx, &v)?;
+                    chunk = match chunks.remove(&idx) {
+                        Some(c) => c,
+                        None => self.block_bytes(ino, idx, &v)?,
+                    };
                     &chunk
                 }
             };
@@ -266,25 +270,11 @@ impl Operation<'_> {
         Ok(())
     }
 
-    /// The bytes of block `idx` of `ino` stored as `v`: inline data, or a chunk written ahead.
-    /// Chunks never change, so they are read outside the transaction (one written ahead by
-    /// this transaction is not in its snapshot).
+    /// The bytes of block `idx` of `ino` stored as `v`: inline data, or a chunk (chunks.rs).
     pub(super) fn block_bytes(&mut self, ino: u64, idx: u64, v: &[u8]) -> Result<Vec<u8>> {
         match Block::decode(v)? {
             Block::Data(d) => Ok(d),
-            Block::Chunk { id, offset, len } => {
-                let stored = self.inner.backend.begin()?.snapshot_get(&schema::chunk_key(ino, idx, id))?.ok_or_else(|| {
-                    // Deleted with its block by a transaction newer than this one's snapshot.
-                    Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
-                })?;
-                let Block::Data(chunk) = Block::decode(&stored)? else {
-                    return Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk"));
-                };
-                chunk
-                    .get(offset as usize..offset as usize + len as usize)
-                    .map(<[u8]>::to_vec)
-                    .ok_or_else(|| Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"))
-            }
+            Block::Chunk { id, offset, len } => self.chunk_bytes(ino, idx, id, offset, len),
         }
     }
 
@@ -357,7 +347,10 @@ impl Operation<'_> {
         }
         let bs = inode.block_size(self.inner.block_size);
         let end = off + data.len() as u64;
-        self.drop_chunks(ino, inode, off / bs, Some((end - 1) / bs + 1))?;
+        // The chunks of the full blocks written; a partial block's goes once it has been read.
+        if off.div_ceil(bs) < end / bs {
+            self.drop_chunks(ino, inode, off.div_ceil(bs), Some(end / bs))?;
+        }
         let stage = self.staging.as_mut().is_some_and(|s| s.should_stage(data.len()));
         let mut ahead: Vec<(u64, &[u8])> = Vec::new();
         let mut pos = off;
@@ -371,11 +364,15 @@ impl Operation<'_> {
                 if stage {
                     ahead.push((idx, src));
                 } else {
-                    self.set(&key, &Block::encode_data(src))?;
+                    self.set_block(ino, inode, idx, src)?;
                 }
             } else {
                 let mut block = match self.tx.get(&key)? {
-                    Some(v) => self.block_bytes(ino, idx, &v)?,
+                    Some(v) => {
+                        let old = self.block_bytes(ino, idx, &v)?;
+                        self.drop_block_chunk(ino, idx, &v)?;
+                        old
+                    }
                     None => Vec::new(),
                 };
                 let (a, b) = ((pos - bstart) as usize, (to - bstart) as usize);
@@ -383,7 +380,7 @@ impl Operation<'_> {
                     block.resize(b, 0);
                 }
                 block[a..b].copy_from_slice(src);
-                self.set(&key, &Block::encode_data(&block))?;
+                self.set_block(ino, inode, idx, &block)?;
             }
             pos = to;
         }
@@ -432,7 +429,7 @@ impl Operation<'_> {
             inode.inline.resize(size as usize, 0);
         } else if size < old {
             let bs = inode.block_size(self.inner.block_size);
-            self.drop_chunks(ino, inode, size / bs, None)?;
+            self.drop_chunks(ino, inode, size.div_ceil(bs), None)?;
             self.clear_range(schema::block_range(ino, size.div_ceil(bs)))?;
             if size % bs != 0 {
                 let key = schema::block_key(ino, size / bs);
@@ -440,7 +437,8 @@ impl Operation<'_> {
                     let mut b = self.block_bytes(ino, size / bs, &v)?;
                     if b.len() as u64 > size % bs {
                         b.truncate((size % bs) as usize);
-                        self.set(&key, &Block::encode_data(&b))?;
+                        self.drop_block_chunk(ino, size / bs, &v)?;
+                        self.set_block(ino, inode, size / bs, &b)?;
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 mod access;
 mod attrs;
+mod chunks;
 mod data;
 mod namespace;
 mod reap;
@@ -15,6 +16,7 @@ pub use data::MAX_FILE_SIZE;
 pub(crate) use data::check_block_size;
 pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub(crate) use resolve::{Resolved, FileRef};
+pub(crate) use chunks::open_disk_cache;
 
 use super::staging::Staging;
 use super::types::Credential;
