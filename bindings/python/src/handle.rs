@@ -139,6 +139,18 @@ impl Handle {
         Ok(PyBytes::new(py, &v))
     }
 
+    /// For the benchmark: reads from the current position to the end of the file in `chunk`-byte
+    /// core reads into one reused buffer (no Python in the loop) and returns the seconds it
+    /// took: the ceiling a read from Python can approach.
+    fn _time_core_read(&self, py: Python<'_>, chunk: usize) -> PyResult<f64> {
+        self.with(py, |f| {
+            let mut buf = vec![0u8; chunk.max(1)];
+            let t = std::time::Instant::now();
+            while read_full(f, &mut buf)? > 0 {}
+            Ok(t.elapsed().as_secs_f64())
+        })
+    }
+
     /// Writes all of `data` at the current position (at the end in append mode); returns
     /// `len(data)`.
     fn write(&self, py: Python<'_>, data: &[u8]) -> PyResult<usize> {
