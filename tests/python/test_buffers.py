@@ -252,3 +252,22 @@ def test_large_reads_of_every_kind(big_store: txvfs.Store) -> None:
     assert h.pread(SIZE * 2, 7) == DATA[7:]
     assert h.pread(2 << 20, 7) == DATA[7 : 7 + (2 << 20)]
     h.close()
+
+
+def test_read_bytes_and_read_range_of_large_and_small_ranges(big_store: txvfs.Store) -> None:
+    store = big_store
+    store.write_bytes("/small", DATA[:1000])
+    for fs in (store, store.begin()):
+        assert fs.read_bytes("/data") == DATA
+        assert fs.read_range("/data", 5, SIZE) == DATA[5:]
+        assert fs.read_range("/data", 5, 2 << 20) == DATA[5 : 5 + (2 << 20)]
+        assert fs.read_range("/data", SIZE - 10, 1 << 30) == DATA[-10:]
+        assert fs.read_range("/data", SIZE + 10, 1 << 30) == b""
+        assert fs.read_bytes("/small") == DATA[:1000]
+        assert fs.read_range("/small", 10, 1 << 30) == DATA[10:1000]
+        with pytest.raises(IsADirectoryError):
+            fs.read_bytes("/")
+        with pytest.raises(FileNotFoundError):
+            fs.read_bytes("/missing")
+        if isinstance(fs, txvfs.Transaction):
+            fs.rollback()
