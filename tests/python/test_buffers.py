@@ -1,7 +1,7 @@
 """Issue 16, item 4: reads and writes through any buffer, filled or read in place.
 
 ``readinto`` fills the caller's buffer itself (``bytearray``, ``memoryview`` and slices of one,
-``array.array``, ``mmap``, a memoryview cast to wider items), partially at the end of the file;
+``array.array``, ``mmap``, NumPy arrays, a memoryview cast to wider items), partially at the end of the file;
 a read-only or non-contiguous buffer raises ``TypeError`` like the builtin ``open`` and reads
 nothing; ``write`` takes the same buffers. Each case runs on the builtin ``open`` over a real
 file too and must give the same results.
@@ -16,6 +16,7 @@ import pathlib
 import threading
 from typing import Any, Callable, Iterator, List, Tuple
 
+import numpy  # installed with pandas (tests/python/requirements.txt)
 import pytest
 
 import txvfs
@@ -53,7 +54,14 @@ BUFFERS: List[Tuple[str, Callable[[int], Any]]] = [
     ("array of bytes", lambda n: array.array("B", bytes(n))),
     ("array of ints", lambda n: array.array("i", bytes(n - n % 4))),
     ("memoryview cast to ints", lambda n: memoryview(bytearray(n - n % 4)).cast("I")),
+    ("numpy array of ints", lambda n: numpy.zeros(n // 4, dtype=numpy.int32)),
 ]
+
+
+def frozen_numpy() -> Any:
+    a = numpy.zeros(64, dtype=numpy.uint8)
+    a.flags.writeable = False
+    return a
 
 
 @pytest.mark.parametrize("buffering", [0, -1])
@@ -97,6 +105,8 @@ READ_ONLY: List[Tuple[str, Callable[[], Any]]] = [
     ("read-only memoryview", lambda: memoryview(bytearray(64)).toreadonly()),
     ("str", lambda: "x" * 64),
     ("non-contiguous memoryview", lambda: memoryview(bytearray(128))[::2]),
+    ("read-only numpy array", frozen_numpy),
+    ("non-contiguous numpy array", lambda: numpy.zeros(128, dtype=numpy.uint8)[::2]),
     ("int", lambda: 64),
 ]
 
@@ -204,6 +214,7 @@ WRITABLE: List[Tuple[str, Callable[[bytes], Any]]] = [
     ("memoryview slice", lambda b: memoryview(b"--" + b + b"--")[2:-2]),
     ("array of ints", lambda b: array.array("i", b)),
     ("memoryview cast to ints", lambda b: memoryview(b).cast("I")),
+    ("numpy array", lambda b: numpy.frombuffer(b, dtype=numpy.uint16)),
     ("non-contiguous memoryview", lambda b: memoryview(b + b)[::2]),
     ("str", lambda b: b.decode("latin-1")),
 ]
