@@ -304,7 +304,33 @@ impl FileSystem {
     /// a handle open, at one consistent snapshot (one transaction).
     fn read_range<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
         let p = path_of(path)?.bytes;
-        let v = run!(self, py, |fs| fs.read_snapshot(&p, offset, length))?;
+        let p = p.as_slice();
+        let want = |f: &txvfs::File| -> txvfs::Result<usize> {
+            let left = f.stat()?.size.saturating_sub(offset);
+            Ok(usize::try_from(left).unwrap_or(usize::MAX).min(length))
+        };
+        // A small range is read into a Vec and copied; a large one is read into the `bytes`
+        // object itself, in a second snapshot once its size is known.
+        let cap = match run!(self, py, |fs| fs.with_file(p, |f| match want(f)? {
+            n if n <= SMALL_READ => read_range_vec(f, offset, n).map(Ok),
+            n => Ok(Err(n)),
+        }))? {
+            Ok(v) => return Ok(PyBytes::new(py, &v)),
+            Err(n) => n,
+        };
+        let mut same = false;
+        let bytes = PyBytes::new_with(py, cap, |buf| {
+            same = run!(self, py, |fs| fs.with_file(p, |f| {
+                let n = want(f)?;
+                Ok(n == buf.len() && read_range_into(f, offset, buf)? == n)
+            }))?;
+            Ok(())
+        })?;
+        if same {
+            return Ok(bytes);
+        }
+        // The file's size changed between the two snapshots: read it again into a Vec.
+        let v = run!(self, py, |fs| fs.with_file(p, |f| read_range_vec(f, offset, want(f)?)))?;
         Ok(PyBytes::new(py, &v))
     }
 
@@ -379,26 +405,39 @@ impl FileSystem {
     }
 }
 
-/// Reading a range of a file at one snapshot: a store reads inside a short transaction of its
-/// own (so a concurrent writer cannot tear the result), a transaction reads in itself.
-trait ReadSnapshot {
-    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>>;
+/// Ranges up to this size are read into a `Vec` and copied into `bytes` (one snapshot);
+/// larger ones first learn the size, then fill the `bytes` (a second snapshot, whose extra
+/// open and stat cost little next to the copy they save).
+const SMALL_READ: usize = 64 << 10;
+
+/// Reading a file at one snapshot: a store opens it inside a short transaction of its own (so
+/// a concurrent writer cannot tear the result), a transaction opens it in itself.
+trait WithFile {
+    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T>;
 }
 
-impl ReadSnapshot for CoreStore {
-    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>> {
-        self.begin()?.read_snapshot(path, offset, length)
+impl WithFile for CoreStore {
+    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T> {
+        self.begin()?.with_file(path, f)
     }
 }
 
-impl ReadSnapshot for CoreTransaction {
-    fn read_snapshot(&self, path: &[u8], offset: u64, length: usize) -> txvfs::Result<Vec<u8>> {
-        let f = self.open(path, &OpenOptions::new().read(true))?;
-        let size = f.stat()?.size;
-        let mut buf = vec![0u8; length.min(size.saturating_sub(offset) as usize)];
-        f.seek(SeekFrom::Start(offset))?;
-        let got = read_full(&f, &mut buf)?;
-        buf.truncate(got);
-        Ok(buf)
+impl WithFile for CoreTransaction {
+    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T> {
+        f(&self.open(path, &OpenOptions::new().read(true))?)
     }
+}
+
+/// Reads `buf.len()` bytes (fewer at the end) of `f` from `offset`.
+fn read_range_into(f: &txvfs::File, offset: u64, buf: &mut [u8]) -> txvfs::Result<usize> {
+    f.seek(SeekFrom::Start(offset))?;
+    read_full(f, buf)
+}
+
+/// Reads `n` bytes (fewer at the end) of `f` from `offset` into a new Vec.
+fn read_range_vec(f: &txvfs::File, offset: u64, n: usize) -> txvfs::Result<Vec<u8>> {
+    let mut v = vec![0u8; n];
+    let got = read_range_into(f, offset, &mut v)?;
+    v.truncate(got);
+    Ok(v)
 }

@@ -1,11 +1,12 @@
 //! `Handle`: a native open file, the raw layer under `txvfs.RawFile`.
 
+use crate::buffer::Borrowed;
 use crate::errors::{detached, to_py, Fail, CLOSED_FILE};
 use crate::stat::StatResult;
 use parking_lot::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PySlice};
+use pyo3::types::PyBytes;
 use std::io::SeekFrom;
 use txvfs::{Error, ErrorKind, FileType, FlockOp, RangeLockKind};
 
@@ -32,44 +33,33 @@ impl Handle {
         })
     }
 
-    /// Reads from the current position to the end of the file (which may grow meanwhile).
-    fn read_to_end(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
-        self.with(py, |f| {
-            let n = f.stat()?.size.saturating_sub(f.position()) as usize;
-            let mut buf = vec![0u8; n];
-            let mut got = read_full(f, &mut buf)?;
-            if got == n {
-                // The file may have grown since the stat: read on until the end.
-                loop {
-                    buf.resize(got + READ_CHUNK, 0);
-                    match read_full(f, &mut buf[got..])? {
-                        0 => break,
-                        k => got += k,
-                    }
+    /// Reads up to `limit` bytes (to the end of the file with `None`) at the current position
+    /// into a new `bytes`, which the core fills in place: one copy, from the store's blocks
+    /// into the object Python gets.
+    fn read_bytes<'py>(&self, py: Python<'py>, limit: Option<usize>) -> PyResult<Bound<'py, PyBytes>> {
+        // What the file holds from the position: the size of the object to fill. The file can
+        // grow or shrink before the read (another handle, or a thread sharing this one).
+        let cap = self.with(py, |f| read_capacity(f, limit, f.position()))?;
+        let (mut got, mut more) = (0, Vec::new());
+        let bytes = PyBytes::new_with(py, cap, |buf| {
+            (got, more) = self.with(py, |f| {
+                let got = read_full(f, buf)?;
+                let mut more = Vec::new();
+                if got == buf.len() {
+                    // The file may have grown since its size was read: read on, up to the limit.
+                    read_on(f, &mut more, limit.map(|n| n - got))?;
                 }
-            }
-            buf.truncate(got);
-            Ok(buf)
-        })
-    }
-
-    /// Reads up to `n` bytes at the current position (short only at the end of the file).
-    /// `n` is a limit, not an allocation: `read(2**44)` of a 3-byte file allocates 3 bytes.
-    fn read_some(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u8>> {
-        self.with(py, |f| {
-            let mut buf = vec![0u8; read_capacity(f, n, f.position())?];
-            let mut got = read_full(f, &mut buf)?;
-            // The file may have grown since its size was read: read on, up to `n`.
-            while got == buf.len() && got < n {
-                buf.resize(n.min(got + READ_CHUNK), 0);
-                match read_full(f, &mut buf[got..])? {
-                    0 => break,
-                    k => got += k,
-                }
-            }
-            buf.truncate(got);
-            Ok(buf)
-        })
+                Ok((got, more))
+            })?;
+            Ok(())
+        })?;
+        if got == cap && more.is_empty() {
+            return Ok(bytes);
+        }
+        // The end came sooner or later than the size said (or a small read hit the end).
+        let mut v = bytes.as_bytes()[..got].to_vec();
+        v.append(&mut more);
+        Ok(PyBytes::new(py, &v))
     }
 }
 
@@ -77,20 +67,42 @@ impl Handle {
 /// than several of 1 MiB (measured with benches/python_bench.py).
 const READ_CHUNK: usize = 1 << 20;
 
-/// How many bytes to allocate for a read of up to `n` bytes at `offset`: `n` itself when it
-/// is small, otherwise no more than the file holds from `offset` (never the caller's `n` of
-/// terabytes, which would abort the process when the allocation fails).
-fn read_capacity(f: &txvfs::File, n: usize, offset: u64) -> txvfs::Result<usize> {
-    if n <= READ_CHUNK {
+/// How many bytes to allocate for a read of up to `limit` bytes (to the end with `None`) at
+/// `offset`: a small limit itself, otherwise no more than the file holds from `offset` (never
+/// the caller's limit of terabytes, which would abort the process when the allocation fails).
+fn read_capacity(f: &txvfs::File, limit: Option<usize>, offset: u64) -> txvfs::Result<usize> {
+    if let Some(n) = limit.filter(|&n| n <= READ_CHUNK) {
         return Ok(n);
     }
-    let left = f.stat()?.size.saturating_sub(offset);
-    Ok(n.min(usize::try_from(left).unwrap_or(usize::MAX)))
+    let left = usize::try_from(f.stat()?.size.saturating_sub(offset)).unwrap_or(usize::MAX);
+    Ok(limit.map_or(left, |n| n.min(left)))
+}
+
+/// Appends to `out` what the file holds from its position, up to `limit` bytes (to the end
+/// with `None`), in `READ_CHUNK` pieces.
+fn read_on(f: &txvfs::File, out: &mut Vec<u8>, limit: Option<usize>) -> txvfs::Result<()> {
+    loop {
+        let want = limit.map_or(READ_CHUNK, |n| n.saturating_sub(out.len()).min(READ_CHUNK));
+        if want == 0 {
+            return Ok(());
+        }
+        let at = out.len();
+        out.resize(at + want, 0);
+        let k = read_full(f, &mut out[at..])?;
+        out.truncate(at + k);
+        if k < want {
+            return Ok(());
+        }
+    }
 }
 
 /// Fills `buf` from the file's position in `READ_CHUNK` pieces; returns the bytes read,
-/// fewer than `buf.len()` only at the end of the file.
+/// fewer than `buf.len()` only at the end of the file. An empty `buf` still asks the core
+/// (which checks that the handle may read, like `read(fd, buf, 0)`).
 pub(crate) fn read_full(f: &txvfs::File, buf: &mut [u8]) -> txvfs::Result<usize> {
+    if buf.is_empty() {
+        return f.read(buf);
+    }
     let mut got = 0;
     while got < buf.len() {
         let end = buf.len().min(got + READ_CHUNK);
@@ -107,47 +119,62 @@ impl Handle {
     /// Reads up to `size` bytes (all to the end with -1) at the current position.
     #[pyo3(signature = (size = -1))]
     fn read<'py>(&self, py: Python<'py>, size: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let v = if size < 0 { self.read_to_end(py)? } else { self.read_some(py, size as usize)? };
-        Ok(PyBytes::new(py, &v))
+        self.read_bytes(py, usize::try_from(size).ok())
     }
 
     /// Reads everything from the current position to the end of the file.
     fn readall<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let v = self.read_to_end(py)?;
-        Ok(PyBytes::new(py, &v))
+        self.read_bytes(py, None)
     }
 
-    /// Reads into the writable buffer `buffer` (`bytearray`, `memoryview`, ...); returns the
-    /// number of bytes read, 0 at the end of the file.
+    /// Reads into the writable buffer `buffer` (`bytearray`, `memoryview`, `array.array`,
+    /// `mmap`, ...: any writable C-contiguous buffer), filling it in place without the GIL;
+    /// returns the number of bytes read, 0 at the end of the file. Any other object raises
+    /// `TypeError` and reads nothing.
     fn readinto(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let v = self.read_some(py, buffer.len()?)?;
-        let k = v.len();
-        if k > 0 {
-            buffer.set_item(PySlice::new(py, 0, k as isize, 1), PyBytes::new(py, &v))?;
-        }
-        Ok(k)
+        let mut b = Borrowed::writable(buffer, "readinto()")?;
+        let dst = b.as_mut_slice();
+        self.with(py, |f| read_full(f, dst))
     }
 
     /// Reads up to `size` bytes at `offset` without moving the position (`pread`).
     fn pread<'py>(&self, py: Python<'py>, size: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
-        let v = self.with(py, |f| {
-            let mut buf = vec![0u8; read_capacity(f, size, offset)?];
-            let k = f.read_at(&mut buf, offset)?;
-            buf.truncate(k);
-            Ok(buf)
+        let cap = self.with(py, |f| read_capacity(f, Some(size), offset))?;
+        let mut got = 0;
+        let bytes = PyBytes::new_with(py, cap, |buf| {
+            got = self.with(py, |f| f.read_at(buf, offset))?;
+            Ok(())
         })?;
-        Ok(PyBytes::new(py, &v))
+        Ok(if got == cap { bytes } else { PyBytes::new(py, &bytes.as_bytes()[..got]) })
     }
 
-    /// Writes all of `data` at the current position (at the end in append mode); returns
-    /// `len(data)`.
-    fn write(&self, py: Python<'_>, data: &[u8]) -> PyResult<usize> {
-        self.with(py, |f| f.write(data))
+    /// For the benchmark: reads from the current position to the end of the file in `chunk`-byte
+    /// core reads into one reused buffer (no Python in the loop) and returns the seconds it
+    /// took: the ceiling a read from Python can approach.
+    fn _time_core_read(&self, py: Python<'_>, chunk: usize) -> PyResult<f64> {
+        self.with(py, |f| {
+            let mut buf = vec![0u8; chunk.max(1)];
+            let t = std::time::Instant::now();
+            while read_full(f, &mut buf)? > 0 {}
+            Ok(t.elapsed().as_secs_f64())
+        })
     }
 
-    /// Writes all of `data` at `offset` without moving the position (`pwrite`).
-    fn pwrite(&self, py: Python<'_>, data: &[u8], offset: u64) -> PyResult<usize> {
-        self.with(py, |f| f.write_at(data, offset))
+    /// Writes all of `data` (any C-contiguous buffer: `bytes`, `bytearray`, `memoryview`,
+    /// `array.array`, ...) at the current position (at the end in append mode), straight
+    /// from its memory; returns its length in bytes.
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let b = Borrowed::readable(data)?;
+        let src = b.as_slice();
+        self.with(py, |f| f.write(src))
+    }
+
+    /// Writes all of `data` (any C-contiguous buffer) at `offset` without moving the
+    /// position (`pwrite`).
+    fn pwrite(&self, py: Python<'_>, data: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+        let b = Borrowed::readable(data)?;
+        let src = b.as_slice();
+        self.with(py, |f| f.write_at(src, offset))
     }
 
     /// Moves the position like `os.lseek` (`whence` 0, 1 or 2); returns the new position.

@@ -10,10 +10,11 @@
 //!
 //! One file per object: `errors` (exceptions, the call boundary), `paths` (path arguments),
 //! `stat` (`StatResult`, `StatVfsResult`), `filesystem` (the calls shared by `Store` and
-//! `Transaction`), `store`, `transaction`, `handle` (open files), `fsck` (the integrity
+//! `Transaction`), `store`, `transaction`, `handle` (open files), `buffer` (Python buffers borrowed for reads and writes), `fsck` (the integrity
 //! check); this file is the module.
 #![warn(missing_docs)]
 
+mod buffer;
 mod errors;
 mod filesystem;
 mod fsck;

@@ -85,9 +85,9 @@ class RawFile(io.RawIOBase):
         return self._check_readable().readall()
 
     def write(self, b: Any) -> int:
-        """Writes all of ``b`` (any bytes-like object); returns its length."""
-        h = self._check_writable()
-        return h.write(b if type(b) is bytes else bytes(b))
+        """Writes all of ``b`` (any C-contiguous bytes-like object, written from its memory);
+        returns its length in bytes."""
+        return self._check_writable().write(b)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Moves the position (``whence``: SEEK_SET, SEEK_CUR, SEEK_END); returns it."""
