@@ -157,3 +157,24 @@ fn files_with_their_own_block_size() {
     let report = txvfs::fsck::check(&*store.backend(), false, &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report}");
 }
+
+/// Holes and the zeros past a short block read as zeros into a buffer full of other bytes
+/// (reads copy block data and zero only what no block covers).
+#[test]
+fn holes_read_as_zeros_into_a_dirty_buffer() {
+    let store = small_blocks(); // 512-byte blocks
+    let f = store.open("/sparse", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
+    f.write_at(&[1u8; 100], 0).unwrap(); // block 0 short (100 bytes), then a hole
+    f.write_at(&[2u8; 600], 1500).unwrap(); // blocks 2-4, with a hole in block 1
+    f.write_at(&[3u8; 10], 5000).unwrap(); // far block, hole before it
+    let mut expect = vec![0u8; 5010];
+    expect[..100].fill(1);
+    expect[1500..2100].fill(2);
+    expect[5000..].fill(3);
+    for (off, len) in [(0, 5010), (50, 3000), (90, 20), (2000, 3005), (600, 400), (4990, 20)] {
+        let mut buf = vec![0xAAu8; len];
+        let n = f.read_at(&mut buf, off as u64).unwrap();
+        let want = &expect[off..(off + len).min(expect.len())];
+        assert_eq!(&buf[..n], want, "read of {len} at {off}");
+    }
+}
