@@ -1,9 +1,11 @@
 //! Runs one workload of the main benchmark in a loop, alone, so a profiler sees only it:
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
-//! 256 MiB file), seqread (passes over a 256 MiB file in 1 MiB reads), durable (durable 4 KiB
+//! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), durable (durable 4 KiB
 //! transactions). Prints the time per operation.
-//! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB).
+//! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB), BLOCK_BYTES the
+//! store's block size (a sweep: `for b in 4096 16384 65536; do txvfs-profile pread 20000
+//! 67108864 $b; done`).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::time::Instant;
@@ -12,13 +14,16 @@ use txvfs::{FileSystem, OpenOptions, Store};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok())) else {
-        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|durable COUNT [CACHE_BYTES]");
+        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|pwrite|seqread|durable COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let mut options = txvfs::Options::default();
     if let Some(c) = args.get(3) {
         options.cache_size = c.parse().expect("CACHE_BYTES");
+    }
+    if let Some(b) = args.get(4) {
+        options.block_size = b.parse().expect("BLOCK_BYTES");
     }
     let store = Store::open_with(&format!("rocksdb:{}", dir.path().join("store").display()), options).expect("open");
     let data = vec![7u8; 4096];
@@ -61,18 +66,25 @@ fn main() {
                 store.unlink(format!("/d/f{i}")).unwrap();
             }
         }
-        "pread" => {
+        "pread" | "pwrite" => {
+            // 256 MiB of incompressible data, then COUNT random 4 KiB reads or writes.
             let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
-            let mb = vec![1u8; 1 << 20];
+            let mut rng = SmallRng::seed_from_u64(1);
+            let mut mb = vec![0u8; 1 << 20];
             for i in 0..256u64 {
+                rng.fill(&mut mb[..]);
                 f.write_at(&mb, i << 20).unwrap();
             }
-            let mut rng = SmallRng::seed_from_u64(1);
             let mut buf = [0u8; 4096];
+            rng.fill(&mut buf[..]);
             start = Instant::now();
             for _ in 0..n {
                 let off = rng.gen_range(0..(256u64 << 20) / 4096) * 4096;
-                f.read_at(&mut buf, off).unwrap();
+                if what == "pread" {
+                    f.read_at(&mut buf, off).unwrap();
+                } else {
+                    f.write_at(&buf, off).unwrap();
+                }
             }
         }
         "seqread" => {
@@ -80,10 +92,12 @@ fn main() {
             let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
             let mut rng = SmallRng::seed_from_u64(2);
             let mut mb = vec![0u8; 1 << 20];
+            let written = Instant::now();
             for i in 0..256u64 {
                 rng.fill(&mut mb[..]);
                 f.write_at(&mb, i << 20).unwrap();
             }
+            println!("seqwrite: {:.0} MiB/s (256 MiB in 1 MiB writes)", 256.0 / written.elapsed().as_secs_f64());
             start = Instant::now();
             for _ in 0..n {
                 f.seek(std::io::SeekFrom::Start(0)).unwrap();
