@@ -29,7 +29,7 @@ SEED=${TXVFS_BENCH_SEED:-17}
 for t in mkfs.erofs mksquashfs; do
   command -v "$t" >/dev/null || { echo "packs: $t is missing (apt-get install erofs-utils squashfs-tools)" >&2; exit 1; }
 done
-cargo build --release --quiet -p txvfs-cli -p txvfs-bench --bin packs
+cargo build --release --quiet -p txvfs-cli -p txvfs-bench --bin txvfs --bin packs
 BIN="$CARGO_TARGET_DIR/release"
 work=$(mktemp -d "${TXVFS_BENCH_DIR:-/var/tmp}/txvfs-packs.XXXXXX")
 loops=()

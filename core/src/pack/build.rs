@@ -77,25 +77,12 @@ impl Writer {
             }
             Ok(())
         })?;
-        let mut all = entries;
-        all.sort_by(|a, b| a.key().cmp(&b.key()));
-        let block_entry = |offset, &(index, len, crc): &(u64, u32, u32)| Entry::Block { index, offset, len, crc };
-        // The meta part's size does not depend on the offsets, so measure it first.
-        let placeholder: Vec<Entry> = sizes.iter().map(|s| block_entry(0, s)).collect();
-        let mut probe = all.clone();
-        probe.extend(placeholder);
-        let meta_len = format::encode_meta(ino, &probe).len() as u64;
-        let mut offset = meta_len;
-        let mut with_blocks = Vec::with_capacity(all.len() + sizes.len());
-        for s in &sizes {
-            with_blocks.push(block_entry(offset, s));
-            offset += s.1 as u64;
-        }
-        // Keys in order: `B` sorts before `D`, `I` and `X`.
-        with_blocks.extend(all);
-        let all = with_blocks;
-        let meta = format::encode_meta(ino, &all);
-        debug_assert_eq!(meta.len() as u64, meta_len);
+        // Blocks first: `B` sorts before `D`, `I` and `X`, and their bytes follow in this order.
+        let mut all: Vec<Entry> = sizes.iter().map(|&(index, len, crc)| Entry::Block { index, len, crc }).collect();
+        let mut rest = entries;
+        rest.sort_by(|a, b| a.key().cmp(&b.key()));
+        all.extend(rest);
+        let meta = format::encode_meta(ino, &all)?;
         self.write(&meta)?;
         match buffer {
             Some(b) => self.write(&b)?,
@@ -128,7 +115,7 @@ impl Writer {
         let globals_off = self.stats.image_bytes;
         self.write(&g)?;
         let index_off = self.stats.image_bytes;
-        let index: Vec<u8> = self.index.iter().flat_map(|o| o.to_le_bytes()).collect();
+        let index = format::encode_index(&self.index);
         self.write(&index)?;
         let header = Header {
             image_len: self.stats.image_bytes,
@@ -247,7 +234,7 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
             if fresh {
                 queue.push_back(d.ino);
             }
-            entries.push(inline(b'D', schema::dentry_name(&k), Dentry { ino, kind: d.kind }.encode()));
+            entries.push(Entry::Dentry { name: schema::dentry_name(&k).to_vec(), ino, kind: d.kind });
         }
         let (s, e) = schema::xattr_range(old);
         for (k, v) in scan(&mut *tx, &s, &e)? {
@@ -336,7 +323,7 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
                 if fresh {
                     children.push((child, cm, ino));
                 }
-                entries.push(inline(b'D', name.as_bytes(), Dentry { ino: cino, kind: ck }.encode()));
+                entries.push(Entry::Dentry { name: name.as_bytes().to_vec(), ino: cino, kind: ck });
             }
         }
         let (data, blocks) = match kind {
