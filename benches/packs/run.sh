@@ -9,8 +9,9 @@
 #      needed); if that fails, SquashFS goes through squashfuse and EROFS is left out, and the
 #      table says so;
 #   4. reads SAMPLE random files (a fixed seed, the same files for all three), stat + whole
-#      read each, twice in one process: cold (after `echo 3 > /proc/sys/vm/drop_caches`, when
-#      permitted; the table says if it was not) and warm (the same files again). txvfs reads
+#      read each, in one process: cold (after `echo 3 > /proc/sys/vm/drop_caches`, when
+#      permitted; the table says if it was not), then warm (the same files again, three
+#      passes, the fastest reported). txvfs reads
 #      through its Rust API (`Store::stat` + `read_file` on `pack:`), the others through
 #      std::fs on the mount. It also counts the reader's preads per file;
 #   5. prints a markdown table, with ratios against EROFS.
@@ -30,8 +31,11 @@ for t in mkfs.erofs mksquashfs; do
   command -v "$t" >/dev/null || { echo "packs: $t is missing (apt-get install erofs-utils squashfs-tools)" >&2; exit 1; }
 done
 cargo build --release --quiet -p txvfs-cli -p txvfs-bench --bin txvfs --bin packs
-BIN="$CARGO_TARGET_DIR/release"
 work=$(mktemp -d "${TXVFS_BENCH_DIR:-/var/tmp}/txvfs-packs.XXXXXX")
+# Private copies: a rebuild during a long run does not change the programs under test.
+mkdir "$work/bin"
+cp "$CARGO_TARGET_DIR/release/txvfs" "$CARGO_TARGET_DIR/release/packs" "$work/bin/"
+BIN="$work/bin"
 loops=()
 cleanup() {
   for m in "$work/mnt-erofs" "$work/mnt-sqfs"; do

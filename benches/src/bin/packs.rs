@@ -8,13 +8,17 @@
 //! packs read-dir MOUNT LIST N SEED    the same through std::fs under MOUNT
 //! ```
 //! `read-*` print one line per pass: `pass files seconds files/s MB/s p50_us p99_us`, and
-//! read-pack also `preads` and the index and cached directory bytes.
+//! read-pack also `preads` and the index and cached directory bytes. The warm pass is run
+//! [`WARM_PASSES`] times and the fastest printed (the machine is shared: one pass is noisy).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 use txvfs::{FileSystem, Options, Store};
+
+/// How many times the warm pass runs (the fastest is printed).
+const WARM_PASSES: usize = 3;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -65,8 +69,8 @@ fn sample(list: &str, n: usize, seed: u64) -> Vec<String> {
     (0..n).map(|_| all[rng.gen_range(0..all.len())].clone()).collect()
 }
 
-/// Times `read` over `paths`; prints one line for the pass.
-fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) {
+/// Times `read` over `paths`: the pass's line (see the module doc) and its files/s.
+fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) -> (String, f64) {
     let mut lat = Vec::with_capacity(paths.len());
     let mut bytes = 0;
     let t0 = Instant::now();
@@ -78,14 +82,16 @@ fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) {
     let secs = t0.elapsed().as_secs_f64();
     lat.sort_unstable();
     let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1000.0;
-    println!(
-        "{name} {} {secs:.3} {:.0} {:.1} {:.1} {:.1}",
-        paths.len(),
-        paths.len() as f64 / secs,
-        bytes as f64 / secs / 1e6,
-        pct(0.5),
-        pct(0.99)
-    );
+    let rate = paths.len() as f64 / secs;
+    let line = format!("{name} {} {secs:.3} {rate:.0} {:.1} {:.1} {:.1}", paths.len(), bytes as f64 / secs / 1e6, pct(0.5), pct(0.99));
+    (line, rate)
+}
+
+/// The cold pass, then the fastest of [`WARM_PASSES`] warm ones, printed.
+fn cold_then_warm(paths: &[String], mut read: impl FnMut(&str) -> usize) {
+    println!("{}", pass("cold", paths, &mut read).0);
+    let best = (0..WARM_PASSES).map(|_| pass("warm", paths, &mut read)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    println!("{}", best.0);
 }
 
 fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
@@ -99,13 +105,14 @@ fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
         d.len()
     };
     let before = backend.preads();
-    pass("cold", &paths, read);
+    println!("{}", pass("cold", &paths, read).0);
     let cold_preads = backend.preads() - before;
     let before = backend.preads();
-    pass("warm", &paths, read);
+    let best = (0..WARM_PASSES).map(|_| pass("warm", &paths, read)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+    println!("{}", best.0);
     println!(
         "preads cold {cold_preads} warm {} inodes {} index_bytes {} dir_cache_bytes {}",
-        backend.preads() - before,
+        (backend.preads() - before) / WARM_PASSES as u64,
         backend.inodes(),
         backend.index_bytes(),
         backend.cached_dir_bytes()
@@ -121,6 +128,5 @@ fn read_dir(mount: &str, list: &str, n: usize, seed: u64) {
         assert_eq!(d.len() as u64, st.len());
         d.len()
     };
-    pass("cold", &paths, read);
-    pass("warm", &paths, read);
+    cold_then_warm(&paths, read);
 }
