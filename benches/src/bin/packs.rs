@@ -4,12 +4,16 @@
 //! ```text
 //! packs gen DIR FILES SEED            a tree of FILES files of 0..=8192 random bytes in three
 //!                                     levels of directories; the paths go to DIR.list
-//! packs read-pack IMAGE LIST N SEED   stat + read N random files of LIST twice (cold, warm)
-//! packs read-dir MOUNT LIST N SEED    the same through std::fs under MOUNT
+//! packs read-pack IMAGE LIST N SEED [warm]   stat + read N random files of LIST: a cold pass,
+//!                                     then a warm one (the same files again); with `warm`,
+//!                                     an unmeasured pass that fills this process's caches,
+//!                                     then the warm pass only
+//! packs read-dir MOUNT LIST N SEED [warm]    the same through std::fs under MOUNT
 //! ```
-//! `read-*` print one line per pass: `pass files seconds files/s MB/s p50_us p99_us`, and
-//! read-pack also `preads` and the index and cached directory bytes. The warm pass is run
-//! [`WARM_PASSES`] times and the fastest printed (the machine is shared: one pass is noisy).
+//! `read-*` print one line per measured pass: `pass files seconds files/s MB/s p50_us p99_us`,
+//! and read-pack also `preads` and the index and cached directory bytes. `benches/packs/run.sh`
+//! runs the `warm` form several times, alternating between the images, and keeps the fastest
+//! (the machine is shared: one pass is noisy).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::io::Write;
@@ -17,16 +21,13 @@ use std::path::Path;
 use std::time::Instant;
 use txvfs::{FileSystem, Options, Store};
 
-/// How many times the warm pass runs (the fastest is printed).
-const WARM_PASSES: usize = 3;
-
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let arg = |i: usize| a.get(i).unwrap_or_else(|| panic!("usage: see benches/src/bin/packs.rs")).as_str();
     match arg(1) {
         "gen" => gen(Path::new(arg(2)), arg(3).parse().unwrap(), arg(4).parse().unwrap()),
-        "read-pack" => read_pack(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap()),
-        "read-dir" => read_dir(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap()),
+        "read-pack" => read_pack(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
+        "read-dir" => read_dir(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
         other => panic!("unknown command {other}"),
     }
 }
@@ -87,14 +88,17 @@ fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) -> (S
     (line, rate)
 }
 
-/// The cold pass, then the fastest of [`WARM_PASSES`] warm ones, printed.
-fn cold_then_warm(paths: &[String], mut read: impl FnMut(&str) -> usize) {
-    println!("{}", pass("cold", paths, &mut read).0);
-    let best = (0..WARM_PASSES).map(|_| pass("warm", paths, &mut read)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-    println!("{}", best.0);
+/// The cold pass then a warm one, or (`warm_only`) an unmeasured pass then a warm one;
+/// prints the measured passes.
+fn passes(paths: &[String], warm_only: bool, mut read: impl FnMut(&str) -> usize) {
+    let first = pass("cold", paths, &mut read).0;
+    if !warm_only {
+        println!("{first}");
+    }
+    println!("{}", pass("warm", paths, &mut read).0);
 }
 
-fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
+fn read_pack(image: &str, list: &str, n: usize, seed: u64, warm_only: bool) {
     let paths = sample(list, n, seed);
     let backend = txvfs::pack::PackBackend::open(Path::new(image)).unwrap();
     let store = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
@@ -104,22 +108,24 @@ fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
         assert_eq!(d.len() as u64, st.size);
         d.len()
     };
+    if warm_only {
+        return passes(&paths, true, read);
+    }
     let before = backend.preads();
     println!("{}", pass("cold", &paths, read).0);
     let cold_preads = backend.preads() - before;
     let before = backend.preads();
-    let best = (0..WARM_PASSES).map(|_| pass("warm", &paths, read)).max_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
-    println!("{}", best.0);
+    println!("{}", pass("warm", &paths, read).0);
     println!(
         "preads cold {cold_preads} warm {} inodes {} index_bytes {} dir_cache_bytes {}",
-        (backend.preads() - before) / WARM_PASSES as u64,
+        backend.preads() - before,
         backend.inodes(),
         backend.index_bytes(),
         backend.cached_dir_bytes()
     );
 }
 
-fn read_dir(mount: &str, list: &str, n: usize, seed: u64) {
+fn read_dir(mount: &str, list: &str, n: usize, seed: u64, warm_only: bool) {
     let paths = sample(list, n, seed);
     let read = |p: &str| {
         let full = format!("{mount}{p}");
@@ -128,5 +134,5 @@ fn read_dir(mount: &str, list: &str, n: usize, seed: u64) {
         assert_eq!(d.len() as u64, st.len());
         d.len()
     };
-    cold_then_warm(&paths, read);
+    passes(&paths, warm_only, read);
 }
