@@ -6,10 +6,13 @@
 //! are the listings that path lookups need), the last few other records are kept so that the
 //! reads of one file (attributes, then data) share the one `pread`. A record is kept as its
 //! bytes and an array of fixed-size [`Slot`]s in key order, so a lookup is a binary search
-//! that compares 8-byte key prefixes and allocates nothing but the value it returns. Every
-//! write fails with `ReadOnly` (EROFS).
+//! that compares 8-byte key prefixes (or a probe of the record's hash table) and allocates
+//! nothing but the value it returns. The entries of cached directories with names of up to
+//! 15 bytes are also kept in one table keyed by (directory, name), so a path component costs
+//! one probe. Every write fails with `ReadOnly` (EROFS).
 
-use super::format::{self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, HEADER_LEN};
+use super::format::{self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, DENTRY_SCOPE, HEADER_LEN};
+use crate::schema::{Dentry, FileType};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, KeyValue, Limits, Txn};
 use parking_lot::Mutex;
@@ -76,6 +79,34 @@ fn key_hash(scope: u8, suffix: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
+/// Directory entries with names of at most this many bytes are also kept in [`Inner::names`].
+const SHORT_NAME: usize = 15;
+
+/// A key of [`Inner::names`]: the name's length, the directory's inode and the name,
+/// zero-padded, as three words (compared and hashed without touching any other memory).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct NameKey([u64; 3]);
+
+impl NameKey {
+    fn new(dir: u64, name: &[u8]) -> Option<NameKey> {
+        if name.len() > SHORT_NAME || dir >> 56 != 0 {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        b[0] = name.len() as u8;
+        b[1..1 + name.len()].copy_from_slice(name);
+        Some(NameKey([dir, u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap())]))
+    }
+}
+
+impl std::hash::Hash for NameKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let [a, b, c] = self.0;
+        let x = (a ^ b.rotate_left(21) ^ c.rotate_left(43)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        state.write_u64(x ^ (x >> 29));
+    }
+}
+
 struct Inner {
     file: File,
     /// Bytes of the image.
@@ -84,6 +115,11 @@ struct Inner {
     index: Vec<u64>,
     globals: Vec<KeyValue>,
     dirs: Mutex<HashMap<u64, Arc<Record>, BuildHasherDefault<InoHasher>>>,
+    /// The short-named entries of the cached directories, in one table: a path component is
+    /// found with one probe instead of a walk through the directory map, the record and its
+    /// own table, which miss the CPU caches at every step once the directories are many.
+    /// The child's inode, with its type byte in the top 8 bits.
+    names: Mutex<HashMap<NameKey, u64, BuildHasherDefault<InoHasher>>>,
     recent: Mutex<(usize, Vec<(u64, Arc<Record>)>)>,
     preads: AtomicU64,
 }
@@ -102,7 +138,7 @@ impl PackBackend {
             Error::new(kind, format!("{what}: {e}"))
         })?;
         let len = file.metadata().map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?.len();
-        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
+        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), names: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
         let mut h = [0u8; HEADER_LEN];
         if len < HEADER_LEN as u64 {
             return Err(format::bad(&inner.what, &format!("truncated: {len} bytes")));
@@ -153,7 +189,8 @@ impl PackBackend {
 
     /// Bytes of directory records cached so far.
     pub fn cached_dir_bytes(&self) -> usize {
-        self.inner.dirs.lock().values().map(|r| r.size()).sum()
+        let names = self.inner.names.lock().capacity() * (std::mem::size_of::<(NameKey, u64)>() + 1);
+        self.inner.dirs.lock().values().map(|r| r.size()).sum::<usize>() + names
     }
 }
 
@@ -265,6 +302,13 @@ impl Inner {
         let attrs = rec.find(b'I', &[]);
         let is_dir = attrs.is_some_and(|a| a.len > 1 && rec.bytes[a.at as usize + 1] == 2);
         if is_dir {
+            let mut names = self.names.lock();
+            for slot in rec.slots.iter().filter(|x| x.scope == DENTRY_SCOPE) {
+                if let Some(k) = NameKey::new(ino, &slot.suffix(&rec.bytes)).filter(|_| slot.at >> 56 == 0) {
+                    names.insert(k, slot.at | (slot.kind as u64) << 56);
+                }
+            }
+            drop(names);
             self.dirs.lock().insert(ino, rec.clone());
         } else {
             let mut recent = self.recent.lock();
@@ -316,6 +360,13 @@ impl Inner {
         let Some(ino) = key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())) else { return Ok(None) };
         if ino == 0 || ino > self.inodes() {
             return Ok(None);
+        }
+        if *scope == DENTRY_SCOPE {
+            let found = NameKey::new(ino, &key[9..]).and_then(|k| self.names.lock().get(&k).copied());
+            if let Some(child) = found {
+                let kind = FileType::from_u8((child >> 56) as u8)?;
+                return Ok(Some(Dentry { ino: child & ((1 << 56) - 1), kind }.encode()));
+            }
         }
         let rec = self.record(ino)?;
         match rec.find(*scope, &key[9..]) {
