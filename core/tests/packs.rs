@@ -373,3 +373,51 @@ fn a_clone_over_a_pack_writes_to_the_clone_only() {
     assert!(!again.exists("/gone").unwrap());
     assert_eq!(std::fs::read(&image).unwrap(), before, "the image never changes");
 }
+
+#[test]
+fn lookups_in_a_large_directory_find_every_name_and_no_other() {
+    // Names that share their first 8 bytes, differ only in length, or hold NUL-free bytes
+    // past 8: the reader's hash table and key prefixes must tell them all apart.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path().join("src").to_str().unwrap()).unwrap();
+    s.mkdir("/d", 0o755).unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for i in 0..300 {
+        names.push(format!("n{i}"));
+        names.push(format!("common-prefix-{i:04}"));
+        names.push("x".repeat(1 + i % 40));
+    }
+    names.sort();
+    names.dedup();
+    for (i, n) in names.iter().enumerate() {
+        s.write_file(format!("/d/{n}"), i.to_string().as_bytes()).unwrap();
+    }
+    let image = dir.path().join("img.pack");
+    pack::pack_backend(&*s.backend(), &image, &mut |_| {}).unwrap();
+    let (_, p) = open_pack(&image);
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(p.read_file(format!("/d/{n}")).unwrap(), i.to_string().as_bytes(), "{n}");
+    }
+    for missing in ["n", "n300", "common-prefix-", "common-prefix-0300", "common-prefix-00000", "x".repeat(41).as_str(), "y"] {
+        assert_eq!(p.stat(format!("/d/{missing}")).unwrap_err().kind(), ErrorKind::NotFound, "{missing}");
+    }
+    let listed: Vec<String> = p.readdir("/d", None, 0).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect();
+    assert_eq!(listed, names);
+}
+
+#[test]
+fn an_image_of_an_older_format_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = sample_store(dir.path());
+    let image = dir.path().join("img.pack");
+    pack::pack_backend(&*src.backend(), &image, &mut |_| {}).unwrap();
+    // Rewrite the header as version 1 (with a valid header checksum).
+    let mut bytes = std::fs::read(&image).unwrap();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = pack::format::crc32c(&bytes[..60]);
+    bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&image, &bytes).unwrap();
+    let e = Store::open(&format!("pack:{}", image.display())).map(|_| ()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt);
+    assert!(e.to_string().contains("version 1") && e.to_string().contains("rebuild"), "{e}");
+}

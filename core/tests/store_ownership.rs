@@ -150,3 +150,52 @@ fn a_snapshot_inherited_across_fork_refuses_every_call() {
     assert_eq!(status, 0, "the child could read the parent's snapshot");
     assert_eq!(snap.read_file("/a").unwrap(), b"1");
 }
+
+/// A named snapshot opened before fork() is refused in the child (its RocksDB instance did
+/// not survive the fork), the child may open the snapshot again for itself, and the child's
+/// inherited copy of the snapshot's reader lock does not outlive the parent's reader: once
+/// the parent closes the snapshot, it can delete it while the child still runs.
+#[test]
+fn a_named_snapshot_inherited_across_fork_is_refused_and_holds_nothing_in_the_child() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+    store.write_file("/a", b"1").unwrap();
+    store.create_named_snapshot("s").unwrap();
+    let uri = store.named_snapshot_uri("s").unwrap();
+    let snap = Store::open(&uri).unwrap();
+    assert_eq!(snap.read_file("/a").unwrap(), b"1");
+    let (mut ready, mut done) = ([0i32; 2], [0i32; 2]);
+    // SAFETY: plain pipe(2) calls into arrays of two descriptors.
+    assert!(unsafe { libc::pipe(ready.as_mut_ptr()) == 0 && libc::pipe(done.as_mut_ptr()) == 0 });
+    // SAFETY: the child only runs the checks below and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let refused = snap.read_file("/a").is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"));
+            let reopened = Store::open(&uri).is_ok_and(|s| s.read_file("/a").is_ok_and(|d| d == b"1"));
+            refused && reopened
+        }))
+        .unwrap_or(false);
+        // SAFETY: one byte to and from our own pipes; then leave without unwinding.
+        unsafe {
+            libc::write(ready[1], [ok as u8].as_ptr().cast(), 1);
+            let mut b = [0u8];
+            libc::read(done[0], b.as_mut_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut ok = [0u8];
+    // SAFETY: reads one byte from our pipe.
+    assert_eq!(unsafe { libc::read(ready[0], ok.as_mut_ptr().cast(), 1) }, 1);
+    drop(snap);
+    let deleted = store.delete_named_snapshot("s");
+    // SAFETY: wakes the child and waits for it.
+    unsafe {
+        libc::write(done[1], [1u8].as_ptr().cast(), 1);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    assert_eq!(ok[0], 1, "the child could read the parent's named snapshot, or not open it again");
+    deleted.expect("the parent could not delete its snapshot while a forked child lived");
+}

@@ -4,11 +4,16 @@
 //! ```text
 //! packs gen DIR FILES SEED            a tree of FILES files of 0..=8192 random bytes in three
 //!                                     levels of directories; the paths go to DIR.list
-//! packs read-pack IMAGE LIST N SEED   stat + read N random files of LIST twice (cold, warm)
-//! packs read-dir MOUNT LIST N SEED    the same through std::fs under MOUNT
+//! packs read-pack IMAGE LIST N SEED [warm]   stat + read N random files of LIST: a cold pass,
+//!                                     then a warm one (the same files again); with `warm`,
+//!                                     an unmeasured pass that fills this process's caches,
+//!                                     then the warm pass only
+//! packs read-dir MOUNT LIST N SEED [warm]    the same through std::fs under MOUNT
 //! ```
-//! `read-*` print one line per pass: `pass files seconds files/s MB/s p50_us p99_us`, and
-//! read-pack also `preads` and the index and cached directory bytes.
+//! `read-*` print one line per measured pass: `pass files seconds files/s MB/s p50_us p99_us`,
+//! and read-pack also `preads` and the index and cached directory bytes. `benches/packs/run.sh`
+//! runs the `warm` form several times, alternating between the images, and keeps the fastest
+//! (the machine is shared: one pass is noisy).
 
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::io::Write;
@@ -21,8 +26,8 @@ fn main() {
     let arg = |i: usize| a.get(i).unwrap_or_else(|| panic!("usage: see benches/src/bin/packs.rs")).as_str();
     match arg(1) {
         "gen" => gen(Path::new(arg(2)), arg(3).parse().unwrap(), arg(4).parse().unwrap()),
-        "read-pack" => read_pack(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap()),
-        "read-dir" => read_dir(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap()),
+        "read-pack" => read_pack(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
+        "read-dir" => read_dir(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
         other => panic!("unknown command {other}"),
     }
 }
@@ -65,8 +70,8 @@ fn sample(list: &str, n: usize, seed: u64) -> Vec<String> {
     (0..n).map(|_| all[rng.gen_range(0..all.len())].clone()).collect()
 }
 
-/// Times `read` over `paths`; prints one line for the pass.
-fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) {
+/// Times `read` over `paths`: the pass's line (see the module doc) and its files/s.
+fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) -> (String, f64) {
     let mut lat = Vec::with_capacity(paths.len());
     let mut bytes = 0;
     let t0 = Instant::now();
@@ -78,17 +83,22 @@ fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) {
     let secs = t0.elapsed().as_secs_f64();
     lat.sort_unstable();
     let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1000.0;
-    println!(
-        "{name} {} {secs:.3} {:.0} {:.1} {:.1} {:.1}",
-        paths.len(),
-        paths.len() as f64 / secs,
-        bytes as f64 / secs / 1e6,
-        pct(0.5),
-        pct(0.99)
-    );
+    let rate = paths.len() as f64 / secs;
+    let line = format!("{name} {} {secs:.3} {rate:.0} {:.1} {:.1} {:.1}", paths.len(), bytes as f64 / secs / 1e6, pct(0.5), pct(0.99));
+    (line, rate)
 }
 
-fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
+/// The cold pass then a warm one, or (`warm_only`) an unmeasured pass then a warm one;
+/// prints the measured passes.
+fn passes(paths: &[String], warm_only: bool, mut read: impl FnMut(&str) -> usize) {
+    let first = pass("cold", paths, &mut read).0;
+    if !warm_only {
+        println!("{first}");
+    }
+    println!("{}", pass("warm", paths, &mut read).0);
+}
+
+fn read_pack(image: &str, list: &str, n: usize, seed: u64, warm_only: bool) {
     let paths = sample(list, n, seed);
     let backend = txvfs::pack::PackBackend::open(Path::new(image)).unwrap();
     let store = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
@@ -98,11 +108,14 @@ fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
         assert_eq!(d.len() as u64, st.size);
         d.len()
     };
+    if warm_only {
+        return passes(&paths, true, read);
+    }
     let before = backend.preads();
-    pass("cold", &paths, read);
+    println!("{}", pass("cold", &paths, read).0);
     let cold_preads = backend.preads() - before;
     let before = backend.preads();
-    pass("warm", &paths, read);
+    println!("{}", pass("warm", &paths, read).0);
     println!(
         "preads cold {cold_preads} warm {} inodes {} index_bytes {} dir_cache_bytes {}",
         backend.preads() - before,
@@ -112,7 +125,7 @@ fn read_pack(image: &str, list: &str, n: usize, seed: u64) {
     );
 }
 
-fn read_dir(mount: &str, list: &str, n: usize, seed: u64) {
+fn read_dir(mount: &str, list: &str, n: usize, seed: u64, warm_only: bool) {
     let paths = sample(list, n, seed);
     let read = |p: &str| {
         let full = format!("{mount}{p}");
@@ -121,6 +134,5 @@ fn read_dir(mount: &str, list: &str, n: usize, seed: u64) {
         assert_eq!(d.len() as u64, st.len());
         d.len()
     };
-    pass("cold", &paths, read);
-    pass("warm", &paths, read);
+    passes(&paths, warm_only, read);
 }

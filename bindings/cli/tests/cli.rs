@@ -556,8 +556,21 @@ fn pack_round_trips_from_a_host_directory_and_from_a_store() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt pack image"), "{o:?}");
 }
 
+/// The size of the largest regular file the process `pid` has open under `dir` (or deleted
+/// there: an `O_TMPFILE`), from `/proc/PID/fd`.
+fn open_file_size_under(pid: u32, dir: &Path) -> u64 {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
+    fds.flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(dir)))
+        .filter_map(|fd| std::fs::metadata(fd.path()).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0)
+}
+
 #[test]
-fn pack_killed_midway_leaves_the_old_image_in_place() {
+fn pack_killed_midway_leaves_the_old_image_in_place_and_nothing_else() {
     let env = Env::new();
     let src = env.host("many");
     let img = env.host("img.pack");
@@ -565,6 +578,12 @@ fn pack_killed_midway_leaves_the_old_image_in_place() {
     std::fs::write(src.join("first"), b"old image").unwrap();
     env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
     let old = std::fs::read(&img).unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(env.host("")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let before = listing();
     // Grow the tree until a build lasts long enough to be killed while it writes.
     let mut files = 0;
     for round in 0..6 {
@@ -576,10 +595,9 @@ fn pack_killed_midway_leaves_the_old_image_in_place() {
         }
         files += more;
         let mut child = env.cmd(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]).spawn().unwrap();
-        let tmp = env.host(&format!(".img.pack.txvfs-pack-{}-0", child.id()));
-        // Kill once the temporary image has data in it.
+        // Kill once the image being written (whatever its name, if any) has data in it.
         let started = std::time::Instant::now();
-        while std::fs::metadata(&tmp).map_or(true, |m| m.len() < 1 << 20) && started.elapsed().as_secs() < 60 {
+        while open_file_size_under(child.id(), &env.host("")) < 1 << 20 && started.elapsed().as_secs() < 60 {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
@@ -594,12 +612,14 @@ fn pack_killed_midway_leaves_the_old_image_in_place() {
             continue;
         }
         assert_eq!(std::fs::read(&img).unwrap(), old, "round {round}: the old image was changed");
+        assert_eq!(listing(), before, "round {round}: the killed build left a file behind");
         let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["cat", "/first"]).output().unwrap();
         assert_eq!(o.stdout, b"old image");
-        // A new build succeeds next to the leftover temporary file.
+        // A new build succeeds, and replaces the image.
         env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
         let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["ls", "/d0"]).output().unwrap();
         assert_eq!(String::from_utf8(o.stdout).unwrap().lines().count(), 1000);
+        assert_eq!(listing(), before);
         return;
     }
     panic!("every build finished before it could be killed");

@@ -209,6 +209,10 @@ fn write_owner(fd: i32, pid: u32, exclusive: bool) {
 /// for its deletion, so a snapshot is never deleted under a reader. Released when dropped.
 pub struct SnapshotLock {
     fd: i32,
+    /// See [`close_in_children`]: a forked child does not keep the snapshot locked.
+    slot: Option<usize>,
+    generation: u64,
+    pid: u32,
 }
 
 impl SnapshotLock {
@@ -236,12 +240,29 @@ impl SnapshotLock {
             }
             return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
         }
-        Ok(SnapshotLock { fd })
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() } as u32;
+        Ok(SnapshotLock { fd, slot: close_in_children(fd), generation: fork_generation(), pid })
+    }
+
+    /// True when this lock was taken before a fork of this process (so the caller is a child).
+    pub fn inherited(&self) -> bool {
+        self.generation != fork_generation()
+    }
+
+    /// The pid of the process that took the lock.
+    pub fn owner_pid(&self) -> u32 {
+        self.pid
     }
 }
 
 impl Drop for SnapshotLock {
     fn drop(&mut self) {
+        if self.inherited() {
+            // The at-fork handler closed the child's copy (see `OwnerLock`'s drop).
+            return;
+        }
+        keep_in_children(self.slot);
         // SAFETY: fd is ours; closing it releases the lock.
         unsafe { libc::close(self.fd) };
     }

@@ -9,12 +9,13 @@
 //! `txvfs.owner` file whose lock its readers share and its deletion takes alone.
 
 use super::frozen::{FrozenBackend, FrozenRead};
-use super::owner::{SnapshotLock, OWNER_FILE};
+use super::owner::{fork_generation, forked_error, SnapshotLock, OWNER_FILE};
 use super::{Backend, Limits, RocksBackend};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{Options, ReadOptions, DB};
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -125,13 +126,30 @@ pub(crate) fn is_snapshot_dir(dir: &Path) -> bool {
 
 /// A named snapshot opened read-only.
 struct SnapshotDb {
-    // Declared before `_lock`: the database closes before readers release the lock.
-    db: DB,
+    /// Closed in `drop`, before the reader lock is released; never closed in a forked child
+    /// (its RocksDB threads are gone).
+    db: ManuallyDrop<DB>,
     path: PathBuf,
-    _lock: SnapshotLock,
+    lock: SnapshotLock,
+}
+
+impl Drop for SnapshotDb {
+    fn drop(&mut self) {
+        if !self.lock.inherited() {
+            // SAFETY: dropped once, here; nothing uses the DB afterwards.
+            unsafe { ManuallyDrop::drop(&mut self.db) };
+        }
+    }
 }
 
 impl FrozenRead for SnapshotDb {
+    /// Refuses a snapshot inherited across fork(): its RocksDB instance did not survive it.
+    fn usable(&self) -> Result<()> {
+        if self.lock.inherited() {
+            return Err(forked_error(&format!("snapshot {}", self.path.display()), self.lock.owner_pid()));
+        }
+        Ok(())
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.db.get(key).map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
     }
@@ -144,8 +162,10 @@ impl FrozenRead for SnapshotDb {
     }
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<dyn Backend>>> {
-    static SNAPSHOTS: OnceLock<Mutex<HashMap<PathBuf, Weak<dyn Backend>>>> = OnceLock::new();
+/// The named snapshots open in this process, with the fork generation they were opened in
+/// (one inherited from a parent is not reused: it is refused, see [`SnapshotDb::usable`]).
+fn registry() -> &'static Mutex<HashMap<PathBuf, (u64, Weak<dyn Backend>)>> {
+    static SNAPSHOTS: OnceLock<Mutex<HashMap<PathBuf, (u64, Weak<dyn Backend>)>>> = OnceLock::new();
     SNAPSHOTS.get_or_init(Default::default)
 }
 
@@ -165,7 +185,7 @@ pub(crate) fn open_named(store_dir: &Path, name: &str) -> Result<Arc<dyn Backend
 pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
     let canon = dir.canonicalize().map_err(|e| io_error(dir, e))?;
     let mut open = registry().lock();
-    if let Some(b) = open.get(&canon).and_then(Weak::upgrade) {
+    if let Some(b) = open.get(&canon).filter(|(g, _)| *g == fork_generation()).and_then(|(_, w)| w.upgrade()) {
         return Ok(b);
     }
     let lock = SnapshotLock::acquire(&canon, &what, false)?;
@@ -173,11 +193,11 @@ pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
     opts.create_if_missing(false);
     let db = DB::open_for_read_only(&opts, &canon, false)
         .map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {}", e.into_string())))?;
-    let view = Arc::new(SnapshotDb { db, path: canon.clone(), _lock: lock });
+    let view = Arc::new(SnapshotDb { db: ManuallyDrop::new(db), path: canon.clone(), lock });
     // The limits of the store it was taken from (see `RocksBackend::open`).
     let limits = Limits { max_key: Some(64 << 10), max_value: Some(64 << 20), ..Limits::UNLIMITED };
     let backend: Arc<dyn Backend> = Arc::new(FrozenBackend::new(view, limits, what, super::rocks::disk_space(&canon)));
-    open.retain(|_, w| w.strong_count() > 0);
-    open.insert(canon, Arc::downgrade(&backend));
+    open.retain(|_, (_, w)| w.strong_count() > 0);
+    open.insert(canon, (fork_generation(), Arc::downgrade(&backend)));
     Ok(backend)
 }

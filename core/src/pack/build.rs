@@ -1,10 +1,11 @@
 //! Building a pack image: from a store (one snapshot of its backend) or from a host directory.
 //!
 //! Inodes are renumbered 1..=N in breadth-first order from the root, so that the reader's
-//! index is one offset per inode. The image is written under a temporary name next to the
-//! destination, synced, and renamed over it: an interrupted build leaves no image under the
-//! final name (after SIGKILL, only the temporary file `.NAME.txvfs-pack-PID-N` stays behind;
-//! after an error it is removed).
+//! index is one offset per inode. The image is written to an unnamed file (`O_TMPFILE`) in
+//! the destination's directory, synced, and only then given a name: an interrupted build
+//! (even SIGKILL) leaves nothing behind, and no image under the final name until it is
+//! complete. Where the file system has no `O_TMPFILE`, a temporary name is used instead
+//! (`.NAME.txvfs-pack-PID-N`, removed after an error but left behind by SIGKILL).
 
 use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
 use crate::error::{Error, ErrorKind, Result};
@@ -37,7 +38,11 @@ const BUFFER_LIMIT: usize = 4 << 20;
 /// Writes records in inode order, then the globals, the index and the header.
 struct Writer {
     out: BufWriter<File>,
+    /// The temporary name: only during the final link when the file is unnamed (`O_TMPFILE`),
+    /// from the start otherwise.
     tmp: PathBuf,
+    /// The file has no name yet (`O_TMPFILE`).
+    unnamed: bool,
     dest: PathBuf,
     index: Vec<u64>,
     stats: PackStats,
@@ -53,11 +58,22 @@ impl Writer {
         let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tmp_name.push(format!(".txvfs-pack-{}-{n}", std::process::id()));
         let tmp = dest.with_file_name(tmp_name);
-        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&[0u8; HEADER_LEN]).map_err(|e| io_err(&tmp, e))?;
-        let stats = PackStats { image_bytes: HEADER_LEN as u64, ..PackStats::default() };
-        Ok(Writer { out, tmp, dest: dest.to_path_buf(), index: vec![HEADER_LEN as u64], stats })
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let (file, unnamed) = match unnamed_file(dir) {
+            Ok(f) => (f, true),
+            // The file system has no unnamed files: a temporary name instead.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+                (File::create(&tmp).map_err(|e| io_err(&tmp, e))?, false)
+            }
+            Err(e) => return Err(io_err(dir, e)),
+        };
+        let out = BufWriter::with_capacity(1 << 20, file);
+        let mut w = Writer { out, tmp, unnamed, dest: dest.to_path_buf(), index: vec![HEADER_LEN as u64], stats: PackStats::default() };
+        w.write(&[0u8; HEADER_LEN])?;
+        Ok(w)
     }
 
     /// Writes the record of the next inode: `entries` (no blocks) and its blocks, produced by
@@ -77,25 +93,12 @@ impl Writer {
             }
             Ok(())
         })?;
-        let mut all = entries;
-        all.sort_by(|a, b| a.key().cmp(&b.key()));
-        let block_entry = |offset, &(index, len, crc): &(u64, u32, u32)| Entry::Block { index, offset, len, crc };
-        // The meta part's size does not depend on the offsets, so measure it first.
-        let placeholder: Vec<Entry> = sizes.iter().map(|s| block_entry(0, s)).collect();
-        let mut probe = all.clone();
-        probe.extend(placeholder);
-        let meta_len = format::encode_meta(ino, &probe).len() as u64;
-        let mut offset = meta_len;
-        let mut with_blocks = Vec::with_capacity(all.len() + sizes.len());
-        for s in &sizes {
-            with_blocks.push(block_entry(offset, s));
-            offset += s.1 as u64;
-        }
-        // Keys in order: `B` sorts before `D`, `I` and `X`.
-        with_blocks.extend(all);
-        let all = with_blocks;
-        let meta = format::encode_meta(ino, &all);
-        debug_assert_eq!(meta.len() as u64, meta_len);
+        // Blocks first: `B` sorts before `D`, `I` and `X`, and their bytes follow in this order.
+        let mut all: Vec<Entry> = sizes.iter().map(|&(index, len, crc)| Entry::Block { index, len, crc }).collect();
+        let mut rest = entries;
+        rest.sort_by(|a, b| a.key().cmp(&b.key()));
+        all.extend(rest);
+        let meta = format::encode_meta(ino, &all)?;
         self.write(&meta)?;
         match buffer {
             Some(b) => self.write(&b)?,
@@ -128,7 +131,7 @@ impl Writer {
         let globals_off = self.stats.image_bytes;
         self.write(&g)?;
         let index_off = self.stats.image_bytes;
-        let index: Vec<u8> = self.index.iter().flat_map(|o| o.to_le_bytes()).collect();
+        let index = format::encode_index(&self.index);
         self.write(&index)?;
         let header = Header {
             image_len: self.stats.image_bytes,
@@ -143,7 +146,18 @@ impl Writer {
         self.out.flush().map_err(|e| io_err(&tmp, e))?;
         let file = self.out.get_mut();
         file.seek(SeekFrom::Start(0)).and_then(|_| file.write_all(&header.encode())).and_then(|_| file.sync_all()).map_err(|e| io_err(&tmp, e))?;
-        std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+        if self.unnamed {
+            // A new name links the complete file at once; an existing image is replaced by
+            // linking a temporary name and renaming it over (only SIGKILL between those two
+            // calls, after the image is complete and synced, can leave that name behind).
+            if link_unnamed(self.out.get_ref(), &self.dest).is_err() {
+                link_unnamed(self.out.get_ref(), &tmp).map_err(|e| io_err(&tmp, e))?;
+                self.unnamed = false;
+                std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+            }
+        } else {
+            std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+        }
         if let Some(dir) = self.dest.parent().filter(|d| !d.as_os_str().is_empty()) {
             File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err(dir, e))?;
         }
@@ -151,10 +165,42 @@ impl Writer {
     }
 }
 
+/// Opens an unnamed file for writing in `dir` (`O_TMPFILE`): it disappears if the process
+/// dies before [`link_unnamed`] names it.
+fn unnamed_file(dir: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir)
+}
+
+/// Gives the unnamed file `f` the name `to` (which must not exist), through its
+/// `/proc/self/fd` link (no privilege needed), or `AT_EMPTY_PATH` where `/proc` is missing.
+fn link_unnamed(f: &File, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let cstr = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL));
+    let to = cstr(to)?;
+    let proc_path = cstr(Path::new(&format!("/proc/self/fd/{}", f.as_raw_fd())))?;
+    // SAFETY: valid C strings; linkat(2) reads them only during the call.
+    if unsafe { libc::linkat(libc::AT_FDCWD, proc_path.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOENT) || Path::new("/proc/self/fd").exists() {
+        return Err(err);
+    }
+    // SAFETY: as above; the empty path names the descriptor itself.
+    if unsafe { libc::linkat(f.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_EMPTY_PATH) } == 0 {
+        return Ok(());
+    }
+    Err(std::io::Error::last_os_error())
+}
+
 impl Drop for Writer {
     fn drop(&mut self) {
-        // After a successful rename the temporary name no longer exists.
-        let _ = std::fs::remove_file(&self.tmp);
+        // An unnamed file vanishes with its descriptor; a temporary name is removed (after a
+        // successful rename it no longer exists).
+        if !self.unnamed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
 }
 
@@ -247,7 +293,7 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
             if fresh {
                 queue.push_back(d.ino);
             }
-            entries.push(inline(b'D', schema::dentry_name(&k), Dentry { ino, kind: d.kind }.encode()));
+            entries.push(Entry::Dentry { name: schema::dentry_name(&k).to_vec(), ino, kind: d.kind });
         }
         let (s, e) = schema::xattr_range(old);
         for (k, v) in scan(&mut *tx, &s, &e)? {
@@ -336,7 +382,7 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
                 if fresh {
                     children.push((child, cm, ino));
                 }
-                entries.push(inline(b'D', name.as_bytes(), Dentry { ino: cino, kind: ck }.encode()));
+                entries.push(Entry::Dentry { name: name.as_bytes().to_vec(), ino: cino, kind: ck });
             }
         }
         let (data, blocks) = match kind {

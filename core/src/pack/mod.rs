@@ -1,9 +1,11 @@
 //! Packs: read-only images of a tree, built from a store snapshot or a host directory and
 //! opened as a store with `pack:/path/image` (see `docs/design.md`, "Packed images").
 //!
-//! [`format`](mod@format) is the image layout, [`build`] writes images, [`read`] is the backend.
+//! [`format`](mod@format) is the image layout, [`crc`] its checksum, [`build`] writes images,
+//! [`read`] is the backend.
 
 pub mod build;
+pub mod crc;
 pub mod format;
 pub mod read;
 

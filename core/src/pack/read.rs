@@ -1,12 +1,18 @@
 //! The read-only backend over a pack image (`pack:/path/image`).
 //!
-//! Open reads the header, the globals and the index (one offset per inode, 8 bytes each) and
-//! checks their checksums. A key of an inode is answered from that inode's record, fetched
-//! with one `pread` and checked: directory records stay cached (they are the listings that
-//! path lookups need), the last few other records are kept so that the reads of one file
-//! (attributes, then data) share the one `pread`. Every write fails with `ReadOnly` (EROFS).
+//! Open reads the header, the globals and the index (a varint length per record, kept as one
+//! u64 offset per inode) and checks their checksums. A key of an inode is answered from that
+//! inode's record, fetched with one `pread` and checked: directory records stay cached (they
+//! are the listings that path lookups need), the last few other records are kept so that the
+//! reads of one file (attributes, then data) share the one `pread`. A record is kept as its
+//! bytes and an array of fixed-size [`Slot`]s in key order, so a lookup is a binary search
+//! that compares 8-byte key prefixes (or a probe of the record's hash table) and allocates
+//! nothing but the value it returns. The entries of cached directories with names of up to
+//! 15 bytes are also kept in one table keyed by (directory, name), so a path component costs
+//! one probe. Every write fails with `ReadOnly` (EROFS).
 
-use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
+use super::format::{self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, DENTRY_SCOPE, HEADER_LEN};
+use crate::schema::{Dentry, FileType};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, KeyValue, Limits, Txn};
 use parking_lot::Mutex;
@@ -50,9 +56,55 @@ impl Hasher for InoHasher {
 struct Record {
     /// Where the record starts in the image.
     start: u64,
-    entries: Vec<Entry>,
-    /// The whole record, when it was read whole (blocks are then served from it).
-    bytes: Option<Vec<u8>>,
+    /// The record's bytes from its start: all of them, or the meta part only (`whole` false).
+    bytes: Vec<u8>,
+    whole: bool,
+    /// Its entries, in key order.
+    slots: Vec<Slot>,
+    /// For records of many entries (directories): an open-addressing hash table of slot
+    /// numbers + 1 (0: empty), so a lookup touches a few cache lines instead of a binary
+    /// search's many (the directory tables of a large image do not fit the CPU caches).
+    table: Vec<u32>,
+}
+
+/// Records with more entries than this get a hash table.
+const HASHED: usize = 8;
+
+/// The hash of a key `(scope, suffix)` for [`Record::table`].
+fn key_hash(scope: u8, suffix: &[u8]) -> u64 {
+    let mut h = (scope as u64) << 56 ^ suffix.len() as u64;
+    for chunk in suffix.chunks(8) {
+        h = (h.rotate_left(5) ^ key_prefix(chunk)).wrapping_mul(0x517C_C1B7_2722_0A95);
+    }
+    h ^ (h >> 29)
+}
+
+/// Directory entries with names of at most this many bytes are also kept in [`Inner::names`].
+const SHORT_NAME: usize = 15;
+
+/// A key of [`Inner::names`]: the name's length, the directory's inode and the name,
+/// zero-padded, as three words (compared and hashed without touching any other memory).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct NameKey([u64; 3]);
+
+impl NameKey {
+    fn new(dir: u64, name: &[u8]) -> Option<NameKey> {
+        if name.len() > SHORT_NAME || dir >> 56 != 0 {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        b[0] = name.len() as u8;
+        b[1..1 + name.len()].copy_from_slice(name);
+        Some(NameKey([dir, u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap())]))
+    }
+}
+
+impl std::hash::Hash for NameKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let [a, b, c] = self.0;
+        let x = (a ^ b.rotate_left(21) ^ c.rotate_left(43)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        state.write_u64(x ^ (x >> 29));
+    }
 }
 
 struct Inner {
@@ -63,6 +115,11 @@ struct Inner {
     index: Vec<u64>,
     globals: Vec<KeyValue>,
     dirs: Mutex<HashMap<u64, Arc<Record>, BuildHasherDefault<InoHasher>>>,
+    /// The short-named entries of the cached directories, in one table: a path component is
+    /// found with one probe instead of a walk through the directory map, the record and its
+    /// own table, which miss the CPU caches at every step once the directories are many.
+    /// The child's inode, with its type byte in the top 8 bits.
+    names: Mutex<HashMap<NameKey, u64, BuildHasherDefault<InoHasher>>>,
     recent: Mutex<(usize, Vec<(u64, Arc<Record>)>)>,
     preads: AtomicU64,
 }
@@ -81,7 +138,7 @@ impl PackBackend {
             Error::new(kind, format!("{what}: {e}"))
         })?;
         let len = file.metadata().map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?.len();
-        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
+        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), names: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
         let mut h = [0u8; HEADER_LEN];
         if len < HEADER_LEN as u64 {
             return Err(format::bad(&inner.what, &format!("truncated: {len} bytes")));
@@ -91,9 +148,9 @@ impl PackBackend {
         if len != header.image_len {
             return Err(format::bad(&inner.what, &format!("truncated or extended: {len} bytes, the header says {}", header.image_len)));
         }
-        let index_len = header.inodes.checked_add(1).and_then(|n| n.checked_mul(8));
+        let index_len = len.checked_sub(header.index_off);
         let globals_end = header.globals_off.checked_add(header.globals_len as u64);
-        if index_len.and_then(|n| n.checked_add(header.index_off)) != Some(len) || globals_end != Some(header.index_off) {
+        if index_len.is_none() || header.globals_off < HEADER_LEN as u64 || globals_end != Some(header.index_off) {
             return Err(format::bad(&inner.what, "the header's layout does not fit the image"));
         }
         let mut g = vec![0u8; header.globals_len as usize];
@@ -107,10 +164,7 @@ impl PackBackend {
         if crc32c(&raw) != header.index_crc {
             return Err(format::bad(&inner.what, "index checksum mismatch"));
         }
-        let index: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-        if index[0] != HEADER_LEN as u64 || index.last() != Some(&header.globals_off) || index.windows(2).any(|w| w[0] > w[1]) {
-            return Err(format::bad(&inner.what, "index out of order"));
-        }
+        let index = format::decode_index(&raw, header.inodes, header.globals_off, &inner.what)?;
         if header.inodes == 0 {
             return Err(format::bad(&inner.what, "no root directory"));
         }
@@ -135,16 +189,69 @@ impl PackBackend {
 
     /// Bytes of directory records cached so far.
     pub fn cached_dir_bytes(&self) -> usize {
-        self.inner.dirs.lock().values().map(|r| r.size()).sum()
+        let names = self.inner.names.lock().capacity() * (std::mem::size_of::<(NameKey, u64)>() + 1);
+        self.inner.dirs.lock().values().map(|r| r.size()).sum::<usize>() + names
     }
 }
 
 impl Record {
     fn size(&self) -> usize {
-        self.entries.iter().map(|e| match e {
-            Entry::Inline { suffix, value, .. } => 16 + suffix.len() + value.len(),
-            Entry::Block { .. } => 32,
-        }).sum::<usize>() + self.bytes.as_ref().map_or(0, Vec::len)
+        self.bytes.len() + self.slots.len() * std::mem::size_of::<Slot>() + self.table.len() * 4
+    }
+
+    /// A record of `bytes` and its `slots`, with a hash table when it has many.
+    fn new(start: u64, bytes: Vec<u8>, whole: bool, slots: Vec<Slot>) -> Record {
+        let mut table = Vec::new();
+        if slots.len() > HASHED {
+            table = vec![0u32; (slots.len() * 2).next_power_of_two()];
+            let mask = table.len() - 1;
+            for (n, slot) in slots.iter().enumerate() {
+                let mut i = key_hash(slot.scope, &slot.suffix(&bytes)) as usize & mask;
+                while table[i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                table[i] = n as u32 + 1;
+            }
+        }
+        Record { start, bytes, whole, slots, table }
+    }
+
+    /// The slot of `(scope, suffix)`: through the hash table, or by binary search.
+    fn find(&self, scope: u8, suffix: &[u8]) -> Option<&Slot> {
+        let prefix = key_prefix(suffix);
+        if !self.table.is_empty() {
+            let mask = self.table.len() - 1;
+            let mut i = key_hash(scope, suffix) as usize & mask;
+            loop {
+                let n = self.table[i] as usize;
+                let slot = self.slots.get(n.checked_sub(1)?)?;
+                if slot.scope == scope
+                    && slot.prefix == prefix
+                    && slot.key_len as usize == suffix.len()
+                    && (suffix.len() <= 8 || slot.suffix(&self.bytes).as_ref() == suffix)
+                {
+                    return Some(slot);
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        self.slots.binary_search_by(|x| x.cmp_key(&self.bytes, scope, suffix, prefix)).ok().map(|i| &self.slots[i])
+    }
+
+    /// The first slot at or after `(scope, suffix)`.
+    fn lower_bound(&self, scope: u8, suffix: &[u8]) -> usize {
+        let prefix = key_prefix(suffix);
+        self.slots.partition_point(|x| x.cmp_key(&self.bytes, scope, suffix, prefix).is_lt())
+    }
+
+    /// The full key of `slot` (scope, inode number, suffix).
+    fn key(&self, ino: u64, slot: &Slot) -> Vec<u8> {
+        let suffix = slot.suffix(&self.bytes);
+        let mut k = Vec::with_capacity(9 + suffix.len());
+        k.push(slot.scope);
+        k.extend_from_slice(&ino.to_be_bytes());
+        k.extend_from_slice(&suffix);
+        k
     }
 }
 
@@ -175,11 +282,10 @@ impl Inner {
         }
         let (start, end) = (self.index[ino as usize - 1], self.index[ino as usize]);
         let len = end - start;
-        let (meta, bytes) = if len <= WHOLE_RECORD {
+        let (bytes, whole) = if len <= WHOLE_RECORD {
             let mut all = vec![0u8; len as usize];
             self.read_at(&mut all, start)?;
-            let m = format::meta_len(&all).filter(|&m| m as u64 <= len).ok_or_else(|| self.corrupt(ino, "record too short"))?;
-            (all[..m].to_vec(), Some(all))
+            (all, true)
         } else {
             let mut probe = vec![0u8; META_PROBE as usize];
             self.read_at(&mut probe, start)?;
@@ -189,15 +295,20 @@ impl Inner {
                 self.read_at(&mut probe, start)?;
             }
             probe.truncate(m);
-            (probe, None)
+            (probe, false)
         };
-        let entries = format::decode_meta(ino, &meta, len, &self.what)?;
-        if entries.windows(2).any(|w| w[0].key() >= w[1].key()) {
-            return Err(self.corrupt(ino, "record keys out of order"));
-        }
-        let rec = Arc::new(Record { start, entries, bytes });
-        let is_dir = rec.entries.iter().any(|e| matches!(e, Entry::Inline { scope: b'I', suffix, value } if suffix.is_empty() && value.get(1) == Some(&2)));
+        let (slots, _) = format::decode_meta(ino, &bytes, len, &self.what)?;
+        let rec = Arc::new(Record::new(start, bytes, whole, slots));
+        let attrs = rec.find(b'I', &[]);
+        let is_dir = attrs.is_some_and(|a| a.len > 1 && rec.bytes[a.at as usize + 1] == 2);
         if is_dir {
+            let mut names = self.names.lock();
+            for slot in rec.slots.iter().filter(|x| x.scope == DENTRY_SCOPE) {
+                if let Some(k) = NameKey::new(ino, &slot.suffix(&rec.bytes)).filter(|_| slot.at >> 56 == 0) {
+                    names.insert(k, slot.at | (slot.kind as u64) << 56);
+                }
+            }
+            drop(names);
             self.dirs.lock().insert(ino, rec.clone());
         } else {
             let mut recent = self.recent.lock();
@@ -216,22 +327,26 @@ impl Inner {
         format::bad(&self.what, &format!("inode {ino}: {why}"))
     }
 
-    /// The stored value of `e` (a block value gets its data tag, as in a store).
-    fn value(&self, ino: u64, rec: &Record, e: &Entry) -> Result<Vec<u8>> {
-        match e {
-            Entry::Inline { value, .. } => Ok(value.clone()),
-            Entry::Block { offset, len, crc, .. } => {
-                let mut v = vec![0u8; 1 + *len as usize];
-                match &rec.bytes {
-                    Some(b) => v[1..].copy_from_slice(&b[*offset as usize..(*offset + *len as u64) as usize]),
-                    None => self.read_at(&mut v[1..], rec.start + offset)?,
-                }
-                if crc32c(&v[1..]) != *crc {
-                    return Err(self.corrupt(ino, "data checksum mismatch"));
-                }
-                Ok(v)
-            }
+    /// The stored value of `slot` (a block value gets its data tag, as in a store).
+    fn value(&self, ino: u64, rec: &Record, slot: &Slot) -> Result<Vec<u8>> {
+        if let Some(v) = slot.inline_value(&rec.bytes) {
+            return Ok(v);
         }
+        if slot.scope != BLOCK_SCOPE {
+            return Err(self.corrupt(ino, "bad entry type"));
+        }
+        let mut v = Vec::with_capacity(1 + slot.len as usize);
+        v.push(0);
+        if rec.whole {
+            v.extend_from_slice(&rec.bytes[slot.at as usize..slot.at as usize + slot.len as usize]);
+        } else {
+            v.resize(1 + slot.len as usize, 0);
+            self.read_at(&mut v[1..], rec.start + slot.at)?;
+        }
+        if crc32c(&v[1..]) != slot.crc {
+            return Err(self.corrupt(ino, "data checksum mismatch"));
+        }
+        Ok(v)
     }
 
     fn inodes(&self) -> u64 {
@@ -246,10 +361,17 @@ impl Inner {
         if ino == 0 || ino > self.inodes() {
             return Ok(None);
         }
+        if *scope == DENTRY_SCOPE {
+            let found = NameKey::new(ino, &key[9..]).and_then(|k| self.names.lock().get(&k).copied());
+            if let Some(child) = found {
+                let kind = FileType::from_u8((child >> 56) as u8)?;
+                return Ok(Some(Dentry { ino: child & ((1 << 56) - 1), kind }.encode()));
+            }
+        }
         let rec = self.record(ino)?;
-        match rec.entries.binary_search_by(|e| e.cmp_key(*scope, &key[9..])) {
-            Ok(i) => self.value(ino, &rec, &rec.entries[i]).map(Some),
-            Err(_) => Ok(None),
+        match rec.find(*scope, &key[9..]) {
+            Some(slot) => self.value(ino, &rec, slot).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -287,19 +409,17 @@ impl Inner {
             let mut inos: Box<dyn Iterator<Item = u64>> = if reverse { Box::new((lo..=hi).rev()) } else { Box::new(lo..=hi) };
             for ino in &mut inos {
                 let rec = self.record(ino)?;
-                let mut found: Vec<&Entry> = rec.entries.iter().filter(|e| e.scope() == s).collect();
+                let mut found: Vec<&Slot> = rec.slots.iter().filter(|x| x.scope == s).collect();
                 if reverse {
                     found.reverse();
                 }
-                for e in found {
-                    let mut k = vec![s];
-                    k.extend_from_slice(&ino.to_be_bytes());
-                    k.extend_from_slice(&e.key().1);
+                for x in found {
+                    let k = rec.key(ino, x);
                     if in_range(&k) {
                         if full(&out) {
                             return Ok(out);
                         }
-                        out.push((k, self.value(ino, &rec, e)?));
+                        out.push((k, self.value(ino, &rec, x)?));
                     }
                 }
             }
@@ -326,27 +446,15 @@ impl Inner {
             return Ok(Some(Vec::new()));
         }
         let rec = self.record(ino)?;
-        let from = rec.entries.partition_point(|x| x.cmp_key(s, &start[9..]).is_lt());
-        let mut out = Vec::new();
-        let push = |x: &Entry, out: &mut Vec<KeyValue>| -> Result<()> {
-            let mut k = Vec::with_capacity(9 + 8);
-            k.push(s);
-            k.extend_from_slice(&ino.to_be_bytes());
-            k.extend_from_slice(&x.key().1);
-            out.push((k, self.value(ino, &rec, x)?));
-            Ok(())
-        };
-        let in_end = |x: &Entry| end_ino != ino || x.cmp_key(s, &end[9..]).is_lt();
-        let within: Vec<&Entry> = rec.entries[from..].iter().take_while(|x| x.scope() == s && in_end(x)).collect();
+        let from = rec.lower_bound(s, &start[9..]);
+        let end_prefix = key_prefix(end.get(9..).unwrap_or_default());
+        let in_end = |x: &Slot| end_ino != ino || x.cmp_key(&rec.bytes, s, &end[9..], end_prefix).is_lt();
+        let within: Vec<&Slot> = rec.slots[from..].iter().take_while(|x| x.scope == s && in_end(x)).collect();
         let n = if limit == 0 { within.len() } else { limit.min(within.len()) };
-        if reverse {
-            for x in within.iter().rev().take(n) {
-                push(x, &mut out)?;
-            }
-        } else {
-            for x in within.iter().take(n) {
-                push(x, &mut out)?;
-            }
+        let mut out = Vec::with_capacity(n);
+        let picked: Box<dyn Iterator<Item = &&Slot>> = if reverse { Box::new(within.iter().rev().take(n)) } else { Box::new(within.iter().take(n)) };
+        for x in picked {
+            out.push((rec.key(ino, x), self.value(ino, &rec, x)?));
         }
         Ok(Some(out))
     }

@@ -212,7 +212,8 @@ impl FileType {
     pub fn is_special(self) -> bool {
         !matches!(self, FileType::File | FileType::Dir | FileType::Symlink)
     }
-    fn from_u8(b: u8) -> Result<FileType> {
+    /// The type of a stored type byte (the inverse of [`FileType::to_u8`]).
+    pub(crate) fn from_u8(b: u8) -> Result<FileType> {
         match b {
             1 => Ok(FileType::File),
             2 => Ok(FileType::Dir),
@@ -224,7 +225,8 @@ impl FileType {
             _ => Err(corrupt("unknown file type")),
         }
     }
-    fn to_u8(self) -> u8 {
+    /// The byte that stands for the type in stored values.
+    pub(crate) fn to_u8(self) -> u8 {
         match self {
             FileType::File => 1,
             FileType::Dir => 2,
@@ -249,7 +251,8 @@ pub struct Dentry {
 impl Dentry {
     /// Encodes the entry.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = vec![FORMAT_VERSION];
+        let mut v = Vec::with_capacity(10);
+        v.push(FORMAT_VERSION);
         v.extend_from_slice(&self.ino.to_le_bytes());
         v.push(self.kind.to_u8());
         v
