@@ -18,12 +18,14 @@
 //! set survives. Protected entries get a second chance (CLOCK bit) before being demoted.
 
 use super::occ::Mutation;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// Bytes an entry costs beyond its key and value (map node, queue slot, key copy's header).
-const OVERHEAD: usize = 96;
+/// Bytes an entry costs beyond its key and value (map slot, ordered-set node, queue slot, the
+/// key copies' headers).
+const OVERHEAD: usize = 128;
 /// How many recent commits' write sets are kept to validate fills from older snapshots.
 const RECENT: usize = 128;
 /// Values larger than this (data blocks of large files) are not cached: the engine's own block
@@ -44,7 +46,7 @@ struct Entry {
 
 impl Entry {
     fn cost(&self, key: &[u8]) -> usize {
-        2 * key.len() + self.value.as_ref().map_or(0, |v| v.len()) + OVERHEAD
+        3 * key.len() + self.value.as_ref().map_or(0, |v| v.len()) + OVERHEAD
     }
 }
 
@@ -60,7 +62,10 @@ pub(crate) struct ReadCache {
     capacity: usize,
     /// The last applied commit the cache knows of.
     version: u64,
-    map: BTreeMap<Vec<u8>, Entry>,
+    /// Point lookups (every cached read) go through a hash map: a B-tree's key comparisons
+    /// were a third of a `stat`'s time. `keys` keeps them in order for range clears.
+    map: HashMap<Vec<u8>, Entry, BuildHasherDefault<Fnv>>,
+    keys: BTreeSet<Vec<u8>>,
     probation: VecDeque<(Vec<u8>, u64)>,
     protected: VecDeque<(Vec<u8>, u64)>,
     probation_bytes: usize,
@@ -78,7 +83,8 @@ impl ReadCache {
         ReadCache {
             capacity,
             version,
-            map: BTreeMap::new(),
+            map: HashMap::default(),
+            keys: BTreeSet::new(),
             probation: VecDeque::new(),
             protected: VecDeque::new(),
             probation_bytes: 0,
@@ -179,9 +185,9 @@ impl ReadCache {
             match m {
                 Mutation::ClearRange(s, e) => {
                     let keys: Vec<Vec<u8>> = self
-                        .map
+                        .keys
                         .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
-                        .map(|(k, _)| k.clone())
+                        .cloned()
                         .collect();
                     for k in keys {
                         self.remove(&k);
@@ -233,11 +239,13 @@ impl ReadCache {
         self.probation_bytes += cost;
         self.probation.push_back((key.to_vec(), stamp));
         self.map.insert(key.to_vec(), e);
+        self.keys.insert(key.to_vec());
         self.evict();
     }
 
     fn remove(&mut self, key: &[u8]) {
         if let Some(e) = self.map.remove(key) {
+            self.keys.remove(key);
             let cost = e.cost(key);
             if e.protected {
                 self.protected_bytes -= cost;
@@ -283,6 +291,24 @@ impl ReadCache {
                 }
             }
         }
+    }
+}
+
+/// FNV-1a: keys are short byte strings from this process, so a fast hash beats SipHash's
+/// flooding resistance here.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
     }
 }
 
