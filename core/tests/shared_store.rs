@@ -97,6 +97,22 @@ fn owner_killed_a_client_takes_over_with_every_commit() {
 }
 
 #[test]
+fn a_sync_after_the_owner_died_goes_to_the_new_owner() {
+    // `Store::sync` (fsync of auto-commit writes) in a client whose owner was just killed:
+    // it finds the new owner (here: this process) instead of failing with a lost connection.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    let b = kv::open(&uri).unwrap();
+    set(&*b, b"before", b"sync").unwrap();
+    b.sync().unwrap();
+    owner.kill();
+    b.sync().unwrap();
+    assert!(is_owner(d.path()));
+    assert_eq!(get(&*b, b"before").as_deref(), Some(&b"sync"[..]));
+}
+
+#[test]
 fn exclusive_mode_refuses_sharing_both_ways() {
     let d = tempfile::tempdir().unwrap();
     let path = d.path().to_str().unwrap().to_string();

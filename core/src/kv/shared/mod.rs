@@ -282,12 +282,26 @@ impl Backend for SharedBackend {
         }
     }
     fn sync(&self) -> Result<()> {
-        let client = match &*self.mode.lock() {
-            Mode::Owner { local, .. } => return local.sync(),
-            Mode::Client(c) => c.clone(),
-            Mode::Gone => unreachable!("a backend being dropped has no callers"),
-        };
-        client.sync()
+        // Like `begin`: a lost owner is replaced first. What the old owner acknowledged is in
+        // its WAL, which the new owner replayed at open (RocksDB flushes recovered data to
+        // synced table files), so the new owner's sync covers it.
+        let mut mode = self.mode.lock();
+        loop {
+            match &*mode {
+                Mode::Owner { local, .. } => return local.sync(),
+                Mode::Client(c) if !c.lost() => {
+                    let c = c.clone();
+                    drop(mode);
+                    match c.sync() {
+                        Ok(()) => return Ok(()),
+                        Err(_) if c.lost() => mode = self.mode.lock(),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Mode::Client(_) => self.recover(&mut mode)?,
+                Mode::Gone => unreachable!("a backend being dropped has no callers"),
+            }
+        }
     }
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.dir.display())
