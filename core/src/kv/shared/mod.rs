@@ -177,6 +177,31 @@ impl SharedBackend {
             }
         }
     }
+
+    /// Runs `owner` on this process's engine, or `client` on the connection to the owner;
+    /// when the owner has gone, first finds the new one (connects to it, or becomes it).
+    fn on_current<T>(
+        &self,
+        owner: impl FnOnce(&Arc<RocksBackend>) -> Result<T>,
+        client: impl Fn(&Arc<Client>) -> Result<T>,
+    ) -> Result<T> {
+        let mut mode = self.mode.lock();
+        loop {
+            match &*mode {
+                Mode::Owner { local, .. } => return owner(local),
+                Mode::Client(c) if !c.lost() => {
+                    let c = c.clone();
+                    drop(mode);
+                    match client(&c) {
+                        Err(_) if c.lost() => mode = self.mode.lock(),
+                        r => return r,
+                    }
+                }
+                Mode::Client(_) => self.recover(&mut mode)?,
+                Mode::Gone => unreachable!("a backend being dropped has no callers"),
+            }
+        }
+    }
 }
 
 /// The first mode of a new open: owner, or client (waiting for an owner that is starting).
@@ -253,26 +278,10 @@ impl Drop for SharedBackend {
 
 impl Backend for SharedBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
-        let mut mode = self.mode.lock();
         if self.generation != fork_generation() {
             return Err(super::owner::forked_error(&format!("rocksdb:{}", self.dir.display()), self.pid));
         }
-        loop {
-            match &*mode {
-                Mode::Owner { local, .. } => return local.begin(),
-                Mode::Client(c) if !c.lost() => {
-                    let c = c.clone();
-                    drop(mode);
-                    match c.begin() {
-                        Ok(t) => return Ok(t),
-                        Err(_) if c.lost() => mode = self.mode.lock(),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Mode::Client(_) => self.recover(&mut mode)?,
-                Mode::Gone => unreachable!("a backend being dropped has no callers"),
-            }
-        }
+        self.on_current(|local| local.begin(), |c| c.begin())
     }
     fn limits(&self) -> Limits {
         match &*self.mode.lock() {
@@ -282,26 +291,10 @@ impl Backend for SharedBackend {
         }
     }
     fn sync(&self) -> Result<()> {
-        // Like `begin`: a lost owner is replaced first. What the old owner acknowledged is in
-        // its WAL, which the new owner replayed at open (RocksDB flushes recovered data to
-        // synced table files), so the new owner's sync covers it.
-        let mut mode = self.mode.lock();
-        loop {
-            match &*mode {
-                Mode::Owner { local, .. } => return local.sync(),
-                Mode::Client(c) if !c.lost() => {
-                    let c = c.clone();
-                    drop(mode);
-                    match c.sync() {
-                        Ok(()) => return Ok(()),
-                        Err(_) if c.lost() => mode = self.mode.lock(),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Mode::Client(_) => self.recover(&mut mode)?,
-                Mode::Gone => unreachable!("a backend being dropped has no callers"),
-            }
-        }
+        // A lost owner is replaced first. What the old owner acknowledged is in its WAL, which
+        // the new owner replayed at open (RocksDB flushes recovered data to synced table
+        // files), so the new owner's sync covers it.
+        self.on_current(|local| local.sync(), |c| c.sync())
     }
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.dir.display())
