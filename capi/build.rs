@@ -4,7 +4,8 @@
 
 fn main() {
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
+    let major =
+        std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
     if os == "linux" || os == "freebsd" {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtxvfs.so.{major}");
     }

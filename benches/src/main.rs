@@ -94,7 +94,8 @@ fn main() {
         if rounds == 1 { "" } else { "s" }
     );
     print_table(&rows, create_ratio, quick);
-    let default_results = (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
+    let default_results =
+        (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
     let results = match args.iter().position(|a| a == "--results") {
         Some(i) => Some(PathBuf::from(&args[i + 1])),
         None => default_results,
@@ -107,7 +108,11 @@ fn main() {
 
 /// A CSV field: quoted when it holds a comma or a quote (workload names such as "1,000").
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }
 
 /// Writes the measurements as CSV for `benches/charts.py`: one line per workload and system,
@@ -117,9 +122,17 @@ fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
     let mut out = String::from("workload,system,role,seconds,per\n");
     for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some()) {
         let per = if r.unit == "MiB" { "MiB" } else { r.unit };
-        for (system, role, d) in [("txvfs", "txvfs", Some(r.txvfs)), ("std::fs", "baseline", r.fs), ("raw RocksDB", "baseline", r.rocks)] {
+        for (system, role, d) in [
+            ("txvfs", "txvfs", Some(r.txvfs)),
+            ("std::fs", "baseline", r.fs),
+            ("raw RocksDB", "baseline", r.rocks),
+        ] {
             if let Some(d) = d {
-                out += &format!("{},{system},{role},{:.9e},{per}\n", csv_field(&r.name), d.as_secs_f64() / r.ops as f64);
+                out += &format!(
+                    "{},{system},{role},{:.9e},{per}\n",
+                    csv_field(&r.name),
+                    d.as_secs_f64() / r.ops as f64
+                );
             }
         }
     }
@@ -133,7 +146,9 @@ fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
 /// create in a big directory to one in an empty directory.
 fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (Vec<Row>, f64) {
     std::fs::create_dir_all(base).unwrap();
-    let store = Store::open_with(&format!("rocksdb:{}", base.join("txvfs").display()), options.clone()).expect("open store");
+    let store =
+        Store::open_with(&format!("rocksdb:{}", base.join("txvfs").display()), options.clone())
+            .expect("open store");
     let native = base.join("native");
     std::fs::create_dir_all(&native).unwrap();
     let raw = raw_rocks(&base.join("raw"));
@@ -163,7 +178,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             raw.put_opt(format!("small/f{i}"), &data4k, &wo).unwrap();
         }
     });
-    rows.push(Row { name: "create+write 4 KiB+close".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.small_files });
+    rows.push(Row {
+        name: "create+write 4 KiB+close".into(),
+        unit: "file",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: s.small_files,
+    });
 
     // --- stat ---
     let mut rng = SmallRng::seed_from_u64(7);
@@ -183,7 +205,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert!(raw.get_pinned(format!("small/f{i}")).unwrap().is_some());
         }
     });
-    rows.push(Row { name: "stat".into(), unit: "call", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: picks.len() });
+    rows.push(Row {
+        name: "stat".into(),
+        unit: "call",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: picks.len(),
+    });
 
     // --- open + read 4 KiB + close ---
     let (t_tx, _) = time(|| {
@@ -205,7 +234,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert_eq!(raw.get(format!("small/f{i}")).unwrap().unwrap().len(), 4096);
         }
     });
-    rows.push(Row { name: "open+read 4 KiB+close".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: picks.len() });
+    rows.push(Row {
+        name: "open+read 4 KiB+close".into(),
+        unit: "file",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: picks.len(),
+    });
 
     // --- rename of the 4 KiB files (raw RocksDB: the value moves to a new key in one batch) ---
     let (t_tx, _) = time(|| {
@@ -215,7 +251,8 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
     });
     let (t_fs, _) = time(|| {
         for i in 0..s.small_files {
-            std::fs::rename(native.join(format!("small/f{i}")), native.join(format!("small/r{i}"))).unwrap();
+            std::fs::rename(native.join(format!("small/f{i}")), native.join(format!("small/r{i}")))
+                .unwrap();
         }
     });
     let (t_rk, _) = time(|| {
@@ -227,7 +264,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             raw.write_opt(b, &wo).unwrap();
         }
     });
-    rows.push(Row { name: "rename 4 KiB file".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.small_files });
+    rows.push(Row {
+        name: "rename 4 KiB file".into(),
+        unit: "file",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: s.small_files,
+    });
 
     // --- delete (unlink) of the 4 KiB files ---
     let (t_tx, _) = time(|| {
@@ -245,21 +289,31 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             raw.delete_opt(format!("small/r{i}"), &wo).unwrap();
         }
     });
-    rows.push(Row { name: "delete 4 KiB file".into(), unit: "file", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.small_files });
+    rows.push(Row {
+        name: "delete 4 KiB file".into(),
+        unit: "file",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: s.small_files,
+    });
 
     // --- readdir of 1,000 and of a big directory ---
-    for (label, n) in [("1,000", 1_000usize), (if quick { "2,000" } else { "100,000" }, s.big_dir)] {
+    for (label, n) in [("1,000", 1_000usize), (if quick { "2,000" } else { "100,000" }, s.big_dir)]
+    {
         let dir = format!("/dir{n}");
         store.mkdir(&dir, 0o755).unwrap();
         let ndir = native.join(format!("dir{n}"));
         std::fs::create_dir_all(&ndir).unwrap();
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-            store.transact(|tx| {
-                for i in chunk {
-                    tx.write_file(format!("{dir}/entry-{i:07}"), b"")?;
-                }
-                Ok(())
-            }).unwrap();
+            store
+                .transact(|tx| {
+                    for i in chunk {
+                        tx.write_file(format!("{dir}/entry-{i:07}"), b"")?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
             for i in chunk {
                 std::fs::File::create(ndir.join(format!("entry-{i:07}"))).unwrap();
                 raw.put_opt(format!("{dir}/entry-{i:07}"), b"", &wo).unwrap();
@@ -283,11 +337,23 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                 let prefix = format!("{dir}/");
                 let mut ro = rocksdb::ReadOptions::default();
                 ro.set_iterate_upper_bound(format!("{dir}0").into_bytes());
-                let c = raw.iterator_opt(rocksdb::IteratorMode::From(prefix.as_bytes(), rocksdb::Direction::Forward), ro).count();
+                let c = raw
+                    .iterator_opt(
+                        rocksdb::IteratorMode::From(prefix.as_bytes(), rocksdb::Direction::Forward),
+                        ro,
+                    )
+                    .count();
                 assert_eq!(c, n);
             }
         });
-        rows.push(Row { name: format!("readdir of {label} entries"), unit: "listing", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: reps });
+        rows.push(Row {
+            name: format!("readdir of {label} entries"),
+            unit: "listing",
+            txvfs: t_tx,
+            fs: Some(t_fs),
+            rocks: Some(t_rk),
+            ops: reps,
+        });
     }
 
     // --- create in an empty directory versus in the big one ---
@@ -304,7 +370,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             store.write_file(format!("{big}/new-{i}"), b"x").unwrap();
         }
     });
-    rows.push(Row { name: format!("create in a dir of {} (vs empty dir)", s.big_dir), unit: "file", txvfs: t_big, fs: None, rocks: None, ops: creates });
+    rows.push(Row {
+        name: format!("create in a dir of {} (vs empty dir)", s.big_dir),
+        unit: "file",
+        txvfs: t_big,
+        fs: None,
+        rocks: None,
+        ops: creates,
+    });
     let create_ratio = t_big.as_secs_f64() / t_empty.as_secs_f64();
 
     // --- sequential write and read of a big file, 1 MiB at a time ---
@@ -327,13 +400,21 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
     let (t_rk, _) = time(|| {
         for c in 0..nchunks {
             for b in 0..16 {
-                raw.put_opt(format!("big/{:08}", c * 16 + b), &chunk[b << 16..(b + 1) << 16], &wo).unwrap();
+                raw.put_opt(format!("big/{:08}", c * 16 + b), &chunk[b << 16..(b + 1) << 16], &wo)
+                    .unwrap();
             }
         }
         raw.flush_wal(true).unwrap();
     });
     let mb = (s.big_file >> 20) as usize;
-    rows.push(Row { name: format!("sequential write {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
+    rows.push(Row {
+        name: format!("sequential write {mb} MiB"),
+        unit: "MiB",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: mb,
+    });
     let (t_tx, _) = time(|| {
         let f = store.open("/big", &OpenOptions::new().read(true)).unwrap();
         assert_eq!(read_to_end_in_mib_chunks(f), s.big_file);
@@ -353,15 +434,31 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         }
         assert_eq!(total as u64, s.big_file);
     });
-    rows.push(Row { name: format!("sequential read {mb} MiB"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: mb });
+    rows.push(Row {
+        name: format!("sequential read {mb} MiB"),
+        unit: "MiB",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: mb,
+    });
     // The whole file in one call: one core read of the full size (no raw RocksDB equivalent).
     let (t_tx, _) = time(|| assert_eq!(store.read_file("/big").unwrap().len() as u64, s.big_file));
-    let (t_fs, _) = time(|| assert_eq!(std::fs::read(native.join("big")).unwrap().len() as u64, s.big_file));
-    rows.push(Row { name: format!("read {mb} MiB in one call"), unit: "MiB", txvfs: t_tx, fs: Some(t_fs), rocks: None, ops: mb });
+    let (t_fs, _) =
+        time(|| assert_eq!(std::fs::read(native.join("big")).unwrap().len() as u64, s.big_file));
+    rows.push(Row {
+        name: format!("read {mb} MiB in one call"),
+        unit: "MiB",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: None,
+        ops: mb,
+    });
 
     // --- random 4 KiB pread in the big file ---
     let mut rng = SmallRng::seed_from_u64(11);
-    let offsets: Vec<u64> = (0..s.preads).map(|_| rng.gen_range(0..(s.big_file >> 12)) << 12).collect();
+    let offsets: Vec<u64> =
+        (0..s.preads).map(|_| rng.gen_range(0..(s.big_file >> 12)) << 12).collect();
     let (t_tx, _) = time(|| {
         let f = store.open("/big", &OpenOptions::new().read(true)).unwrap();
         let mut buf = vec![0u8; 4096];
@@ -382,7 +479,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert!(v.len() >= ((o & 0xffff) + 4096) as usize);
         }
     });
-    rows.push(Row { name: format!("random 4 KiB pread in {mb} MiB"), unit: "read", txvfs: t_tx, fs: Some(t_fs), rocks: Some(t_rk), ops: s.preads });
+    rows.push(Row {
+        name: format!("random 4 KiB pread in {mb} MiB"),
+        unit: "read",
+        txvfs: t_tx,
+        fs: Some(t_fs),
+        rocks: Some(t_rk),
+        ops: s.preads,
+    });
 
     // --- durable transactions writing K files of 4 KiB at once, against one synced batch ---
     let txns = if quick { 50 } else { 300 };
@@ -411,7 +515,14 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                 raw.write_opt(b, &wo).unwrap();
             }
         });
-        rows.push(Row { name: format!("durable txn of {k} file{} (4 KiB each)", if k > 1 { "s" } else { "" }), unit: "txn", txvfs: t_tx, fs: None, rocks: Some(t_rk), ops: txns });
+        rows.push(Row {
+            name: format!("durable txn of {k} file{} (4 KiB each)", if k > 1 { "s" } else { "" }),
+            unit: "txn",
+            txvfs: t_tx,
+            fs: None,
+            rocks: Some(t_rk),
+            ops: txns,
+        });
     }
 
     // --- durable 4 KiB transactions from 1, 2, 4, 8 threads (each its own file) ---
@@ -427,7 +538,9 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                     sc.spawn(move || {
                         for j in 0..per_thread {
                             store
-                                .transact_durable(true, |tx| tx.write_file(format!("/dur{threads}-{t}/f{}", j % 16), data))
+                                .transact_durable(true, |tx| {
+                                    tx.write_file(format!("/dur{threads}-{t}/f{}", j % 16), data)
+                                })
                                 .unwrap();
                         }
                     });
@@ -442,7 +555,8 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                         let mut wo = WriteOptions::default();
                         wo.set_sync(true);
                         for j in 0..per_thread {
-                            raw.put_opt(format!("dur{threads}-{t}/f{}", j % 16), data, &wo).unwrap();
+                            raw.put_opt(format!("dur{threads}-{t}/f{}", j % 16), data, &wo)
+                                .unwrap();
                         }
                     });
                 }
@@ -450,7 +564,10 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         });
         let ops = threads * per_thread;
         rows.push(Row {
-            name: format!("durable 4 KiB txn, {threads} thread{}", if threads > 1 { "s" } else { "" }),
+            name: format!(
+                "durable 4 KiB txn, {threads} thread{}",
+                if threads > 1 { "s" } else { "" }
+            ),
             unit: "txn",
             txvfs: t_tx,
             fs: None,
@@ -479,7 +596,11 @@ fn per_op(d: Duration, ops: usize, unit: &str) -> String {
         format!("{:.0} MiB/s", ops as f64 / d.as_secs_f64())
     } else {
         let us = d.as_secs_f64() * 1e6 / ops as f64;
-        if us >= 1000.0 { format!("{:.2} ms", us / 1000.0) } else { format!("{us:.1} µs") }
+        if us >= 1000.0 {
+            format!("{:.2} ms", us / 1000.0)
+        } else {
+            format!("{us:.1} µs")
+        }
     }
 }
 
@@ -488,13 +609,26 @@ fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
     println!("| workload | txvfs | std::fs | raw RocksDB | txvfs / std::fs | txvfs / RocksDB |");
     println!("|---|---|---|---|---|---|");
     for r in rows {
-        let cell = |d: Option<Duration>| d.map(|d| per_op(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
-        let ratio = |d: Option<Duration>| d.map(|d| format!("{:.2}x", r.txvfs.as_secs_f64() / d.as_secs_f64())).unwrap_or_else(|| "-".into());
-        println!("| {} | {} | {} | {} | {} | {} |", r.name, cell(Some(r.txvfs)), cell(r.fs), cell(r.rocks), ratio(r.fs), ratio(r.rocks));
+        let cell =
+            |d: Option<Duration>| d.map(|d| per_op(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
+        let ratio = |d: Option<Duration>| {
+            d.map(|d| format!("{:.2}x", r.txvfs.as_secs_f64() / d.as_secs_f64()))
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            r.name,
+            cell(Some(r.txvfs)),
+            cell(r.fs),
+            cell(r.rocks),
+            ratio(r.fs),
+            ratio(r.rocks)
+        );
     }
     println!("\ncreate in a big directory / create in an empty one: {create_ratio:.2}x");
     // Throughput of the durable transactions relative to one thread, txvfs and raw RocksDB.
-    let durable: Vec<&Row> = rows.iter().filter(|r| r.name.starts_with("durable 4 KiB txn")).collect();
+    let durable: Vec<&Row> =
+        rows.iter().filter(|r| r.name.starts_with("durable 4 KiB txn")).collect();
     if let Some(one) = durable.first() {
         let rate = |d: Duration, ops: usize| ops as f64 / d.as_secs_f64();
         for r in &durable[1..] {

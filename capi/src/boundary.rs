@@ -157,10 +157,17 @@ fn static_description(kind: ErrorKind) -> &'static CStr {
     let table = TABLE.get_or_init(|| {
         (1..4096)
             .chain(10001..10100)
-            .filter_map(|c| ErrorKind::from_code(c).map(|k| (c, CString::new(k.description()).unwrap_or_default())))
+            .filter_map(|c| {
+                ErrorKind::from_code(c)
+                    .map(|k| (c, CString::new(k.description()).unwrap_or_default()))
+            })
             .collect()
     });
-    table.iter().find(|(c, _)| *c == kind.code()).map(|(_, s)| s.as_c_str()).unwrap_or(c"unknown error")
+    table
+        .iter()
+        .find(|(c, _)| *c == kind.code())
+        .map(|(_, s)| s.as_c_str())
+        .unwrap_or(c"unknown error")
 }
 
 fn null(what: &str) -> Fail {
@@ -246,7 +253,13 @@ impl<T> Out<T> {
 ///
 /// # Safety
 /// As [`bytes_mut`].
-pub(crate) unsafe fn fill(buf: *mut c_void, cap: usize, data: &[u8], nul: bool, out_n: Out<usize>) -> R {
+pub(crate) unsafe fn fill(
+    buf: *mut c_void,
+    cap: usize,
+    data: &[u8],
+    nul: bool,
+    out_n: Out<usize>,
+) -> R {
     if buf.is_null() && cap == 0 {
         out_n.set(data.len());
         return Ok(());
@@ -254,7 +267,10 @@ pub(crate) unsafe fn fill(buf: *mut c_void, cap: usize, data: &[u8], nul: bool, 
     let need = data.len() + nul as usize;
     let dst = bytes_mut(buf, cap, "buf")?;
     if dst.len() < need {
-        return Err(Fail::new(libc::ERANGE, format!("buffer of {cap} bytes is too small: {need} needed")));
+        return Err(Fail::new(
+            libc::ERANGE,
+            format!("buffer of {cap} bytes is too small: {need} needed"),
+        ));
     }
     dst[..data.len()].copy_from_slice(data);
     if nul {

@@ -45,7 +45,8 @@ pub unsafe extern "C" fn txvfs_open(
         if flags & libc::O_ACCMODE == libc::O_ACCMODE {
             return Err(Fail::invalid("flags: O_ACCMODE bits 3 are not an access mode"));
         }
-        let options = OpenOptions::from_flags(flags, mode).write_back(flags & TXVFS_O_WRITE_BACK != 0);
+        let options =
+            OpenOptions::from_flags(flags, mode).write_back(flags & TXVFS_O_WRITE_BACK != 0);
         let file = with_fs!(store, tx, |fs| fs.open(p, &options)?);
         let s = store_ref(store)?;
         let fd = s.files.insert(file)?;
@@ -79,7 +80,13 @@ pub unsafe extern "C" fn txvfs_close(store: *mut txvfs_store, fd: c_int) -> c_in
 /// Errors: -EBADF (bad descriptor, not open for reading, finished transaction), -EISDIR,
 /// -EINVAL (NULL `store`, `out_n`, or `buf` with `len` > 0).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_read(store: *mut txvfs_store, fd: c_int, buf: *mut c_void, len: usize, out_n: *mut usize) -> c_int {
+pub unsafe extern "C" fn txvfs_read(
+    store: *mut txvfs_store,
+    fd: c_int,
+    buf: *mut c_void,
+    len: usize,
+    out_n: *mut usize,
+) -> c_int {
     boundary("txvfs_read", || {
         let out = Out::new(out_n, "out_n")?;
         let buf = bytes_mut(buf, len, "buf")?;
@@ -162,10 +169,16 @@ pub unsafe extern "C" fn txvfs_lseek(
     boundary("txvfs_lseek", || {
         let out = Out::new(out_pos, "out_pos")?;
         let to = match whence {
-            TXVFS_SEEK_SET => SeekFrom::Start(u64::try_from(offset).map_err(|_| Fail::invalid("negative offset"))?),
+            TXVFS_SEEK_SET => SeekFrom::Start(
+                u64::try_from(offset).map_err(|_| Fail::invalid("negative offset"))?,
+            ),
             TXVFS_SEEK_CUR => SeekFrom::Current(offset),
             TXVFS_SEEK_END => SeekFrom::End(offset),
-            _ => return Err(Fail::invalid(format!("whence {whence} is not SEEK_SET, SEEK_CUR or SEEK_END"))),
+            _ => {
+                return Err(Fail::invalid(format!(
+                    "whence {whence} is not SEEK_SET, SEEK_CUR or SEEK_END"
+                )))
+            }
         };
         out.set(with_file(store, fd, |f| Ok(f.seek(to)?))?);
         Ok(())
@@ -186,7 +199,11 @@ pub unsafe extern "C" fn txvfs_ftruncate(store: *mut txvfs_store, fd: c_int, siz
 /// Errors: -EBADF (also: not open for writing), -EINVAL (not a power of two from 512 to
 /// 65536), -EBUSY (the file has blocks already: it keeps its block size), -EROFS.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_set_block_size(store: *mut txvfs_store, fd: c_int, bytes: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_set_block_size(
+    store: *mut txvfs_store,
+    fd: c_int,
+    bytes: u32,
+) -> c_int {
     boundary("txvfs_set_block_size", || with_file(store, fd, |f| Ok(f.set_block_size(bytes)?)))
 }
 
@@ -195,7 +212,13 @@ pub unsafe extern "C" fn txvfs_set_block_size(store: *mut txvfs_store, fd: c_int
 /// TXVFS_FALLOC_KEEP_SIZE` makes the range read as zeros.
 /// Errors: -EBADF (also: not open for writing), -EINVAL (other modes, `len` 0), -EFBIG.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_fallocate(store: *mut txvfs_store, fd: c_int, mode: c_int, offset: u64, len: u64) -> c_int {
+pub unsafe extern "C" fn txvfs_fallocate(
+    store: *mut txvfs_store,
+    fd: c_int,
+    mode: c_int,
+    offset: u64,
+    len: u64,
+) -> c_int {
     boundary("txvfs_fallocate", || {
         let mode = match mode {
             0 => FallocateMode::Allocate,
@@ -217,7 +240,11 @@ pub unsafe extern "C" fn txvfs_fsync(store: *mut txvfs_store, fd: c_int) -> c_in
 
 /// The open file's attributes (`fstat`) into `*out`. Errors: -EBADF, -EINVAL (NULL).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_fstat(store: *mut txvfs_store, fd: c_int, out: *mut txvfs_attr) -> c_int {
+pub unsafe extern "C" fn txvfs_fstat(
+    store: *mut txvfs_store,
+    fd: c_int,
+    out: *mut txvfs_attr,
+) -> c_int {
     boundary("txvfs_fstat", || {
         let out = Out::new(out, "out")?;
         out.set(with_file(store, fd, |f| Ok(f.stat()?))?.into());
@@ -230,13 +257,21 @@ pub unsafe extern "C" fn txvfs_fstat(store: *mut txvfs_store, fd: c_int, out: *m
 /// descriptors of this process and are released at close.
 /// Errors: -EAGAIN (held elsewhere, with LOCK_NB), -EBADF, -EINVAL (other operations).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_flock(store: *mut txvfs_store, fd: c_int, operation: c_int) -> c_int {
+pub unsafe extern "C" fn txvfs_flock(
+    store: *mut txvfs_store,
+    fd: c_int,
+    operation: c_int,
+) -> c_int {
     boundary("txvfs_flock", || {
         let op = match operation & !TXVFS_LOCK_NB {
             TXVFS_LOCK_SH => FlockOp::Shared,
             TXVFS_LOCK_EX => FlockOp::Exclusive,
             TXVFS_LOCK_UN => FlockOp::Unlock,
-            _ => return Err(Fail::invalid(format!("flock operation {operation} is not LOCK_SH, LOCK_EX or LOCK_UN"))),
+            _ => {
+                return Err(Fail::invalid(format!(
+                    "flock operation {operation} is not LOCK_SH, LOCK_EX or LOCK_UN"
+                )))
+            }
         };
         with_file(store, fd, |f| Ok(f.flock(op, operation & TXVFS_LOCK_NB == 0)?))
     })
@@ -261,7 +296,11 @@ pub unsafe extern "C" fn txvfs_setlk(
             TXVFS_F_RDLCK => RangeLockKind::Read,
             TXVFS_F_WRLCK => RangeLockKind::Write,
             TXVFS_F_UNLCK => RangeLockKind::Unlock,
-            t => return Err(Fail::invalid(format!("lock type {t} is not F_RDLCK, F_WRLCK or F_UNLCK"))),
+            t => {
+                return Err(Fail::invalid(format!(
+                    "lock type {t} is not F_RDLCK, F_WRLCK or F_UNLCK"
+                )))
+            }
         };
         with_file(store, fd, |f| Ok(f.lock_range(kind, start, len, wait)?))
     })

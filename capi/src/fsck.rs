@@ -34,7 +34,8 @@ pub unsafe extern "C" fn txvfs_fsck(
     out: *mut txvfs_fsck_report,
 ) -> c_int {
     boundary("txvfs_fsck", || {
-        let uri = std::str::from_utf8(cstr(uri, "uri")?).map_err(|_| Fail::invalid("uri is not UTF-8"))?;
+        let uri = std::str::from_utf8(cstr(uri, "uri")?)
+            .map_err(|_| Fail::invalid("uri is not UTF-8"))?;
         let out = Out::new(out, "out")?;
         if text.is_null() && text_len > 0 {
             return Err(Fail::invalid("argument `text` is NULL but `text_len` is not 0"));

@@ -46,7 +46,9 @@ impl Numbers {
     /// numbers, so this takes at most `MAX_OPEN + 1` steps.
     fn take(&self, in_use: impl Fn(c_int) -> bool) -> c_int {
         loop {
-            let n = self.next.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(advance(n, 1)));
+            let n = self
+                .next
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(advance(n, 1)));
             // `fetch_update` with a closure that always returns `Some` never fails.
             let n = n.unwrap_or_else(|n| n) as c_int;
             if !in_use(n) {
@@ -78,7 +80,10 @@ impl Handles {
     pub(crate) fn insert(&self, file: File) -> R<c_int> {
         let mut table = self.table();
         if table.len() >= MAX_OPEN {
-            return Err(Fail::new(libc::EMFILE, format!("{MAX_OPEN} descriptors are open on this store")));
+            return Err(Fail::new(
+                libc::EMFILE,
+                format!("{MAX_OPEN} descriptors are open on this store"),
+            ));
         }
         let fd = NUMBERS.take(|n| table.contains_key(&n));
         table.insert(fd, Arc::new(file));

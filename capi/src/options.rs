@@ -52,7 +52,10 @@ pub unsafe extern "C" fn txvfs_options_set_sync(options: *mut txvfs_options, syn
 /// Block size of a new store: a power of two from 512 to 65536 (checked at open). Fixed when
 /// the store is created; ignored for an existing store. Errors: -EINVAL if `options` is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_options_set_block_size(options: *mut txvfs_options, block_size: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_options_set_block_size(
+    options: *mut txvfs_options,
+    block_size: u32,
+) -> c_int {
     set(options, "txvfs_options_set_block_size", |o| {
         o.block_size = block_size;
         Ok(())
@@ -62,7 +65,10 @@ pub unsafe extern "C" fn txvfs_options_set_block_size(options: *mut txvfs_option
 /// Files up to this many bytes keep their data in the inode (at most 65536, checked at open).
 /// Fixed when the store is created. Errors: -EINVAL if `options` is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_options_set_inline_limit(options: *mut txvfs_options, inline_limit: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_options_set_inline_limit(
+    options: *mut txvfs_options,
+    inline_limit: u32,
+) -> c_int {
     set(options, "txvfs_options_set_inline_limit", |o| {
         o.inline_limit = inline_limit;
         Ok(())
@@ -72,7 +78,10 @@ pub unsafe extern "C" fn txvfs_options_set_inline_limit(options: *mut txvfs_opti
 /// Opens the store read-only: every change fails with -EROFS.
 /// Errors: -EINVAL if `options` is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_options_set_read_only(options: *mut txvfs_options, read_only: bool) -> c_int {
+pub unsafe extern "C" fn txvfs_options_set_read_only(
+    options: *mut txvfs_options,
+    read_only: bool,
+) -> c_int {
     set(options, "txvfs_options_set_read_only", |o| {
         o.read_only = read_only;
         Ok(())
@@ -93,7 +102,11 @@ pub unsafe extern "C" fn txvfs_options_set_credential(
     set(options, "txvfs_options_set_credential", |o| {
         let groups = match ngroups {
             0 => Vec::new(),
-            n if groups.is_null() => return Err(crate::boundary::Fail::invalid(format!("argument `groups` is NULL with ngroups {n}"))),
+            n if groups.is_null() => {
+                return Err(crate::boundary::Fail::invalid(format!(
+                    "argument `groups` is NULL with ngroups {n}"
+                )))
+            }
             n => std::slice::from_raw_parts(groups, n).to_vec(),
         };
         o.credential = Some(Credential { uid, gid, groups });
@@ -104,7 +117,10 @@ pub unsafe extern "C" fn txvfs_options_set_credential(
 /// How often `txvfs_transact` (and each auto-commit call) retries a conflicting transaction
 /// before returning -TXVFS_ECONFLICT. Errors: -EINVAL if `options` is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_options_set_max_retries(options: *mut txvfs_options, max_retries: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_options_set_max_retries(
+    options: *mut txvfs_options,
+    max_retries: u32,
+) -> c_int {
     set(options, "txvfs_options_set_max_retries", |o| {
         o.max_retries = max_retries;
         Ok(())

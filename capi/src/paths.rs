@@ -17,7 +17,12 @@ use txvfs::{FileSystem, RenameFlags, SetTime, XattrFlags};
 
 /// Attributes of `path`, following symbolic links, into `*out`.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_stat(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, out: *mut txvfs_attr) -> c_int {
+pub unsafe extern "C" fn txvfs_stat(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    out: *mut txvfs_attr,
+) -> c_int {
     boundary("txvfs_stat", || {
         let (p, out) = (cstr(path, "path")?, Out::new(out, "out")?);
         out.set(with_fs!(store, tx, |fs| fs.stat(p)?).into());
@@ -27,7 +32,12 @@ pub unsafe extern "C" fn txvfs_stat(store: *mut txvfs_store, tx: *mut txvfs_tx, 
 
 /// Attributes of `path` itself (a symbolic link is not followed) into `*out`.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_lstat(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, out: *mut txvfs_attr) -> c_int {
+pub unsafe extern "C" fn txvfs_lstat(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    out: *mut txvfs_attr,
+) -> c_int {
     boundary("txvfs_lstat", || {
         let (p, out) = (cstr(path, "path")?, Out::new(out, "out")?);
         out.set(with_fs!(store, tx, |fs| fs.lstat(p)?).into());
@@ -38,7 +48,12 @@ pub unsafe extern "C" fn txvfs_lstat(store: *mut txvfs_store, tx: *mut txvfs_tx,
 /// `*out` = whether `path` exists (following symbolic links). ENOENT and ENOTDIR give
 /// `false`; every other error is returned.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_exists(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, out: *mut bool) -> c_int {
+pub unsafe extern "C" fn txvfs_exists(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    out: *mut bool,
+) -> c_int {
     boundary("txvfs_exists", || {
         let (p, out) = (cstr(path, "path")?, Out::new(out, "out")?);
         out.set(with_fs!(store, tx, |fs| fs.exists(p)?));
@@ -49,7 +64,12 @@ pub unsafe extern "C" fn txvfs_exists(store: *mut txvfs_store, tx: *mut txvfs_tx
 /// Creates the directory `path` with permission bits `mode` (no umask).
 /// Errors: -EEXIST.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_mkdir(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_mkdir(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
     boundary("txvfs_mkdir", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.mkdir(p, mode)?))
@@ -59,7 +79,12 @@ pub unsafe extern "C" fn txvfs_mkdir(store: *mut txvfs_store, tx: *mut txvfs_tx,
 /// Creates the directory `path` and any missing parents (`mkdir -p`); an existing directory
 /// is fine. Errors: -EEXIST (a component is not a directory).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_mkdir_all(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_mkdir_all(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
     boundary("txvfs_mkdir_all", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.mkdir_all(p, mode)?))
@@ -68,7 +93,11 @@ pub unsafe extern "C" fn txvfs_mkdir_all(store: *mut txvfs_store, tx: *mut txvfs
 
 /// Removes the empty directory `path`. Errors: -ENOTEMPTY, -EBUSY (the root), -EINVAL (`.`).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_rmdir(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_rmdir(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+) -> c_int {
     boundary("txvfs_rmdir", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.rmdir(p)?))
@@ -78,7 +107,11 @@ pub unsafe extern "C" fn txvfs_rmdir(store: *mut txvfs_store, tx: *mut txvfs_tx,
 /// Removes the name `path` (not a directory). A file still open stays usable through its
 /// descriptors until the last close. Errors: -EISDIR.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_unlink(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_unlink(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+) -> c_int {
     boundary("txvfs_unlink", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.unlink(p)?))
@@ -113,7 +146,12 @@ pub unsafe extern "C" fn txvfs_rename(
 /// Makes `to` a new hard link to `from` (a symbolic link `from` is not followed).
 /// Errors: -EEXIST, -EPERM (a directory).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_link(store: *mut txvfs_store, tx: *mut txvfs_tx, from: *const c_char, to: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_link(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
     boundary("txvfs_link", || {
         let (f, t) = (cstr(from, "from")?, cstr(to, "to")?);
         with_fs!(store, tx, |fs| Ok(fs.link(f, t)?))
@@ -157,7 +195,12 @@ pub unsafe extern "C" fn txvfs_readlink(
 /// Sets the permission bits of `path` (following symbolic links). Errors: -EPERM (not the
 /// owner, with a credential).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_chmod(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, mode: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_chmod(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
     boundary("txvfs_chmod", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.chmod(p, mode)?))
@@ -167,7 +210,13 @@ pub unsafe extern "C" fn txvfs_chmod(store: *mut txvfs_store, tx: *mut txvfs_tx,
 /// Changes the owner and/or group of `path` (following symbolic links);
 /// `TXVFS_ID_UNCHANGED` keeps one. Errors: -EPERM.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_chown(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, uid: u32, gid: u32) -> c_int {
+pub unsafe extern "C" fn txvfs_chown(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    uid: u32,
+    gid: u32,
+) -> c_int {
     boundary("txvfs_chown", || {
         let p = cstr(path, "path")?;
         let id = |v: u32| (v != TXVFS_ID_UNCHANGED).then_some(v);
@@ -198,7 +247,12 @@ pub unsafe extern "C" fn txvfs_utimens(
 
 /// Sets the size of the file `path`; growing reads as zeros. Errors: -EISDIR, -EFBIG.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_truncate(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, size: u64) -> c_int {
+pub unsafe extern "C" fn txvfs_truncate(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    size: u64,
+) -> c_int {
     boundary("txvfs_truncate", || {
         let p = cstr(path, "path")?;
         with_fs!(store, tx, |fs| Ok(fs.truncate(p, size)?))
@@ -347,7 +401,12 @@ pub unsafe extern "C" fn txvfs_listxattr(
 
 /// Removes the extended attribute `name` of `path`. Errors: -ENODATA.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_removexattr(store: *mut txvfs_store, tx: *mut txvfs_tx, path: *const c_char, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_removexattr(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    path: *const c_char,
+    name: *const c_char,
+) -> c_int {
     boundary("txvfs_removexattr", || {
         let (p, n) = (cstr(path, "path")?, cstr(name, "name")?);
         with_fs!(store, tx, |fs| Ok(fs.removexattr(p, n)?))
@@ -356,7 +415,11 @@ pub unsafe extern "C" fn txvfs_removexattr(store: *mut txvfs_store, tx: *mut txv
 
 /// Store-wide usage into `*out` (O(1), from counters).
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_statfs(store: *mut txvfs_store, tx: *mut txvfs_tx, out: *mut txvfs_usage) -> c_int {
+pub unsafe extern "C" fn txvfs_statfs(
+    store: *mut txvfs_store,
+    tx: *mut txvfs_tx,
+    out: *mut txvfs_usage,
+) -> c_int {
     boundary("txvfs_statfs", || {
         let out = Out::new(out, "out")?;
         out.set(with_fs!(store, tx, |fs| fs.statfs()?).into());

@@ -24,7 +24,10 @@ unsafe fn utf8<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
 /// `txvfs_store_free`; it is independent of `store` (either may be freed first).
 /// Errors: -EINVAL (NULL `store` or `out`, a backend without snapshots), -TXVFS_EBACKEND.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_store_snapshot(store: *mut txvfs_store, out: *mut *mut txvfs_store) -> c_int {
+pub unsafe extern "C" fn txvfs_store_snapshot(
+    store: *mut txvfs_store,
+    out: *mut *mut txvfs_store,
+) -> c_int {
     boundary("txvfs_store_snapshot", || {
         let s = store_ref(store)?;
         let out = Out::new(out, "out")?;
@@ -42,7 +45,10 @@ pub unsafe extern "C" fn txvfs_store_snapshot(store: *mut txvfs_store, out: *mut
 /// Errors: -EINVAL (NULL argument, a bad name, a backend without named snapshots), -EEXIST
 /// (the name is taken), -ENOSPC, -TXVFS_EBACKEND.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_snapshot_create(store: *mut txvfs_store, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_snapshot_create(
+    store: *mut txvfs_store,
+    name: *const c_char,
+) -> c_int {
     boundary("txvfs_snapshot_create", || {
         let s = store_ref(store)?;
         Ok(s.store.create_named_snapshot(utf8(name, "name")?)?)
@@ -53,7 +59,10 @@ pub unsafe extern "C" fn txvfs_snapshot_create(store: *mut txvfs_store, name: *c
 /// Errors: -EINVAL (NULL argument, a bad name), -ENOENT (no such snapshot), -EBUSY (it is
 /// open, by this or another process, a clone over it included), -TXVFS_EBACKEND.
 #[no_mangle]
-pub unsafe extern "C" fn txvfs_snapshot_delete(store: *mut txvfs_store, name: *const c_char) -> c_int {
+pub unsafe extern "C" fn txvfs_snapshot_delete(
+    store: *mut txvfs_store,
+    name: *const c_char,
+) -> c_int {
     boundary("txvfs_snapshot_delete", || {
         let s = store_ref(store)?;
         Ok(s.store.delete_named_snapshot(utf8(name, "name")?)?)

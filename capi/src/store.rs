@@ -76,7 +76,8 @@ pub unsafe extern "C" fn txvfs_store_open(
     out: *mut *mut txvfs_store,
 ) -> c_int {
     boundary("txvfs_store_open", || {
-        let uri = std::str::from_utf8(cstr(uri, "uri")?).map_err(|_| Fail::invalid("uri is not UTF-8"))?;
+        let uri = std::str::from_utf8(cstr(uri, "uri")?)
+            .map_err(|_| Fail::invalid("uri is not UTF-8"))?;
         let out = Out::new(out, "out")?;
         let options = options.as_ref().map(|o| o.options.clone()).unwrap_or_else(Options::default);
         let store = Store::open_with(uri, options)?;
@@ -96,8 +97,13 @@ pub unsafe extern "C" fn txvfs_store_open(
 pub unsafe extern "C" fn txvfs_pack(store: *mut txvfs_store, image: *const c_char) -> c_int {
     boundary("txvfs_pack", || {
         let store = store_ref(store)?;
-        let image = std::str::from_utf8(cstr(image, "image")?).map_err(|_| Fail::invalid("image is not UTF-8"))?;
-        txvfs::pack::pack_backend(&*store.store.backend(), std::path::Path::new(image), &mut |_| {})?;
+        let image = std::str::from_utf8(cstr(image, "image")?)
+            .map_err(|_| Fail::invalid("image is not UTF-8"))?;
+        txvfs::pack::pack_backend(
+            &*store.store.backend(),
+            std::path::Path::new(image),
+            &mut |_| {},
+        )?;
         Ok(())
     })
 }

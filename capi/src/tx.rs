@@ -52,7 +52,9 @@ impl txvfs_tx {
     /// The transaction for `txvfs_tx_commit` or `_rollback` (`verb`), which ends it.
     fn end(&self, verb: &str) -> R<&Transaction> {
         if self.managed() {
-            return Err(Fail::invalid(format!("cannot {verb} a transaction owned by txvfs_transact")));
+            return Err(Fail::invalid(format!(
+                "cannot {verb} a transaction owned by txvfs_transact"
+            )));
         }
         if self.ended.swap(true, Ordering::AcqRel) {
             return Err(Fail::invalid("transaction already committed or rolled back"));
@@ -151,7 +153,8 @@ pub unsafe extern "C" fn txvfs_tx_free(tx: *mut txvfs_tx) {
 /// commit, or a negative code to roll back and return that code (a retryable code,
 /// -TXVFS_ECONFLICT or -TXVFS_ETOOOLD, runs the callback again). It must not commit, roll back
 /// or free `tx`, must not keep it after returning, and must not unwind (throw) into txvfs.
-pub type txvfs_transact_fn = Option<unsafe extern "C" fn(tx: *mut txvfs_tx, userdata: *mut c_void) -> c_int>;
+pub type txvfs_transact_fn =
+    Option<unsafe extern "C" fn(tx: *mut txvfs_tx, userdata: *mut c_void) -> c_int>;
 
 /// The message of the error that stands for a callback's own code inside the retry loop.
 const CALLBACK_FAILED: &str = "txvfs_transact: the callback returned an error code";
@@ -194,7 +197,10 @@ pub unsafe extern "C" fn txvfs_transact(
                     };
                     Err(Error::new(kind, CALLBACK_FAILED))
                 }
-                rc => Err(Error::new(ErrorKind::Invalid, format!("callback returned {rc}; expected 0 or a negative code"))),
+                rc => Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("callback returned {rc}; expected 0 or a negative code"),
+                )),
             }
         });
         match (result, callback_code) {

@@ -158,9 +158,33 @@ impl ErrorKind {
 const ALL_KINDS: &[ErrorKind] = {
     use ErrorKind::*;
     &[
-        NotFound, Exists, NotDir, IsDir, NotEmpty, CrossDevice, Loop, NameTooLong, BadHandle,
-        Access, NotPermitted, Invalid, NoSpace, ReadOnly, Busy, WouldBlock, NoData, Range,
-        FileTooBig, TooBig, Deadlock, Conflict, TooOld, TooLarge, Corrupt, Backend, CommitUnknown,
+        NotFound,
+        Exists,
+        NotDir,
+        IsDir,
+        NotEmpty,
+        CrossDevice,
+        Loop,
+        NameTooLong,
+        BadHandle,
+        Access,
+        NotPermitted,
+        Invalid,
+        NoSpace,
+        ReadOnly,
+        Busy,
+        WouldBlock,
+        NoData,
+        Range,
+        FileTooBig,
+        TooBig,
+        Deadlock,
+        Conflict,
+        TooOld,
+        TooLarge,
+        Corrupt,
+        Backend,
+        CommitUnknown,
     ]
 };
 

@@ -18,7 +18,9 @@
 
 use crate::error::{Error, Result};
 use crate::kv::{self, Backend, Txn};
-use crate::schema::{self, Block, Dentry, DirAttr, FileType, Inode, Meta, Scope, Superblock, ROOT_INO};
+use crate::schema::{
+    self, Block, Dentry, DirAttr, FileType, Inode, Meta, Scope, Superblock, ROOT_INO,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -144,7 +146,11 @@ pub fn check_uri(uri: &str, repair: bool, progress: &mut dyn FnMut(u64)) -> Resu
 
 /// Checks the store in `backend`; with `repair`, applies the safe fixes (each problem's
 /// `repaired` says which). `progress` is called with the number of keys read so far.
-pub fn check(backend: &dyn Backend, repair: bool, progress: &mut dyn FnMut(u64)) -> Result<CheckReport> {
+pub fn check(
+    backend: &dyn Backend,
+    repair: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport> {
     let mut reader = Reader::new(backend, progress)?;
     let mut report = scan_store(&mut reader)?;
     report.keys_read = reader.keys_read;
@@ -186,7 +192,14 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn new(backend: &'a dyn Backend, progress: &'a mut dyn FnMut(u64)) -> Result<Reader<'a>> {
         let renew_after = backend.limits().max_txn_duration.map(|d| d / 2);
-        Ok(Reader { backend, tx: backend.begin()?, begun: Instant::now(), renew_after, keys_read: 0, progress })
+        Ok(Reader {
+            backend,
+            tx: backend.begin()?,
+            begun: Instant::now(),
+            renew_after,
+            keys_read: 0,
+            progress,
+        })
     }
 
     fn txn(&mut self) -> Result<&mut dyn Txn> {
@@ -202,7 +215,11 @@ impl<'a> Reader<'a> {
     }
 
     /// Calls `each` with every pair of `scope`, in key order.
-    fn scan(&mut self, scope: Scope, mut each: impl FnMut(&mut Self, Vec<u8>, Vec<u8>) -> Result<()>) -> Result<()> {
+    fn scan(
+        &mut self,
+        scope: Scope,
+        mut each: impl FnMut(&mut Self, Vec<u8>, Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
         let (mut from, end) = schema::scope_range(scope);
         loop {
             let page = self.txn()?.snapshot_get_range(&from, &end, PAGE, false)?;
@@ -235,7 +252,9 @@ struct InodeSummary {
 
 /// The stored inode `ino`, with `change` applied, encoded: for fixes.
 fn changed_inode(r: &mut Reader, ino: u64, change: impl FnOnce(&mut Inode)) -> Result<Vec<u8>> {
-    let v = r.get(&schema::inode_key(ino))?.ok_or_else(|| Error::new(crate::ErrorKind::Conflict, format!("inode {ino} vanished during the check")))?;
+    let v = r.get(&schema::inode_key(ino))?.ok_or_else(|| {
+        Error::new(crate::ErrorKind::Conflict, format!("inode {ino} vanished during the check"))
+    })?;
     let mut inode = Inode::decode(&v)?;
     change(&mut inode);
     Ok(inode.encode())
@@ -254,7 +273,8 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         Some(Err(e)) => r.problem(P::Superblock, format!("superblock: {e}"), vec![]),
         Some(Ok(_)) => {}
     }
-    let block_size = superblock.and_then(|v| Superblock::decode(&v).ok()).map_or(65536, |s| s.block_size as u64);
+    let block_size =
+        superblock.and_then(|v| Superblock::decode(&v).ok()).map_or(65536, |s| s.block_size as u64);
 
     // Inodes and directories' hot attributes.
     let mut inodes: BTreeMap<u64, InodeSummary> = BTreeMap::new();
@@ -264,7 +284,16 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         match schema::parse_inode_key(&k) {
             Ok((ino, None)) => match Inode::decode(&v) {
                 Ok(i) => {
-                    inodes.insert(ino, InodeSummary { kind: i.kind, nlink: i.nlink, size: i.size, is_inline: i.is_inline, block_size: i.block_size(block_size as u32) });
+                    inodes.insert(
+                        ino,
+                        InodeSummary {
+                            kind: i.kind,
+                            nlink: i.nlink,
+                            size: i.size,
+                            is_inline: i.is_inline,
+                            block_size: i.block_size(block_size as u32),
+                        },
+                    );
                 }
                 Err(err) => r.problem(P::Undecodable, format!("inode {ino}: {err}"), vec![]),
             },
@@ -281,7 +310,11 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
     })?;
     match inodes.get(&ROOT_INO) {
         Some(i) if i.kind == FileType::Dir => {}
-        _ => r.problem(P::Root, "the root directory (inode 1) is missing or not a directory".into(), vec![]),
+        _ => r.problem(
+            P::Root,
+            "the root directory (inode 1) is missing or not a directory".into(),
+            vec![],
+        ),
     }
     // Orphan records.
     let mut orphans = HashSet::new();
@@ -290,7 +323,11 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         if inodes.contains_key(&ino) {
             orphans.insert(ino);
         } else {
-            r.problem(P::StrayOrphan, format!("orphan record for missing inode {ino}"), vec![Fix::Clear(k)]);
+            r.problem(
+                P::StrayOrphan,
+                format!("orphan record for missing inode {ino}"),
+                vec![Fix::Clear(k)],
+            );
         }
         Ok(())
     })?;
@@ -310,17 +347,23 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         let d = match Dentry::decode(&v) {
             Ok(d) => d,
             Err(err) => {
-                r.problem(P::Undecodable, format!("entry {name:?} in directory {parent}: {err}"), vec![]);
+                r.problem(
+                    P::Undecodable,
+                    format!("entry {name:?} in directory {parent}: {err}"),
+                    vec![],
+                );
                 return Ok(());
             }
         };
         if !inodes.get(&parent).is_some_and(|i| i.kind == FileType::Dir) {
-            let msg = format!("entry {name:?} in directory {parent}, which is not a live directory");
+            let msg =
+                format!("entry {name:?} in directory {parent}, which is not a live directory");
             r.problem(P::DanglingEntry, msg, vec![Fix::Clear(k)]);
             return Ok(());
         }
         let Some(child) = inodes.get(&d.ino) else {
-            let msg = format!("entry {name:?} in directory {parent} points to missing inode {}", d.ino);
+            let msg =
+                format!("entry {name:?} in directory {parent} points to missing inode {}", d.ino);
             r.problem(P::DanglingEntry, msg, vec![Fix::Clear(k)]);
             return Ok(());
         };
@@ -328,7 +371,10 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             let fixed = Dentry { ino: d.ino, kind: child.kind };
             r.problem(
                 P::EntryType,
-                format!("entry {name:?} in directory {parent} says {:?}, inode {} is {:?}", d.kind, d.ino, child.kind),
+                format!(
+                    "entry {name:?} in directory {parent} says {:?}, inode {} is {:?}",
+                    d.kind, d.ino, child.kind
+                ),
                 vec![Fix::Set(k, fixed.encode())],
             );
         }
@@ -351,7 +397,10 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             // as detached trees.
             let mut fixes = vec![Fix::Set(schema::orphan_key(ino), vec![])];
             if i.kind != FileType::Dir {
-                fixes.push(Fix::Set(schema::inode_key(ino), changed_inode(rd, ino, |i| i.nlink = 0)?));
+                fixes.push(Fix::Set(
+                    schema::inode_key(ino),
+                    changed_inode(rd, ino, |i| i.nlink = 0)?,
+                ));
             }
             r.problem(
                 P::Unreachable,
@@ -368,14 +417,23 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
                 r.problem(
                     P::LinkCount,
                     format!("directory {ino} has link count {have}, its entries make {want}"),
-                    vec![Fix::Set(schema::dir_attr_key(ino, DirAttr::Nlink), delta.to_le_bytes().to_vec())],
+                    vec![Fix::Set(
+                        schema::dir_attr_key(ino, DirAttr::Nlink),
+                        delta.to_le_bytes().to_vec(),
+                    )],
                 );
             }
             if n > 1 {
-                r.problem(P::DirectoryLinkedTwice, format!("directory {ino} is in {n} directories"), vec![]);
+                r.problem(
+                    P::DirectoryLinkedTwice,
+                    format!("directory {ino} is in {n} directories"),
+                    vec![],
+                );
             }
             // Stores from before parent keys have none: only a wrong one is a problem.
-            if let (1, Some(&recorded), Some(&actual)) = (n, recorded_parent.get(&ino), entry_parent.get(&ino)) {
+            if let (1, Some(&recorded), Some(&actual)) =
+                (n, recorded_parent.get(&ino), entry_parent.get(&ino))
+            {
                 if recorded != actual {
                     r.problem(
                         P::DirectoryParent,
@@ -441,22 +499,32 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         clear.extend(chunk.clone().map(Fix::Clear));
         match inodes.get(&ino) {
             None => r.problem(P::StrayBlock, format!("block {idx} of missing inode {ino}"), clear),
-            Some(i) if i.kind != FileType::File => {
-                r.problem(P::StrayBlock, format!("block {idx} of inode {ino}, a {:?}", i.kind), clear)
-            }
-            Some(i) if i.is_inline => {
-                r.problem(P::StrayBlock, format!("block {idx} of inode {ino}, whose data is inline"), clear)
-            }
-            Some(i) if idx.saturating_mul(i.block_size) >= i.size => {
-                r.problem(P::StrayBlock, format!("block {idx} of inode {ino} lies beyond its size {}", i.size), clear)
-            }
+            Some(i) if i.kind != FileType::File => r.problem(
+                P::StrayBlock,
+                format!("block {idx} of inode {ino}, a {:?}", i.kind),
+                clear,
+            ),
+            Some(i) if i.is_inline => r.problem(
+                P::StrayBlock,
+                format!("block {idx} of inode {ino}, whose data is inline"),
+                clear,
+            ),
+            Some(i) if idx.saturating_mul(i.block_size) >= i.size => r.problem(
+                P::StrayBlock,
+                format!("block {idx} of inode {ino} lies beyond its size {}", i.size),
+                clear,
+            ),
             Some(_) => {
                 if let Err(err) = &block {
                     r.problem(P::Undecodable, format!("block {idx} of inode {ino}: {err}"), vec![]);
                 }
                 if let Some(c) = chunk {
                     if rd.get(&c)?.is_none() {
-                        r.problem(P::MissingChunk, format!("block {idx} of inode {ino} refers to a missing chunk"), vec![]);
+                        r.problem(
+                            P::MissingChunk,
+                            format!("block {idx} of inode {ino} refers to a missing chunk"),
+                            vec![],
+                        );
                     }
                     used_chunks.insert(c);
                 }
@@ -483,7 +551,8 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         match schema::parse_xattr_key(&k) {
             Ok((ino, _)) if inodes.contains_key(&ino) => {}
             Ok((ino, name)) => {
-                let msg = format!("xattr {:?} of missing inode {ino}", String::from_utf8_lossy(name));
+                let msg =
+                    format!("xattr {:?} of missing inode {ino}", String::from_utf8_lossy(name));
                 r.problem(P::StrayXattr, msg, vec![Fix::Clear(k)]);
             }
             Err(err) => malformed(&mut r, "xattr", &k, err),
@@ -491,7 +560,9 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         Ok(())
     })?;
     // Counters.
-    for (meta, what, want) in [(Meta::Inodes, "inode", inodes.len() as u64), (Meta::Bytes, "byte", live_bytes)] {
+    for (meta, what, want) in
+        [(Meta::Inodes, "inode", inodes.len() as u64), (Meta::Bytes, "byte", live_bytes)]
+    {
         let key = schema::meta_key(meta);
         let have = kv::decode_counter(rd.get(&key)?.as_deref());
         if have != want {

@@ -37,12 +37,13 @@ pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+pub use fs::{
+    Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
+    InodeFileSystem, OpenOptions, Options, RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime,
+    Stat, StatFs, Store, Transaction, XattrFlags,
+};
+pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
-pub use fsck::CheckReport;
-pub use fs::{
-    Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp, InodeFileSystem, OpenOptions, Options,
-    RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
-};
 pub use schema::FileType;

@@ -83,7 +83,7 @@ fn clone_reads_lower_writes_upper_and_never_modifies_the_lower() {
         assert_eq!(clone.getxattr("/data/f5", "user.a").unwrap(), b"1");
         let names = clone.readdir("/data", None, 0).unwrap().len();
         assert_eq!(names, 50 - 2 + 1); // f2 and f3 gone, sub gone, new added
-        // A deleted name can come back, with new contents.
+                                       // A deleted name can come back, with new contents.
         clone.write_file("/data/f2", b"again").unwrap();
         assert_eq!(clone.read_file("/data/f2").unwrap(), b"again");
         // statfs counts the clone's view.
@@ -111,7 +111,8 @@ fn making_a_clone_writes_one_key_whatever_the_tree_size() {
         let d = tempfile::tempdir().unwrap();
         let lower_uri = base_store(d.path(), files);
         let upper = d.path().join("clone");
-        let clone = Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
+        let clone =
+            Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
         assert_eq!(clone.readdir("/data", None, 0).unwrap().len(), files + 1);
         drop(clone);
         // The upper layer's raw keys, opened without the clone on top.
@@ -134,7 +135,8 @@ fn deleting_a_large_lower_file_writes_a_few_keys() {
     base.create_named_snapshot("s").unwrap();
     let lower_uri = base.named_snapshot_uri("s").unwrap();
     let upper = d.path().join("clone");
-    let clone = Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
+    let clone =
+        Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
     clone.unlink("/huge").unwrap();
     clone.truncate("/long", 10 << 16).unwrap();
     assert!(!clone.exists("/huge").unwrap());
@@ -155,15 +157,29 @@ fn bad_clones_are_refused_and_change_nothing() {
     let lower_uri = base_store(d.path(), 3);
     let base = d.path().join("base");
     // The lower layer must be read-only: a live store could change under the clone.
-    let e = Store::create_clone(base.to_str().unwrap(), d.path().join("c1").to_str().unwrap(), Options::default()).unwrap_err();
+    let e = Store::create_clone(
+        base.to_str().unwrap(),
+        d.path().join("c1").to_str().unwrap(),
+        Options::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
     // The upper must be empty.
-    let e = Store::create_clone(&lower_uri, base.to_str().unwrap(), Options::default()).unwrap_err();
+    let e =
+        Store::create_clone(&lower_uri, base.to_str().unwrap(), Options::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Exists, "{e}");
-    assert_eq!(Store::open(base.to_str().unwrap()).unwrap().read_file("/data/f0").unwrap(), b"file 0");
+    assert_eq!(
+        Store::open(base.to_str().unwrap()).unwrap().read_file("/data/f0").unwrap(),
+        b"file 0"
+    );
     // A lower layer that does not exist.
     let missing = format!("rocksdb:{}?snapshot=nope", base.display());
-    assert_eq!(Store::create_clone(&missing, d.path().join("c2").to_str().unwrap(), Options::default()).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        Store::create_clone(&missing, d.path().join("c2").to_str().unwrap(), Options::default())
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
 }
 
 #[test]
@@ -171,7 +187,8 @@ fn snapshots_of_a_clone() {
     let d = tempfile::tempdir().unwrap();
     let lower_uri = base_store(d.path(), 5);
     let upper = d.path().join("clone");
-    let clone = Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
+    let clone =
+        Store::create_clone(&lower_uri, upper.to_str().unwrap(), Options::default()).unwrap();
     clone.write_file("/data/f0", b"v1").unwrap();
     let snap = clone.snapshot().unwrap();
     clone.create_named_snapshot("c1").unwrap();
@@ -185,7 +202,12 @@ fn snapshots_of_a_clone() {
     assert_eq!(named.read_file("/data/f2").unwrap(), b"file 2");
     assert_eq!(named.unlink("/data/f2").unwrap_err().kind(), ErrorKind::ReadOnly);
     // A clone of the clone's snapshot: layers stack.
-    let c2 = Store::create_clone(&clone.named_snapshot_uri("c1").unwrap(), d.path().join("c2").to_str().unwrap(), Options::default()).unwrap();
+    let c2 = Store::create_clone(
+        &clone.named_snapshot_uri("c1").unwrap(),
+        d.path().join("c2").to_str().unwrap(),
+        Options::default(),
+    )
+    .unwrap();
     c2.unlink("/data/f0").unwrap();
     assert_eq!(c2.read_file("/data/f3").unwrap(), b"file 3");
     assert!(!c2.exists("/data/f0").unwrap());
@@ -198,7 +220,12 @@ fn snapshots_of_a_clone() {
 fn concurrent_creates_in_a_clone_lose_nothing() {
     let d = tempfile::tempdir().unwrap();
     let lower_uri = base_store(d.path(), 5);
-    let clone = Store::create_clone(&lower_uri, d.path().join("clone").to_str().unwrap(), Options::default()).unwrap();
+    let clone = Store::create_clone(
+        &lower_uri,
+        d.path().join("clone").to_str().unwrap(),
+        Options::default(),
+    )
+    .unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let clone = clone.clone();
@@ -236,7 +263,10 @@ fn layered_backend_over_a_memory_snapshot() {
     assert_eq!(clone.read_file("/a").unwrap(), b"lower");
     clone.write_file("/a", b"upper").unwrap();
     assert_eq!(clone.read_file("/a").unwrap(), b"upper");
-    assert_eq!(Store::with_backend(backend, Options::default(), None).unwrap().read_file("/a").unwrap(), b"lower");
+    assert_eq!(
+        Store::with_backend(backend, Options::default(), None).unwrap().read_file("/a").unwrap(),
+        b"lower"
+    );
 }
 
 const KILL_TEST: &str = "sigkill_during_clone_writes_leaves_the_clone_consistent";
@@ -251,13 +281,19 @@ const LOWER_FILES: usize = 300;
 fn clone_writer(upper: &str) -> ! {
     use std::io::Write;
     let clone = Store::open(upper).unwrap();
-    let mut n: u64 = clone.read_file("/gen").map(|v| String::from_utf8(v).unwrap().parse().unwrap()).unwrap_or(0);
+    let mut n: u64 = clone
+        .read_file("/gen")
+        .map(|v| String::from_utf8(v).unwrap().parse().unwrap())
+        .unwrap_or(0);
     loop {
         n += 1;
         clone
             .transact(|tx| {
                 for i in 0..KILL_FILES {
-                    tx.write_file(format!("/data/f{i}"), &vec![n as u8; 1000 + 20_000 * (n as usize % 4)])?;
+                    tx.write_file(
+                        format!("/data/f{i}"),
+                        &vec![n as u8; 1000 + 20_000 * (n as usize % 4)],
+                    )?;
                 }
                 tx.rename(format!("/data/r{}", n - 1), format!("/data/r{n}"))?;
                 let victim = format!("/data/f{}", KILL_FILES as u64 + n);
@@ -328,9 +364,16 @@ fn sigkill_during_clone_writes_leaves_the_clone_consistent() {
         assert!(n >= reported, "generation {n} committed, but the child reported {reported}");
         for i in 0..KILL_FILES {
             let data = clone.read_file(format!("/data/f{i}")).unwrap();
-            assert_eq!(data, vec![n as u8; 1000 + 20_000 * (n as usize % 4)], "/data/f{i} torn at generation {n}");
+            assert_eq!(
+                data,
+                vec![n as u8; 1000 + 20_000 * (n as usize % 4)],
+                "/data/f{i} torn at generation {n}"
+            );
         }
-        assert!(clone.exists(format!("/data/r{n}")).unwrap() && !clone.exists(format!("/data/r{}", n - 1)).unwrap());
+        assert!(
+            clone.exists(format!("/data/r{n}")).unwrap()
+                && !clone.exists(format!("/data/r{}", n - 1)).unwrap()
+        );
         for k in 1..=n {
             assert!(!clone.exists(format!("/data/f{}", KILL_FILES as u64 + k)).unwrap());
         }
@@ -338,7 +381,10 @@ fn sigkill_during_clone_writes_leaves_the_clone_consistent() {
         // can get through all 300 lower files between two kills).
         let next = KILL_FILES as u64 + n + 1;
         if next < LOWER_FILES as u64 {
-            assert!(clone.exists(format!("/data/f{next}")).unwrap(), "/data/f{next} vanished at generation {n}");
+            assert!(
+                clone.exists(format!("/data/f{next}")).unwrap(),
+                "/data/f{next} vanished at generation {n}"
+            );
         }
         drop(clone);
         check_clean(&upper_uri);
@@ -373,7 +419,8 @@ fn run_layered_model(seed: u64) {
     let upper: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::UNLIMITED));
     let layered = LayeredBackend::new(upper, lower.snapshot().unwrap()).unwrap();
     for step in 0..400 {
-        let (mut a, mut b): (Box<dyn Txn>, Box<dyn Txn>) = (layered.begin().unwrap(), plain.begin().unwrap());
+        let (mut a, mut b): (Box<dyn Txn>, Box<dyn Txn>) =
+            (layered.begin().unwrap(), plain.begin().unwrap());
         for op in 0..rng.gen_range(1..6) {
             let ctx = format!("seed {seed} step {step} op {op}");
             match rng.gen_range(0..8) {

@@ -98,7 +98,9 @@ fn worker(store: Store, t: usize, iterations: usize) -> Report {
             }
         } else if roll < 75 {
             let name = format!("f_{t}_{k}");
-            let f = store.open(format!("/bank/{name}"), &OpenOptions::new().write(true).create_new(true)).unwrap();
+            let f = store
+                .open(format!("/bank/{name}"), &OpenOptions::new().write(true).create_new(true))
+                .unwrap();
             f.write(name.as_bytes()).unwrap();
             f.close().unwrap();
             r.creates += 1;
@@ -110,8 +112,10 @@ fn worker(store: Store, t: usize, iterations: usize) -> Report {
             } else {
                 r.live.insert(name);
             }
-        } else if let Some(name) = r.live.iter().nth(rng.gen_range(0..r.live.len().max(1))).cloned() {
-            let content = String::from_utf8(store.read_file(format!("/bank/{name}")).unwrap()).unwrap();
+        } else if let Some(name) = r.live.iter().nth(rng.gen_range(0..r.live.len().max(1))).cloned()
+        {
+            let content =
+                String::from_utf8(store.read_file(format!("/bank/{name}")).unwrap()).unwrap();
             r.live.remove(&name);
             if roll < 90 {
                 store.unlink(format!("/bank/{name}")).unwrap();
@@ -163,7 +167,11 @@ fn check_serial_order(transfers: &[Transfer], finals: &[(i64, u64)]) {
     for (i, t) in transfers.iter().enumerate() {
         for (acc, seen, delta) in [(t.from, t.seen_from, -t.amount), (t.to, t.seen_to, t.amount)] {
             let prev = by_version[acc].insert(seen.1, (i, seen.0, seen.0 + delta));
-            assert!(prev.is_none(), "two transfers read version {} of account {acc} (lost update)", seen.1);
+            assert!(
+                prev.is_none(),
+                "two transfers read version {} of account {acc} (lost update)",
+                seen.1
+            );
         }
     }
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); transfers.len()];
@@ -194,7 +202,11 @@ fn check_serial_order(transfers: &[Transfer], finals: &[(i64, u64)]) {
             }
         }
     }
-    assert_eq!(order.len(), transfers.len(), "transfers form a cycle: no serial order explains them");
+    assert_eq!(
+        order.len(),
+        transfers.len(),
+        "transfers form a cycle: no serial order explains them"
+    );
     let mut bal = vec![START; ACCOUNTS];
     for &i in &order {
         let t = &transfers[i];
@@ -207,9 +219,7 @@ fn check_serial_order(transfers: &[Transfer], finals: &[(i64, u64)]) {
 
 fn bank_and_directory_churn(store: Store, threads: usize, iterations: usize) {
     store.mkdir("/bank", 0o755).unwrap();
-    store
-        .transact(|tx| (0..ACCOUNTS).try_for_each(|i| write_acct(tx, i, (START, 0))))
-        .unwrap();
+    store.transact(|tx| (0..ACCOUNTS).try_for_each(|i| write_acct(tx, i, (START, 0)))).unwrap();
     let files_before = store.statfs().unwrap().files;
     let done = Arc::new(AtomicBool::new(false));
     let audits = Arc::new(AtomicU64::new(0));
@@ -235,9 +245,11 @@ fn bank_and_directory_churn(store: Store, threads: usize, iterations: usize) {
     auditor.join().unwrap();
 
     // Money: nothing lost, and a serial order explains every transfer.
-    let finals: Vec<(i64, u64)> = store.transact(|tx| (0..ACCOUNTS).map(|i| read_acct(tx, i)).collect()).unwrap();
+    let finals: Vec<(i64, u64)> =
+        store.transact(|tx| (0..ACCOUNTS).map(|i| read_acct(tx, i)).collect()).unwrap();
     assert_eq!(finals.iter().map(|f| f.0).sum::<i64>(), START * ACCOUNTS as i64, "money lost");
-    let transfers: Vec<Transfer> = reports.iter().flat_map(|r| r.transfers.iter().cloned()).collect();
+    let transfers: Vec<Transfer> =
+        reports.iter().flat_map(|r| r.transfers.iter().cloned()).collect();
     check_serial_order(&transfers, &finals);
 
     // Names: exactly the accounts, receipts, surviving files and "hot", each once and stat-able.
@@ -251,7 +263,8 @@ fn bank_and_directory_churn(store: Store, threads: usize, iterations: usize) {
         expected.insert("hot".into());
     }
     let entries = store.readdir("/bank", None, 0).unwrap();
-    let names: Vec<String> = entries.iter().map(|e| String::from_utf8(e.name.clone()).unwrap()).collect();
+    let names: Vec<String> =
+        entries.iter().map(|e| String::from_utf8(e.name.clone()).unwrap()).collect();
     assert!(names.windows(2).all(|w| w[0] < w[1]), "readdir not sorted or has duplicates");
     for e in &entries {
         let st = store.stat(format!("/bank/{}", String::from_utf8_lossy(&e.name))).unwrap();
@@ -272,7 +285,11 @@ fn bank_and_directory_churn(store: Store, threads: usize, iterations: usize) {
     let receipts: usize = reports.iter().map(|r| r.receipts.len()).sum();
     // Inode counter: replaced "hot" files and deleted files are really gone.
     let files = store.statfs().unwrap().files;
-    assert_eq!(files, files_before + live as u64 + receipts as u64 + !hot.is_empty() as u64, "inode count");
+    assert_eq!(
+        files,
+        files_before + live as u64 + receipts as u64 + !hot.is_empty() as u64,
+        "inode count"
+    );
     assert_eq!(audit(&store), (START * ACCOUNTS as i64, expected.len()));
 
     let attempts: u64 = reports.iter().map(|r| r.attempts).sum();
@@ -323,7 +340,8 @@ fn distinct_creates_never_conflict(store: Store) {
                             if k % 10 == 0 {
                                 tx.mkdir(&p, 0o755)
                             } else {
-                                let f = tx.open(&p, &OpenOptions::new().write(true).create_new(true))?;
+                                let f =
+                                    tx.open(&p, &OpenOptions::new().write(true).create_new(true))?;
                                 f.write(p.as_bytes()).map(|_| ())
                             }
                         })
@@ -350,8 +368,17 @@ fn distinct_creates_never_conflict(store: Store) {
     }
     let dirs = THREADS * EACH.div_ceil(10);
     assert_eq!(store.stat("/flat").unwrap().nlink, 2 + dirs as u64, "directory link count");
-    assert_eq!(store.statfs().unwrap().files, files_before + (THREADS * EACH) as u64, "inode count");
-    assert_eq!(attempts, THREADS * EACH, "creates of distinct names conflicted ({} retries)", attempts - THREADS * EACH);
+    assert_eq!(
+        store.statfs().unwrap().files,
+        files_before + (THREADS * EACH) as u64,
+        "inode count"
+    );
+    assert_eq!(
+        attempts,
+        THREADS * EACH,
+        "creates of distinct names conflicted ({} retries)",
+        attempts - THREADS * EACH
+    );
 }
 
 #[test]
@@ -376,7 +403,10 @@ fn same_name_has_one_winner(store: Store) {
     t2.open("/race", &new).unwrap().write(b"two").unwrap();
     t1.commit().unwrap();
     assert_eq!(t2.commit().unwrap_err().kind(), ErrorKind::Conflict);
-    assert_eq!(store.transact(|tx| tx.open("/race", &new).map(|_| ())).unwrap_err().kind(), ErrorKind::Exists);
+    assert_eq!(
+        store.transact(|tx| tx.open("/race", &new).map(|_| ())).unwrap_err().kind(),
+        ErrorKind::Exists
+    );
     assert_eq!(store.read_file("/race").unwrap(), b"one");
 
     // Racing threads, both past their create before either commits.
@@ -446,7 +476,11 @@ fn unlink_racing_last_close_frees_the_file(store: Store, rounds: usize) {
         tx.unlink(&p).unwrap();
         h.close().unwrap();
         tx.commit().unwrap();
-        assert_eq!(store.statfs().unwrap().files, base, "round {i}: the unlinked, closed file was kept");
+        assert_eq!(
+            store.statfs().unwrap().files,
+            base,
+            "round {i}: the unlinked, closed file was kept"
+        );
     }
     // Racing: one thread unlinks while another closes the handle.
     let (send, recv) = std::sync::mpsc::sync_channel::<txvfs::File>(0);
@@ -463,7 +497,11 @@ fn unlink_racing_last_close_frees_the_file(store: Store, rounds: usize) {
     }
     drop(send);
     closer.join().unwrap();
-    assert_eq!(store.statfs().unwrap().files, base, "files unlinked while their last handle closed leaked");
+    assert_eq!(
+        store.statfs().unwrap().files,
+        base,
+        "files unlinked while their last handle closed leaked"
+    );
 }
 
 #[test]

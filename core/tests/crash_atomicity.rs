@@ -136,7 +136,10 @@ fn run_transaction(store: &Store, n: u64, held: &mut Vec<File>) -> txvfs::Result
         tx.unlink(format!("/o/h{n}"))?;
     }
     // Asks for write-back: a transaction's handle must still put every write in the commit.
-    let c = tx.open(format!("/t/c{n}"), &OpenOptions::new().write(true).create_new(true).write_back(true))?;
+    let c = tx.open(
+        format!("/t/c{n}"),
+        &OpenOptions::new().write(true).create_new(true).write_back(true),
+    )?;
     c.write(&encode("c", n))?;
     if n >= 2 {
         tx.unlink(format!("/t/c{}", n - 2))?;
@@ -205,9 +208,12 @@ fn check(dir: &str) -> (Option<u64>, usize) {
             b'I' if k.len() == 9 => {
                 stored_inodes.insert(ino_of(k));
             }
-            b'I' | b'X' => assert!(inos.contains_key(&ino_of(k)), "key {k:?} of an unreachable inode"),
+            b'I' | b'X' => {
+                assert!(inos.contains_key(&ino_of(k)), "key {k:?} of an unreachable inode")
+            }
             b'B' => {
-                let (is_file, size) = *inos.get(&ino_of(k)).unwrap_or_else(|| panic!("block of unreachable inode"));
+                let (is_file, size) =
+                    *inos.get(&ino_of(k)).unwrap_or_else(|| panic!("block of unreachable inode"));
                 assert!(is_file, "block of a non-file");
                 let idx = u64::from_be_bytes(k[9..17].try_into().unwrap());
                 assert!(idx * (BS as u64) < size, "block {idx} beyond the size {size}");
@@ -216,7 +222,10 @@ fn check(dir: &str) -> (Option<u64>, usize) {
         }
     }
     let reachable: BTreeSet<u64> = inos.keys().copied().collect();
-    assert_eq!(stored_inodes, reachable, "stored inodes differ from reachable ones (leak or dangling entry)");
+    assert_eq!(
+        stored_inodes, reachable,
+        "stored inodes differ from reachable ones (leak or dangling entry)"
+    );
     let mut counter = |m| decode_counter(tx.snapshot_get(&schema::meta_key(m)).unwrap().as_deref());
     assert_eq!(counter(Meta::Inodes), inos.len() as u64, "inode counter");
     assert_eq!(store.statfs().unwrap().files, inos.len() as u64);
@@ -230,7 +239,11 @@ fn check(dir: &str) -> (Option<u64>, usize) {
     };
     let n = decode("a", &a);
     for name in ["b", "c"] {
-        assert_eq!(decode(name, &store.read_file(format!("/t/{name}")).unwrap()), n, "/t/{name} vs /t/a");
+        assert_eq!(
+            decode(name, &store.read_file(format!("/t/{name}")).unwrap()),
+            n,
+            "/t/{name} vs /t/a"
+        );
     }
     assert_eq!(store.getxattr("/t/a", "user.n").unwrap(), n.to_string().as_bytes());
     let big = store.read_file("/t/big").unwrap();
@@ -242,8 +255,11 @@ fn check(dir: &str) -> (Option<u64>, usize) {
             .collect();
         panic!("/t/big does not match N={n}: {regions:?}");
     }
-    let mut want: BTreeSet<String> =
-        ["a", "b", "c", "big"].iter().map(|s| format!("/t/{s}")).chain([format!("/t/r{n}"), format!("/t/c{n}")]).collect();
+    let mut want: BTreeSet<String> = ["a", "b", "c", "big"]
+        .iter()
+        .map(|s| format!("/t/{s}"))
+        .chain([format!("/t/r{n}"), format!("/t/c{n}")])
+        .collect();
     if n >= 1 {
         want.insert(format!("/t/c{}", n - 1));
     }

@@ -24,7 +24,9 @@ fn cached(dir: &Path, size: u64) -> Options {
 }
 
 fn data(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(seed as u32) as u8 ^ seed).collect()
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(seed as u32) as u8 ^ seed)
+        .collect()
 }
 
 /// Reads `p` whole and waits for the cache to write what the read queued.
@@ -81,7 +83,10 @@ fn hits_are_never_stale() {
     assert_eq!(tx.read_file("/f").unwrap(), d);
     tx.commit().unwrap();
     assert_eq!(read(&store, "/f"), d);
-    assert_eq!(txvfs::fsck::check(&*store.backend(), false, &mut |_| {}).unwrap().problems.len(), 0);
+    assert_eq!(
+        txvfs::fsck::check(&*store.backend(), false, &mut |_| {}).unwrap().problems.len(),
+        0
+    );
     // The read before was served by the cache: it still is with the chunks gone.
     delete_chunks_in_backend(&*backend);
     assert_eq!(read(&store, "/f"), d);
@@ -93,7 +98,8 @@ fn restart_keeps_hits() {
     let (backend, _) = remote();
     let a = data(3, 8 * BLOCK);
     {
-        let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
+        let store =
+            Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
         store.write_file("/f", &a).unwrap();
         assert_eq!(read(&store, "/f"), a);
     }
@@ -101,7 +107,11 @@ fn restart_keeps_hits() {
     let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
     assert_eq!(read(&store, "/f"), a);
     let s = store.disk_cache_stats().unwrap();
-    assert_eq!((s.hits, s.misses, s.disabled.clone()), (8, 0, None), "after a restart every chunk is a hit: {s:?}");
+    assert_eq!(
+        (s.hits, s.misses, s.disabled.clone()),
+        (8, 0, None),
+        "after a restart every chunk is a hit: {s:?}"
+    );
 }
 
 #[test]
@@ -116,8 +126,14 @@ fn size_bound_is_respected() {
         assert_eq!(read(&store, "/f"), a);
     }
     let s = store.disk_cache_stats().unwrap();
-    let on_disk: u64 = std::fs::read_dir(dir.path().join("entries")).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
-    assert!(s.bytes <= cap && on_disk <= cap && s.evictions > 0, "{s:?}, {on_disk} bytes on disk, limit {cap}");
+    let on_disk: u64 = std::fs::read_dir(dir.path().join("entries"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        s.bytes <= cap && on_disk <= cap && s.evictions > 0,
+        "{s:?}, {on_disk} bytes on disk, limit {cap}"
+    );
     assert_eq!(on_disk, s.bytes);
     // A smaller limit at the next open trims what is there.
     drop(store);
@@ -131,7 +147,9 @@ fn a_scan_does_not_evict_the_hot_set() {
     let dir = tempfile::tempdir().unwrap();
     let (backend, _) = remote();
     // Room for 16 chunks; the hot set is 6, the scan 64.
-    let store = Store::with_backend(backend.clone(), cached(dir.path(), 16 * (BLOCK as u64 + 100)), None).unwrap();
+    let store =
+        Store::with_backend(backend.clone(), cached(dir.path(), 16 * (BLOCK as u64 + 100)), None)
+            .unwrap();
     let (hot, scan) = (data(5, 6 * BLOCK), data(6, 64 * BLOCK));
     store.write_file("/hot", &hot).unwrap();
     store.write_file("/scan", &scan).unwrap();
@@ -151,11 +169,13 @@ fn damaged_cache_files_are_misses_not_data() {
     let (backend, _) = remote();
     let a = data(7, 4 * BLOCK);
     {
-        let store = Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
+        let store =
+            Store::with_backend(backend.clone(), cached(dir.path(), 64 << 20), None).unwrap();
         store.write_file("/f", &a).unwrap();
         assert_eq!(read(&store, "/f"), a);
     }
-    let mut files: Vec<_> = std::fs::read_dir(dir.path().join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> =
+        std::fs::read_dir(dir.path().join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     assert_eq!(files.len(), 4);
     // Torn (cut short), a flipped byte in the data, another entry's file under this name, and
@@ -218,7 +238,8 @@ fn an_unusable_cache_dir_leaves_the_backend() {
 fn a_slow_or_failing_cache_disk_falls_back_to_the_backend() {
     let dir = tempfile::tempdir().unwrap();
     let (backend, _) = remote();
-    let options = Options { disk_cache_deadline: Duration::from_millis(20), ..cached(dir.path(), 64 << 20) };
+    let options =
+        Options { disk_cache_deadline: Duration::from_millis(20), ..cached(dir.path(), 64 << 20) };
     let store = Store::with_backend(backend, options, None).unwrap();
     let a = data(11, 4 * BLOCK);
     store.write_file("/f", &a).unwrap();
@@ -252,7 +273,8 @@ fn uri_options_open_a_cache() {
     assert!(Store::open("memory:").unwrap().disk_cache_stats().is_none());
     // A second open of an open store shares its cache; asking for another one is refused.
     let (backend, _) = remote();
-    let first = Store::with_backend(backend.clone(), cached(&dir.path().join("a"), 1 << 20), None).unwrap();
+    let first =
+        Store::with_backend(backend.clone(), cached(&dir.path().join("a"), 1 << 20), None).unwrap();
     let other = Store::with_backend(backend.clone(), cached(&dir.path().join("b"), 1 << 20), None);
     assert_eq!(other.unwrap_err().kind(), txvfs::ErrorKind::Invalid);
     let same = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
@@ -280,7 +302,8 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn a_store_restored_from_a_backup_gets_no_stale_hits() {
     let dir = tempfile::tempdir().unwrap();
-    let (db, backup, cache) = (dir.path().join("db"), dir.path().join("backup"), dir.path().join("cache"));
+    let (db, backup, cache) =
+        (dir.path().join("db"), dir.path().join("backup"), dir.path().join("cache"));
     let uri = format!("rocksdb:{}?mode=exclusive", db.display());
     let open = || Store::open_with(&uri, cached(&cache, 64 << 20)).unwrap();
     open().write_file("/a", b"first").unwrap();
@@ -312,7 +335,8 @@ fn chunked_files_read_the_same_everywhere() {
     let dir = tempfile::tempdir().unwrap();
     let data_store = Arc::new(MemoryBackend::new(Limits::UNLIMITED));
     let (with_cache, _) = FaultyBackend::new(data_store.clone());
-    let store = Store::with_backend(with_cache, cached(&dir.path().join("cache"), 64 << 20), None).unwrap();
+    let store =
+        Store::with_backend(with_cache, cached(&dir.path().join("cache"), 64 << 20), None).unwrap();
     let a = data(15, 5 * BLOCK + 7);
     store.write_file("/f", &a).unwrap();
     let (plain, _) = FaultyBackend::new(data_store.clone());
@@ -333,15 +357,18 @@ fn a_hung_cache_dir_does_not_hang_the_open() {
     let fifo = std::ffi::CString::new(dir.path().join("lock").to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-    let options = Options { disk_cache_deadline: Duration::from_millis(10), ..cached(dir.path(), 1 << 20) };
+    let options =
+        Options { disk_cache_deadline: Duration::from_millis(10), ..cached(dir.path(), 1 << 20) };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let (backend, _) = remote();
         let store = Store::with_backend(backend, options, None).unwrap();
         store.write_file("/f", b"data").unwrap();
-        tx.send((store.read_file("/f").unwrap(), store.disk_cache_stats().unwrap().disabled)).unwrap();
+        tx.send((store.read_file("/f").unwrap(), store.disk_cache_stats().unwrap().disabled))
+            .unwrap();
     });
-    let (got, disabled) = rx.recv_timeout(Duration::from_secs(30)).expect("the open hung on the cache directory");
+    let (got, disabled) =
+        rx.recv_timeout(Duration::from_secs(30)).expect("the open hung on the cache directory");
     assert_eq!(got, b"data");
     assert!(disabled.is_some_and(|why| why.contains("did not answer")));
 }
@@ -372,8 +399,13 @@ fn a_clone_and_its_store_never_share_entries() {
     // The clone does the same from the same counter (the same ids, other data), with a cache
     // of its own; then it opens with the store's cache directory.
     let clone_dir = dir.path().join("clone");
-    drop(Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), Options::default()).unwrap());
-    let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&dir.path().join("own"), 64 << 20)).unwrap();
+    drop(
+        Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), Options::default())
+            .unwrap(),
+    );
+    let clone =
+        Store::open_with(clone_dir.to_str().unwrap(), cached(&dir.path().join("own"), 64 << 20))
+            .unwrap();
     clone.write_file("/f", &y).unwrap();
     drop(clone);
     let clone = Store::open_with(clone_dir.to_str().unwrap(), cached(&cache, 64 << 20)).unwrap();

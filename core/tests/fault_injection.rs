@@ -11,7 +11,9 @@ use txvfs::schema::{self, Meta};
 use txvfs::{ErrorKind, File, FileSystem, OpenOptions, Options, Result, Store, XattrFlags};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(seed as u32 % 32) as u8 ^ seed).collect()
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(seed as u32 % 32) as u8 ^ seed)
+        .collect()
 }
 
 /// Every node below `dir`: path, full lstat, contents or target, extended attributes.
@@ -59,8 +61,18 @@ fn dump(store: &Store, raw: &Arc<dyn Backend>) -> Dump {
     walk(store, "/", &mut tree);
     let mut tx = raw.begin().unwrap();
     let next_ino = schema::meta_key(Meta::NextIno);
-    let kv = tx.get_range(&[], &[0xff], 0, false).unwrap().into_iter().filter(|(k, _)| *k != next_ino).collect();
-    Dump { tree, root: format!("{:?}", store.stat("/").unwrap()), files: store.statfs().unwrap().files, kv }
+    let kv = tx
+        .get_range(&[], &[0xff], 0, false)
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| *k != next_ino)
+        .collect();
+    Dump {
+        tree,
+        root: format!("{:?}", store.stat("/").unwrap()),
+        files: store.statfs().unwrap().files,
+        kv,
+    }
 }
 
 fn setup(store: &Store) {
@@ -155,14 +167,21 @@ fn run_tx(store: &Store, fault: Fault, report: &mut TxReport) -> Result<()> {
         match probe {
             Err(pe) => {
                 report.failed_part_way = true;
-                assert!(pe.message().contains("failed earlier"), "probe after a poisoning failure: {pe}");
+                assert!(
+                    pe.message().contains("failed earlier"),
+                    "probe after a poisoning failure: {pe}"
+                );
                 let ce = tx.commit().expect_err("a poisoned transaction must not commit");
                 assert_eq!(ce.kind(), e.kind(), "commit of a poisoned transaction: {ce}");
             }
             Ok(()) => {
                 // Failed before writing anything: still usable, and a write fault always
                 // poisons (the write itself was the failure).
-                assert_ne!(fault, Fault::NoSpace, "an ENOSPC failure must poison the transaction: {e}");
+                assert_ne!(
+                    fault,
+                    Fault::NoSpace,
+                    "an ENOSPC failure must poison the transaction: {e}"
+                );
                 tx.rollback();
             }
         }
@@ -213,7 +232,9 @@ fn exhaust(raw: &Arc<dyn Backend>, op: Op, fault: Fault) -> (u64, u64) {
             return (skip, part_way);
         }
         assert_eq!(fired, 1);
-        let e = r.expect_err(&format!("{op:?}: an injected {fault:?} fault at step {skip} was swallowed"));
+        let e = r.expect_err(&format!(
+            "{op:?}: an injected {fault:?} fault at step {skip} was swallowed"
+        ));
         assert_eq!(e.kind(), fault.kind(), "{op:?}, {fault:?} at step {skip}: {e}");
         part_way += report.failed_part_way as u64;
         let after = dump(&store, raw);
@@ -299,7 +320,11 @@ fn poisoned_transaction_refuses_further_work(raw: Arc<dyn Backend>) {
         assert!(ce.message().contains("cannot commit"), "{ce}");
         assert!(f.write_at(b"zz", 0).is_err(), "handle of a finished transaction still writes");
         drop(f);
-        assert_eq!(dump(&store, &raw), before, "{fault:?}: part of a failed transaction became visible");
+        assert_eq!(
+            dump(&store, &raw),
+            before,
+            "{fault:?}: part of a failed transaction became visible"
+        );
     }
     // The store still works, and so does a new transaction.
     store.transact(|tx| tx.write_file("/d/after", b"ok")).unwrap();

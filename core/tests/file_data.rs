@@ -5,7 +5,8 @@ use txvfs::{ErrorKind, FallocateMode, FileSystem, OpenOptions, Options, Store};
 
 fn small_blocks() -> Store {
     // 512-byte blocks and a 64-byte inline limit make every case cross block boundaries.
-    Store::open_with("memory:", Options { block_size: 512, inline_limit: 64, ..Options::default() }).unwrap()
+    Store::open_with("memory:", Options { block_size: 512, inline_limit: 64, ..Options::default() })
+        .unwrap()
 }
 
 #[test]
@@ -26,7 +27,10 @@ fn fallocate_modes() {
     assert!(data[2000..].iter().all(|&b| b == 0), "allocated tail reads as zeros");
     assert_eq!(f.allocate(FallocateMode::Allocate, 0, 0).unwrap_err().kind(), ErrorKind::Invalid);
     let ro = s.open("/f", &OpenOptions::new().read(true)).unwrap();
-    assert_eq!(ro.allocate(FallocateMode::Allocate, 0, 1).unwrap_err().kind(), ErrorKind::BadHandle);
+    assert_eq!(
+        ro.allocate(FallocateMode::Allocate, 0, 1).unwrap_err().kind(),
+        ErrorKind::BadHandle
+    );
 }
 
 #[test]
@@ -50,7 +54,10 @@ fn append_seek_and_sparse_writes() {
     assert_eq!(f.seek(SeekFrom::Current(-10_000)).unwrap_err().kind(), ErrorKind::Invalid);
     f.set_len(4999).unwrap();
     f.set_len(6000).unwrap();
-    assert!(s.read_file("/sparse").unwrap().iter().all(|&b| b == 0), "shrink then grow reads zeros");
+    assert!(
+        s.read_file("/sparse").unwrap().iter().all(|&b| b == 0),
+        "shrink then grow reads zeros"
+    );
 }
 
 #[test]
@@ -93,7 +100,10 @@ fn mkdir_all_and_fallocate_errors_match_linux() {
     store.mkdir_all("/a/b", 0o755).unwrap();
     // fallocate past the largest file size, even when offset + length overflows: EFBIG.
     let f = store.open("/file", &OpenOptions::new().write(true)).unwrap();
-    assert_eq!(f.allocate(FallocateMode::Allocate, u64::MAX - 1, 10).unwrap_err().kind(), ErrorKind::FileTooBig);
+    assert_eq!(
+        f.allocate(FallocateMode::Allocate, u64::MAX - 1, 10).unwrap_err().kind(),
+        ErrorKind::FileTooBig
+    );
     assert_eq!(f.allocate(FallocateMode::Allocate, 0, 0).unwrap_err().kind(), ErrorKind::Invalid);
 }
 
@@ -116,7 +126,11 @@ fn files_with_their_own_block_size() {
         }
         model[off..off + data.len()].copy_from_slice(data);
     };
-    for (i, (off, len)) in [(0, 4096), (8192, 4096), (100, 9000), (65536 * 2 + 17, 5), (4095, 2), (150_000, 70_000)].into_iter().enumerate() {
+    for (i, (off, len)) in
+        [(0, 4096), (8192, 4096), (100, 9000), (65536 * 2 + 17, 5), (4095, 2), (150_000, 70_000)]
+            .into_iter()
+            .enumerate()
+    {
         put(&f, off, &vec![i as u8 + 1; len]);
     }
     assert_eq!(store.read_file("/db").unwrap(), model);
@@ -128,7 +142,12 @@ fn files_with_their_own_block_size() {
     // One 4 KiB write is one 4 KiB block value (tag byte + data), not a 64 KiB one.
     let backend = store.backend();
     let ino = f.stat().unwrap().ino;
-    let block = backend.begin().unwrap().get(&txvfs::schema::block_key(ino, 40)).unwrap().expect("block 40 of the file");
+    let block = backend
+        .begin()
+        .unwrap()
+        .get(&txvfs::schema::block_key(ino, 40))
+        .unwrap()
+        .expect("block 40 of the file");
     assert_eq!(block.len(), 1 + 4096, "block 40 holds bytes 163840..167936 of a 4 KiB-block file");
     // A file that already has blocks keeps its block size; a new one without the option gets
     // the store's; a bad size is refused and creates nothing.

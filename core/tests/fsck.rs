@@ -24,7 +24,12 @@ fn big_data() -> Vec<u8> {
 /// FIFO and an orphan-to-be (`/lost`).
 fn populated() -> (Arc<dyn Backend>, Store) {
     let backend = kv::open("memory:?limits=foundationdb").unwrap();
-    let store = Store::with_backend(backend.clone(), Options { block_size: 4096, ..Options::default() }, None).unwrap();
+    let store = Store::with_backend(
+        backend.clone(),
+        Options { block_size: 4096, ..Options::default() },
+        None,
+    )
+    .unwrap();
     store.mkdir_all("/d/sub", 0o755).unwrap();
     store.write_file("/d/a", b"small").unwrap();
     store.link("/d/a", "/d/b").unwrap();
@@ -75,7 +80,10 @@ fn clean_store_checks_clean_and_reports_progress() {
     let (backend, _store) = populated();
     let mut tx = backend.begin().unwrap();
     let (start, end) = schema::scope_range(schema::Scope::Chunks);
-    assert!(!tx.get_range(&start, &end, 1, false).unwrap().is_empty(), "the big file was written ahead as chunks");
+    assert!(
+        !tx.get_range(&start, &end, 1, false).unwrap().is_empty(),
+        "the big file was written ahead as chunks"
+    );
     drop(tx);
     let mut counts = Vec::new();
     let r = fsck::check(&*backend, false, &mut |n| counts.push(n)).unwrap();
@@ -93,14 +101,20 @@ fn clean_store_checks_clean_and_reports_progress() {
 #[test]
 fn repairable_damage_is_found_then_repaired() {
     let (backend, store) = populated();
-    let (d, a, mid, sub) = (ino(&store, "/d"), ino(&store, "/d/a"), ino(&store, "/mid"), ino(&store, "/d/sub"));
+    let (d, a, mid, sub) =
+        (ino(&store, "/d"), ino(&store, "/d/a"), ino(&store, "/mid"), ino(&store, "/d/sub"));
     let (victim, lost) = (ino(&store, "/victim"), ino(&store, "/lost"));
     damage(&backend, |tx| {
         // An entry whose inode is gone; an entry inside a file.
         tx.clear(&schema::inode_key(victim)).unwrap();
-        tx.set(&schema::dentry_key(mid, b"inside-a-file"), &Dentry { ino: a, kind: FileType::File }.encode()).unwrap();
+        tx.set(
+            &schema::dentry_key(mid, b"inside-a-file"),
+            &Dentry { ino: a, kind: FileType::File }.encode(),
+        )
+        .unwrap();
         // An entry whose type is wrong (on the second link of /d/a).
-        tx.set(&schema::dentry_key(d, b"b"), &Dentry { ino: a, kind: FileType::Symlink }.encode()).unwrap();
+        tx.set(&schema::dentry_key(d, b"b"), &Dentry { ino: a, kind: FileType::Symlink }.encode())
+            .unwrap();
         // Wrong link counts: a file's, and a directory's hot delta.
         let mut inode = Inode::decode(&tx.get(&schema::inode_key(a)).unwrap().unwrap()).unwrap();
         inode.nlink = 5;
@@ -121,8 +135,17 @@ fn repairable_damage_is_found_then_repaired() {
     });
     let r = check(&backend);
     let want: HashSet<P> = [
-        P::DanglingEntry, P::EntryType, P::LinkCount, P::DirectoryParent, P::Unreachable, P::StrayOrphan, P::StrayBlock,
-        P::StrayChunk, P::StrayStagedIndex, P::StrayXattr, P::Counter,
+        P::DanglingEntry,
+        P::EntryType,
+        P::LinkCount,
+        P::DirectoryParent,
+        P::Unreachable,
+        P::StrayOrphan,
+        P::StrayBlock,
+        P::StrayChunk,
+        P::StrayStagedIndex,
+        P::StrayXattr,
+        P::Counter,
     ]
     .into();
     assert_eq!(kinds(&r), want, "{r}");
@@ -159,7 +182,10 @@ fn repairable_damage_is_found_then_repaired() {
     // clean; the data of the files is untouched.
     drop(store);
     let store = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
-    assert!(backend.begin().unwrap().get(&schema::inode_key(lost)).unwrap().is_none(), "orphan reaped");
+    assert!(
+        backend.begin().unwrap().get(&schema::inode_key(lost)).unwrap().is_none(),
+        "orphan reaped"
+    );
     assert!(check(&backend).is_clean());
     assert_eq!(store.read_file("/big").unwrap(), big_data());
     assert_eq!(store.read_file("/mid").unwrap(), vec![9u8; 20_000]);
@@ -174,7 +200,8 @@ fn repairable_damage_is_found_then_repaired() {
 #[test]
 fn unrepairable_damage_stays_reported() {
     let (backend, store) = populated();
-    let (d, big, mid, a) = (ino(&store, "/d"), ino(&store, "/big"), ino(&store, "/mid"), ino(&store, "/d/a"));
+    let (d, big, mid, a) =
+        (ino(&store, "/d"), ino(&store, "/big"), ino(&store, "/mid"), ino(&store, "/d/a"));
     damage(&backend, |tx| {
         // A chunk a block refers to is lost: nothing can restore it.
         let (start, end) = schema::scope_range(schema::Scope::Chunks);
@@ -182,7 +209,11 @@ fn unrepairable_damage_stays_reported() {
         assert_eq!(schema::parse_chunk_key(&k).unwrap().0, big);
         tx.clear(&k).unwrap();
         // A directory in two directories.
-        tx.set(&schema::dentry_key(ROOT_INO, b"again"), &Dentry { ino: d, kind: FileType::Dir }.encode()).unwrap();
+        tx.set(
+            &schema::dentry_key(ROOT_INO, b"again"),
+            &Dentry { ino: d, kind: FileType::Dir }.encode(),
+        )
+        .unwrap();
         // Values and keys that do not decode.
         tx.set(&schema::inode_key(a), &[1]).unwrap();
         tx.set(&schema::block_key(mid, 0), &[9, 9]).unwrap();
@@ -197,7 +228,10 @@ fn unrepairable_damage_stays_reported() {
     assert!(t.contains(&format!("of inode {big} refers to a missing chunk")), "{t}");
     assert!(t.contains(&format!("directory {d} is in 2 directories")), "{t}");
     assert!(t.contains(&format!("inode {a}: corrupt store")), "{t}");
-    assert!(t.contains(&format!("block 0 of inode {mid}: corrupt store: unknown block tag")), "{t}");
+    assert!(
+        t.contains(&format!("block 0 of inode {mid}: corrupt store: unknown block tag")),
+        "{t}"
+    );
     assert!(t.contains("directory entry key"), "{t}");
 
     let r = repair(&backend);
@@ -225,8 +259,18 @@ fn missing_superblock_and_root() {
     });
     let r = repair(&backend);
     assert!(kinds(&r).is_superset(&[P::Superblock, P::Root].into()), "{r}");
-    assert!(text(&r).contains("no superblock") && text(&r).contains("the root directory (inode 1) is missing"), "{r}");
-    assert!(r.problems.iter().filter(|p| matches!(p.kind, P::Superblock | P::Root)).all(|p| !p.repaired), "{r}");
+    assert!(
+        text(&r).contains("no superblock")
+            && text(&r).contains("the root directory (inode 1) is missing"),
+        "{r}"
+    );
+    assert!(
+        r.problems
+            .iter()
+            .filter(|p| matches!(p.kind, P::Superblock | P::Root))
+            .all(|p| !p.repaired),
+        "{r}"
+    );
 }
 
 /// A memory backend that reports the time limit `limit` (without enforcing it) and counts

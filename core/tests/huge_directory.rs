@@ -97,7 +97,11 @@ fn interrupted_remove_all_hides_the_tree_and_finishes_at_next_open() {
     let err = store.remove_all("/tree").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Backend, "{err}");
     plan.fail_commits(0);
-    assert_eq!(store.stat("/tree").unwrap_err().kind(), ErrorKind::NotFound, "the tree vanished at once");
+    assert_eq!(
+        store.stat("/tree").unwrap_err().kind(),
+        ErrorKind::NotFound,
+        "the tree vanished at once"
+    );
     let left = store.statfs().unwrap().files;
     assert!(left > files_before + 1 && left < files_before + 1 + 25_000, "partly deleted: {left}");
     drop(store);

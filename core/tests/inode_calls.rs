@@ -4,8 +4,8 @@
 
 use txvfs::schema::ROOT_INO;
 use txvfs::{
-    Credential, ErrorKind, FileSystem, FileType, InodeFileSystem, OpenOptions, Options, RenameFlags, SetAttr, SetTime,
-    Store, XattrFlags,
+    Credential, ErrorKind, FileSystem, FileType, InodeFileSystem, OpenOptions, Options,
+    RenameFlags, SetAttr, SetTime, Store, XattrFlags,
 };
 
 fn store() -> Store {
@@ -24,7 +24,8 @@ fn names_under_directory_inodes_behave_like_paths() {
     assert_eq!(s.stat("/d").unwrap().ino, d.ino);
     assert_eq!(s.lookup_at(ROOT_INO, "d").unwrap(), s.stat("/d").unwrap());
 
-    let f = s.open_at(d.ino, "f", &OpenOptions::new().write(true).create(true).mode(0o640)).unwrap();
+    let f =
+        s.open_at(d.ino, "f", &OpenOptions::new().write(true).create(true).mode(0o640)).unwrap();
     f.write(b"hello").unwrap();
     let fino = f.ino();
     f.close().unwrap();
@@ -40,13 +41,20 @@ fn names_under_directory_inodes_behave_like_paths() {
     assert_eq!((h.ino, h.nlink), (fino, 2));
     assert_eq!(s.read_file("/hard").unwrap(), b"hello");
 
-    let names: Vec<Vec<u8>> = s.readdir_ino(d.ino, None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<Vec<u8>> =
+        s.readdir_ino(d.ino, None, 0).unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, vec![b"f".to_vec(), b"l".to_vec()]);
 
     s.rename_at(d.ino, "f", ROOT_INO, "moved", RenameFlags::default()).unwrap();
     assert!(!s.exists("/d/f").unwrap());
     assert_eq!(s.read_file("/moved").unwrap(), b"hello");
-    let e = s.rename_at(ROOT_INO, "moved", ROOT_INO, "hard", RenameFlags { no_replace: true, exchange: false });
+    let e = s.rename_at(
+        ROOT_INO,
+        "moved",
+        ROOT_INO,
+        "hard",
+        RenameFlags { no_replace: true, exchange: false },
+    );
     assert_eq!(e.unwrap_err().kind(), ErrorKind::Exists);
     // Two names of one file: renaming one onto the other does nothing, as POSIX says.
     s.rename_at(ROOT_INO, "moved", ROOT_INO, "hard", RenameFlags::default()).unwrap();
@@ -81,7 +89,10 @@ fn bad_names_and_wrong_types_change_nothing() {
     assert_eq!(s.readlink_ino(file).unwrap_err().kind(), ErrorKind::Invalid);
     assert_eq!(s.link_at(ROOT_INO, ROOT_INO, "root2").unwrap_err().kind(), ErrorKind::NotPermitted);
     assert_eq!(s.stat_ino(987_654).unwrap_err().kind(), ErrorKind::NotFound);
-    assert_eq!(s.mknod_at(ROOT_INO, "dir", FileType::Dir, 0o755, 0).unwrap_err().kind(), ErrorKind::Invalid);
+    assert_eq!(
+        s.mknod_at(ROOT_INO, "dir", FileType::Dir, 0o755, 0).unwrap_err().kind(),
+        ErrorKind::Invalid
+    );
     assert_eq!(s.readdir("/", None, 0).unwrap(), before);
 }
 
@@ -90,7 +101,8 @@ fn special_files_keep_type_and_device_number_but_cannot_be_opened() {
     let s = store();
     let fifo = s.mknod_at(ROOT_INO, "fifo", FileType::Fifo, 0o644, 0).unwrap();
     assert_eq!(fifo.mode, libc::S_IFIFO | 0o644);
-    let dev = s.mknod_at(ROOT_INO, "null", FileType::CharDevice, 0o666, libc::makedev(1, 3)).unwrap();
+    let dev =
+        s.mknod_at(ROOT_INO, "null", FileType::CharDevice, 0o666, libc::makedev(1, 3)).unwrap();
     assert_eq!((dev.kind, dev.rdev, dev.size), (FileType::CharDevice, libc::makedev(1, 3), 0));
     s.mknod("/sock", FileType::Socket, 0o600, 0).unwrap();
     s.mknod("/blk", FileType::BlockDevice, 0o600, libc::makedev(8, 1)).unwrap();
@@ -98,12 +110,20 @@ fn special_files_keep_type_and_device_number_but_cannot_be_opened() {
     assert_eq!(s.lstat("/sock").unwrap().mode & libc::S_IFMT, libc::S_IFSOCK);
     assert_eq!(s.mknod("/f", FileType::File, 0o600, 0).unwrap_err().kind(), ErrorKind::Invalid);
     for p in ["/fifo", "/null", "/sock"] {
-        assert_eq!(s.open(p, &OpenOptions::new().read(true)).unwrap_err().kind(), ErrorKind::Invalid, "{p}");
+        assert_eq!(
+            s.open(p, &OpenOptions::new().read(true)).unwrap_err().kind(),
+            ErrorKind::Invalid,
+            "{p}"
+        );
     }
     assert_eq!(s.truncate("/fifo", 1).unwrap_err().kind(), ErrorKind::Invalid);
     // They survive a reopen and removal frees them.
-    let kinds: Vec<FileType> = s.readdir("/", None, 0).unwrap().into_iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, vec![FileType::BlockDevice, FileType::Fifo, FileType::CharDevice, FileType::Socket]);
+    let kinds: Vec<FileType> =
+        s.readdir("/", None, 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![FileType::BlockDevice, FileType::Fifo, FileType::CharDevice, FileType::Socket]
+    );
     let inodes = s.statfs().unwrap().files;
     s.unlink("/null").unwrap();
     assert_eq!(s.statfs().unwrap().files, inodes - 1);
@@ -122,23 +142,38 @@ fn permissions_come_from_the_callers_credential() {
     let user = as_user(&s, 1000, 1000);
     assert_eq!(user.lookup_at(private, "secret").unwrap_err().kind(), ErrorKind::Access);
     assert_eq!(user.mkdir_at(ROOT_INO, "mine", 0o755).unwrap_err().kind(), ErrorKind::Access);
-    assert_eq!(user.open_ino(shared, &OpenOptions::new().write(true)).unwrap_err().kind(), ErrorKind::Access);
+    assert_eq!(
+        user.open_ino(shared, &OpenOptions::new().write(true)).unwrap_err().kind(),
+        ErrorKind::Access
+    );
     assert!(user.open_ino(shared, &OpenOptions::new().read(true)).is_ok());
     assert_eq!(user.access_ino(shared, 4), Ok(()));
     assert_eq!(user.access_ino(shared, 2).unwrap_err().kind(), ErrorKind::Access);
     assert_eq!(user.unlink_at(ROOT_INO, "shared").unwrap_err().kind(), ErrorKind::Access);
-    assert_eq!(user.setxattr_ino(shared, "user.x", b"1", XattrFlags::default()).unwrap_err().kind(), ErrorKind::Access);
+    assert_eq!(
+        user.setxattr_ino(shared, "user.x", b"1", XattrFlags::default()).unwrap_err().kind(),
+        ErrorKind::Access
+    );
     let e = user.set_attr(shared, &SetAttr { size: Some(0), ..SetAttr::default() });
     assert_eq!(e.unwrap_err().kind(), ErrorKind::Access);
     assert_eq!(s.read_file("/shared").unwrap(), b"data");
 
     // The owner may chmod but not give the file away: the whole set_attr fails, mode included.
     s.chown("/shared", Some(1000), Some(1000)).unwrap();
-    let e = user.set_attr(shared, &SetAttr { mode: Some(0o600), uid: Some(0), ..SetAttr::default() });
+    let e =
+        user.set_attr(shared, &SetAttr { mode: Some(0o600), uid: Some(0), ..SetAttr::default() });
     assert_eq!(e.unwrap_err().kind(), ErrorKind::NotPermitted);
     assert_eq!(s.stat_ino(shared).unwrap().mode & 0o7777, 0o644);
     let st = user
-        .set_attr(shared, &SetAttr { mode: Some(0o600), size: Some(2), mtime: SetTime::At(5_000_000_000), ..SetAttr::default() })
+        .set_attr(
+            shared,
+            &SetAttr {
+                mode: Some(0o600),
+                size: Some(2),
+                mtime: SetTime::At(5_000_000_000),
+                ..SetAttr::default()
+            },
+        )
         .unwrap();
     assert_eq!((st.mode & 0o7777, st.size, st.mtime_ns), (0o600, 2, 5_000_000_000));
     assert_eq!(s.read_file("/shared").unwrap(), b"da");
@@ -150,7 +185,10 @@ fn extended_attributes_by_inode() {
     let f = s.mknod_at(ROOT_INO, "f", FileType::File, 0o644, 0).unwrap();
     assert_eq!(f.size, 0);
     s.setxattr_ino(f.ino, "user.a", b"1", XattrFlags::Create).unwrap();
-    assert_eq!(s.setxattr_ino(f.ino, "user.a", b"2", XattrFlags::Create).unwrap_err().kind(), ErrorKind::Exists);
+    assert_eq!(
+        s.setxattr_ino(f.ino, "user.a", b"2", XattrFlags::Create).unwrap_err().kind(),
+        ErrorKind::Exists
+    );
     assert_eq!(s.getxattr("/f", "user.a").unwrap(), b"1");
     assert_eq!(s.getxattr_ino(f.ino, "user.a").unwrap(), b"1");
     assert_eq!(s.listxattr_ino(f.ino).unwrap(), vec![b"user.a".to_vec()]);

@@ -63,7 +63,14 @@ pub fn read_your_writes(b: &dyn Backend) {
     assert_eq!(tx.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
     assert_eq!(tx.get(b"e").unwrap(), None);
     let all = tx.get_range(b"a", b"z", 0, false).unwrap();
-    assert_eq!(all, vec![(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), b"33".to_vec())]);
+    assert_eq!(
+        all,
+        vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"2".to_vec()),
+            (b"c".to_vec(), b"33".to_vec())
+        ]
+    );
     assert_eq!(keys(&tx.get_range(b"a", b"z", 2, true).unwrap()), vec![&b"c"[..], b"b"]);
     tx.clear_range(b"a", b"c").unwrap();
     assert_eq!(keys(&tx.get_range(b"a", b"z", 0, false).unwrap()), vec![&b"c"[..]]);
@@ -366,7 +373,10 @@ pub fn reads_after_commits_see_them(b: &dyn Backend) {
     set(b, &[(b"late", b"newer")]);
     expect_conflict(t1.commit(false));
     if let Some((hits, _, _)) = b.cache_stats() {
-        assert!(hits > 0, "the read cache answered nothing: the cached configuration tests nothing");
+        assert!(
+            hits > 0,
+            "the read cache answered nothing: the cached configuration tests nothing"
+        );
     }
 }
 
@@ -379,20 +389,76 @@ macro_rules! backend_suite {
             fn make() -> Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)> {
                 $make
             }
-            #[test] fn get_set_clear() { let Some((b, _d)) = make() else { return }; super::get_set_clear(&*b) }
-            #[test] fn ranges() { let Some((b, _d)) = make() else { return }; super::ranges(&*b) }
-            #[test] fn read_your_writes() { let Some((b, _d)) = make() else { return }; super::read_your_writes(&*b) }
-            #[test] fn atomic_ops() { let Some((b, _d)) = make() else { return }; super::atomic_ops(&*b) }
-            #[test] fn snapshot_isolation() { let Some((b, _d)) = make() else { return }; super::snapshot_isolation(&*b) }
-            #[test] fn read_write_conflict() { let Some((b, _d)) = make() else { return }; super::read_write_conflict(&*b) }
-            #[test] fn write_skew() { let Some((b, _d)) = make() else { return }; super::write_skew(&*b) }
-            #[test] fn phantoms() { let Some((b, _d)) = make() else { return }; super::phantoms(&*b) }
-            #[test] fn snapshot_reads_add_no_conflict() { let Some((b, _d)) = make() else { return }; super::snapshot_reads_add_no_conflict(&*b) }
-            #[test] fn rollback_and_drop() { let Some((b, _d)) = make() else { return }; super::rollback_and_drop(&*b) }
-            #[test] fn durable_commit_and_sync() { let Some((b, _d)) = make() else { return }; super::durable_commit_and_sync(&*b) }
-            #[test] fn concurrent_counters() { let Some((b, _d)) = make() else { return }; super::concurrent_counters(b) }
-            #[test] fn commits_become_visible_in_order() { let Some((b, _d)) = make() else { return }; super::commits_become_visible_in_order(b) }
-            #[test] fn reads_after_commits_see_them() { let Some((b, _d)) = make() else { return }; super::reads_after_commits_see_them(&*b) }
+            #[test]
+            fn get_set_clear() {
+                let Some((b, _d)) = make() else { return };
+                super::get_set_clear(&*b)
+            }
+            #[test]
+            fn ranges() {
+                let Some((b, _d)) = make() else { return };
+                super::ranges(&*b)
+            }
+            #[test]
+            fn read_your_writes() {
+                let Some((b, _d)) = make() else { return };
+                super::read_your_writes(&*b)
+            }
+            #[test]
+            fn atomic_ops() {
+                let Some((b, _d)) = make() else { return };
+                super::atomic_ops(&*b)
+            }
+            #[test]
+            fn snapshot_isolation() {
+                let Some((b, _d)) = make() else { return };
+                super::snapshot_isolation(&*b)
+            }
+            #[test]
+            fn read_write_conflict() {
+                let Some((b, _d)) = make() else { return };
+                super::read_write_conflict(&*b)
+            }
+            #[test]
+            fn write_skew() {
+                let Some((b, _d)) = make() else { return };
+                super::write_skew(&*b)
+            }
+            #[test]
+            fn phantoms() {
+                let Some((b, _d)) = make() else { return };
+                super::phantoms(&*b)
+            }
+            #[test]
+            fn snapshot_reads_add_no_conflict() {
+                let Some((b, _d)) = make() else { return };
+                super::snapshot_reads_add_no_conflict(&*b)
+            }
+            #[test]
+            fn rollback_and_drop() {
+                let Some((b, _d)) = make() else { return };
+                super::rollback_and_drop(&*b)
+            }
+            #[test]
+            fn durable_commit_and_sync() {
+                let Some((b, _d)) = make() else { return };
+                super::durable_commit_and_sync(&*b)
+            }
+            #[test]
+            fn concurrent_counters() {
+                let Some((b, _d)) = make() else { return };
+                super::concurrent_counters(b)
+            }
+            #[test]
+            fn commits_become_visible_in_order() {
+                let Some((b, _d)) = make() else { return };
+                super::commits_become_visible_in_order(b)
+            }
+            #[test]
+            fn reads_after_commits_see_them() {
+                let Some((b, _d)) = make() else { return };
+                super::reads_after_commits_see_them(&*b)
+            }
         }
     };
 }
@@ -436,8 +502,14 @@ fn cached(b: Arc<dyn Backend>, bytes: u64) -> Arc<dyn Backend> {
 }
 /// Enough for a handful of small entries: the cache evicts on nearly every fill.
 const TINY_CACHE: u64 = 2048;
-backend_suite!(memory_cached, Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), 64 << 20), None)));
-backend_suite!(memory_tiny_cache, Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), TINY_CACHE), None)));
+backend_suite!(
+    memory_cached,
+    Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), 64 << 20), None))
+);
+backend_suite!(
+    memory_tiny_cache,
+    Some((cached(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), TINY_CACHE), None))
+);
 backend_suite!(rocksdb_cached, {
     let d = tempfile::tempdir().unwrap();
     Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), 64 << 20), Some(Box::new(d))))
@@ -448,8 +520,14 @@ backend_suite!(rocksdb_tiny_cache, {
 });
 #[cfg(feature = "foundationdb")]
 backend_suite!(foundationdb, fdb_store().map(|b| (b, None)));
-backend_suite!(layered_range_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), false), None)));
-backend_suite!(layered_point_whiteouts, Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), true), None)));
+backend_suite!(
+    layered_range_whiteouts,
+    Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), false), None))
+);
+backend_suite!(
+    layered_point_whiteouts,
+    Some((layered(Arc::new(MemoryBackend::new(Limits::UNLIMITED)), true), None))
+);
 backend_suite!(layered_rocksdb_over_lower, {
     let d = tempfile::tempdir().unwrap();
     Some((layered(kv::open(d.path().to_str().unwrap()).unwrap(), false), Some(Box::new(d))))
@@ -470,7 +548,10 @@ fn layered(upper: Arc<dyn Backend>, points: bool) -> Arc<dyn Backend> {
             tx.set(&[a, b, b'1'], b"lower").unwrap();
         }
     }
-    for k in ["alice", "bob", "ctr", "out", "mine", "hot", "gone", "count", "dir/a", "dir/b", "r/1", "r/2", "p/0", "p/4", "p/5", "~tail1", "~tail2"] {
+    for k in [
+        "alice", "bob", "ctr", "out", "mine", "hot", "gone", "count", "dir/a", "dir/b", "r/1",
+        "r/2", "p/0", "p/4", "p/5", "~tail1", "~tail2",
+    ] {
         tx.set(k.as_bytes(), b"lower").unwrap();
     }
     tx.commit(false).unwrap();
@@ -591,8 +672,12 @@ mod rocksdb_store {
             match kv::open(&path) {
                 Ok(_) => std::process::exit(3),
                 // The holder is named: txvfs's own owner lock (kv/owner.rs) answers first.
-                Err(e) if e.kind() == ErrorKind::Busy
-                    && e.message().contains(&format!("exclusive use by process {}", std::env::var("TXVFS_PARENT").unwrap())) =>
+                Err(e)
+                    if e.kind() == ErrorKind::Busy
+                        && e.message().contains(&format!(
+                            "exclusive use by process {}",
+                            std::env::var("TXVFS_PARENT").unwrap()
+                        )) =>
                 {
                     std::process::exit(0)
                 }
@@ -605,7 +690,11 @@ mod rocksdb_store {
         let d = tempfile::tempdir().unwrap();
         let _held = kv::open(&format!("rocksdb:{}?mode=exclusive", d.path().display())).unwrap();
         let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "rocksdb_store::second_process_gets_a_clear_lock_error_from_an_exclusive_store", "--nocapture"])
+            .args([
+                "--exact",
+                "rocksdb_store::second_process_gets_a_clear_lock_error_from_an_exclusive_store",
+                "--nocapture",
+            ])
             .env("TXVFS_CHILD_OPEN", d.path())
             .env("TXVFS_PARENT", std::process::id().to_string())
             .status()

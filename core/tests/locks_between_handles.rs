@@ -34,14 +34,20 @@ fn byte_range_locks_conflict_only_where_they_overlap() {
     let b = store.open("/f", &rw).unwrap();
     a.lock_range(RangeLockKind::Write, 0, 5, false).unwrap();
     b.lock_range(RangeLockKind::Write, 5, 5, false).unwrap();
-    assert_eq!(b.lock_range(RangeLockKind::Read, 4, 2, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        b.lock_range(RangeLockKind::Read, 4, 2, false).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     let held = b.test_lock(false, 0, 1).unwrap().unwrap();
     assert_eq!((held.owner, held.start, held.len), (a.handle_id(), 0, 5));
     a.lock_range(RangeLockKind::Unlock, 0, 5, false).unwrap();
     assert!(b.test_lock(true, 0, 5).unwrap().is_none());
     // A read-only handle cannot take a write lock.
     let r = store.open("/f", &OpenOptions::new().read(true)).unwrap();
-    assert_eq!(r.lock_range(RangeLockKind::Write, 0, 1, false).unwrap_err().kind(), ErrorKind::BadHandle);
+    assert_eq!(
+        r.lock_range(RangeLockKind::Write, 0, 1, false).unwrap_err().kind(),
+        ErrorKind::BadHandle
+    );
     drop(b);
     assert!(a.test_lock(true, 0, 0).unwrap().is_none(), "dropped handle released its locks");
 }

@@ -31,7 +31,9 @@ impl Backend for Shared {
 
 fn two_processes() -> (Store, Store) {
     let backend = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
-    let open = || Store::with_backend(Arc::new(Shared(backend.clone())), Options::default(), None).unwrap();
+    let open = || {
+        Store::with_backend(Arc::new(Shared(backend.clone())), Options::default(), None).unwrap()
+    };
     (open(), open())
 }
 
@@ -70,14 +72,20 @@ fn byte_ranges_between_processes() {
     let fa = a.open("/f", &rw).unwrap();
     let fb = b.open("/f", &rw).unwrap();
     fa.lock_range(RangeLockKind::Write, 10, 10, false).unwrap();
-    assert_eq!(fb.lock_range(RangeLockKind::Read, 15, 1, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        fb.lock_range(RangeLockKind::Read, 15, 1, false).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     fb.lock_range(RangeLockKind::Write, 20, 0, false).unwrap(); // [20, EOF) does not overlap
     let seen = fb.test_lock(false, 0, 0).unwrap().expect("a's range is visible to b");
     assert_eq!((seen.kind, seen.start, seen.len), (RangeLockKind::Write, 10, 10));
     // Unlocking part of a range publishes the remainder.
     fa.lock_range(RangeLockKind::Unlock, 10, 5, false).unwrap();
     fb.lock_range(RangeLockKind::Read, 10, 5, false).unwrap();
-    assert_eq!(fb.lock_range(RangeLockKind::Read, 15, 1, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(
+        fb.lock_range(RangeLockKind::Read, 15, 1, false).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
     // flock and byte-range locks are independent, as on Linux.
     fb.flock(FlockOp::Exclusive, false).unwrap();
     drop(fa);

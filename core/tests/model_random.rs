@@ -83,7 +83,9 @@ fn seeds(ci: &[u64]) -> Vec<u64> {
 
 /// Operations per seed: `TXVFS_MODEL_OPS`, else `ci`.
 fn ops(ci: usize) -> usize {
-    std::env::var("TXVFS_MODEL_OPS").ok().map_or(ci, |s| s.parse().expect("TXVFS_MODEL_OPS must be a number"))
+    std::env::var("TXVFS_MODEL_OPS")
+        .ok()
+        .map_or(ci, |s| s.parse().expect("TXVFS_MODEL_OPS must be a number"))
 }
 
 fn report(mode: &str, seed: u64, r: &Runner) {
@@ -106,8 +108,21 @@ fn report(mode: &str, seed: u64, r: &Runner) {
 }
 
 /// Runs one seed on one thread.
-fn run_single(mode: &str, store: &Store, options: &Options, seed: u64, n: usize, big: Option<Arc<dyn Backend>>) -> Runner {
-    eprintln!("model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {} cache {})", store.describe(), options.block_size, options.inline_limit, options.cache_size);
+fn run_single(
+    mode: &str,
+    store: &Store,
+    options: &Options,
+    seed: u64,
+    n: usize,
+    big: Option<Arc<dyn Backend>>,
+) -> Runner {
+    eprintln!(
+        "model_random {mode}: seed {seed} ({n} ops, {}, block {} inline {} cache {})",
+        store.describe(),
+        options.block_size,
+        options.inline_limit,
+        options.cache_size
+    );
     let mut r = Runner::new(store, options, seed, b"");
     r.big = big;
     r.run(n);
@@ -135,13 +150,15 @@ fn model_random_rocksdb() {
     for seed in seeds(&[1001]) {
         let dir = tempfile::tempdir().unwrap();
         let options = tiny_cache(small_blocks());
-        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let store =
+            Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
         let r = run_single("rocksdb", &store, &options, seed, ops(2500), None);
         total += r.stats.ops;
         // Everything is still there after the store is closed and opened again.
         let model = r.m.clone();
         drop((r, store));
-        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let store =
+            Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
         compare_trees(&model, &store, b"", &format!("seed {seed}, reopened"), true);
     }
     assert!(total >= ops(2500));
@@ -155,12 +172,18 @@ fn model_random_clone() {
     for seed in seeds(&[1201]) {
         let dir = tempfile::tempdir().unwrap();
         let options = small_blocks();
-        let base = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let base =
+            Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
         let mut r = run_single("clone (lower)", &base, &options, seed, ops(2500), None);
         base.create_named_snapshot("s").unwrap();
         let lower_uri = base.named_snapshot_uri("s").unwrap();
         let lower_model = r.m.clone();
-        let clone = Store::create_clone(&lower_uri, dir.path().join("clone").to_str().unwrap(), options.clone()).unwrap();
+        let clone = Store::create_clone(
+            &lower_uri,
+            dir.path().join("clone").to_str().unwrap(),
+            options.clone(),
+        )
+        .unwrap();
         r.store = clone.clone();
         r.run(ops(2500));
         r.finish();
@@ -168,7 +191,13 @@ fn model_random_clone() {
         report("clone", seed, &r);
         drop((r, clone));
         let lower = Store::open(&lower_uri).unwrap();
-        compare_trees(&lower_model, &lower, b"", &format!("seed {seed}, the clone's lower layer"), true);
+        compare_trees(
+            &lower_model,
+            &lower,
+            b"",
+            &format!("seed {seed}, the clone's lower layer"),
+            true,
+        );
     }
 }
 
@@ -185,7 +214,11 @@ fn model_staged_writes_fdb_limits() {
             store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
         }
         let left = model::runner::staging_keys(&*backend).map(|k| k.len());
-        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
+        assert_eq!(
+            left,
+            [0, 0, 0],
+            "seed {seed}: chunks, staging records, index entries left after removing everything"
+        );
         staged += s.staged;
         total += s.ops;
     }
@@ -207,7 +240,11 @@ fn model_random_disk_cache() {
         let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(limits));
         let layout = if seed % 2 == 1 { small_blocks() } else { Options::default() };
         let cache_size = 16 * (layout.block_size as u64 + 100);
-        let options = Options { disk_cache: Some(dir.path().to_path_buf()), disk_cache_size: cache_size, ..layout };
+        let options = Options {
+            disk_cache: Some(dir.path().to_path_buf()),
+            disk_cache_size: cache_size,
+            ..layout
+        };
         let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
         let big = (seed == 3003).then(|| backend.clone());
         let ops = ops(if seed == 3003 { 600 } else { 2500 });
@@ -218,12 +255,22 @@ fn model_random_disk_cache() {
         hits += store.disk_cache_stats().unwrap().hits;
         drop((r, store));
         let store = Store::with_backend(backend.clone(), options.clone(), None).unwrap();
-        compare_trees(&model, &store, b"", &format!("seed {seed}, reopened with its disk cache"), true);
+        compare_trees(
+            &model,
+            &store,
+            b"",
+            &format!("seed {seed}, reopened with its disk cache"),
+            true,
+        );
         for e in store.readdir("/", None, 0).unwrap() {
             store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
         }
         let left = model::runner::staging_keys(&*backend).map(|k| k.len());
-        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
+        assert_eq!(
+            left,
+            [0, 0, 0],
+            "seed {seed}: chunks, staging records, index entries left after removing everything"
+        );
         let s = store.disk_cache_stats().unwrap();
         eprintln!("model_random disk cache: seed {seed}: {s:?}");
         assert!(s.bytes <= cache_size && s.disabled.is_none(), "{s:?}");
@@ -247,11 +294,16 @@ fn write_back_large_write_after_buffered_data() {
     plain.write(&first).unwrap();
     plain.write(&second).unwrap();
     plain.close().unwrap();
-    let f = store.open("/wb", &OpenOptions::new().write(true).create(true).write_back(true)).unwrap();
+    let f =
+        store.open("/wb", &OpenOptions::new().write(true).create(true).write_back(true)).unwrap();
     f.write(&first).unwrap();
     let r1 = f.write(&second).map_err(|e| e.to_string());
     let r2 = f.write(&second).map_err(|e| e.to_string());
-    assert_eq!((r1, r2.is_ok()), (Ok(second.len()), true), "a 7 MiB write after 4 MiB buffered, and its retry");
+    assert_eq!(
+        (r1, r2.is_ok()),
+        (Ok(second.len()), true),
+        "a 7 MiB write after 4 MiB buffered, and its retry"
+    );
     f.close().unwrap();
     assert!(store.read_file("/wb").unwrap() == [first, second.clone(), second].concat());
 }
@@ -301,7 +353,8 @@ fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart)
             me.records.extend_from_slice(&record);
         }
         1 | 4 => {
-            let other = if me.name[8] == b'f' { format!("/shared/g{t}") } else { format!("/shared/f{t}") };
+            let other =
+                if me.name[8] == b'f' { format!("/shared/g{t}") } else { format!("/shared/f{t}") };
             store.rename(&me.name, &other).unwrap();
             me.name = other.into_bytes();
         }
@@ -310,7 +363,9 @@ fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart)
                 me.records.extend_from_slice(&record);
                 me.increments += 1;
             }
-            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => me.conflicts += 1,
+            Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => {
+                me.conflicts += 1
+            }
             Err(e) => panic!("thread {t}: transact: {e}"),
         },
         _ => {
@@ -320,18 +375,35 @@ fn shared_step(store: &Store, t: usize, rng: &mut SmallRng, me: &mut SharedPart)
                     me.records.extend_from_slice(&record);
                     me.increments += 1;
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => me.conflicts += 1,
+                Err(e) if matches!(e.kind(), ErrorKind::Conflict | ErrorKind::TooOld) => {
+                    me.conflicts += 1
+                }
                 Err(e) => panic!("thread {t}: transaction: {e}"),
             }
         }
     }
     me.retries += runs.get().max(1) - 1;
-    assert_eq!(store.read_file(&me.name).unwrap(), me.records, "thread {t}: its own file in /shared");
+    assert_eq!(
+        store.read_file(&me.name).unwrap(),
+        me.records,
+        "thread {t}: its own file in /shared"
+    );
 }
 
 /// `threads` threads on one store, each on `/tK` with its own model, and all in `/shared`.
-fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads: usize, n: usize, big: Option<Arc<dyn Backend>>) {
-    eprintln!("model_random {mode}: seed {seed} ({threads} threads x {n} ops, {})", store.describe());
+fn run_threads(
+    mode: &str,
+    store: &Store,
+    options: &Options,
+    seed: u64,
+    threads: usize,
+    n: usize,
+    big: Option<Arc<dyn Backend>>,
+) {
+    eprintln!(
+        "model_random {mode}: seed {seed} ({threads} threads x {n} ops, {})",
+        store.describe()
+    );
     store.mkdir("/shared", 0o755).unwrap();
     store.write_file("/shared/counter", b"0").unwrap();
     let results: Vec<(Runner, SharedPart)> = std::thread::scope(|sc| {
@@ -348,7 +420,15 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
                     r.shared = true;
                     r.rerun = seed;
                     r.big = big;
-                    let mut me = SharedPart { name: format!("/shared/f{t}").into_bytes(), records: Vec::new(), increments: 0, attempts: 0, conflicts: 0, retries: 0, held: None };
+                    let mut me = SharedPart {
+                        name: format!("/shared/f{t}").into_bytes(),
+                        records: Vec::new(),
+                        increments: 0,
+                        attempts: 0,
+                        conflicts: 0,
+                        retries: 0,
+                        held: None,
+                    };
                     store.write_file(&me.name, b"").unwrap();
                     me.held = Some(store.open(&me.name, &OpenOptions::new().append(true)).unwrap());
                     let mut rng = SmallRng::seed_from_u64(tseed ^ 0x5eed);
@@ -375,22 +455,37 @@ fn run_threads(mode: &str, store: &Store, options: &Options, seed: u64, threads:
             "  shared: {} attempts, {} increments, {} retried after a conflict, {} failed with a conflict",
             me.attempts, me.increments, me.retries, me.conflicts
         );
-        assert_eq!(store.read_file(&me.name).unwrap(), me.records, "thread {t}: its file in /shared");
+        assert_eq!(
+            store.read_file(&me.name).unwrap(),
+            me.records,
+            "thread {t}: its file in /shared"
+        );
         inodes += r.m.nodes.len() as u64 + 1;
         increments += me.increments;
         names.push(me.name[8..].to_vec());
     }
     names.sort();
-    let listed: Vec<Vec<u8>> = store.readdir("/shared", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    let listed: Vec<Vec<u8>> =
+        store.readdir("/shared", None, 0).unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(listed, names, "entries of /shared");
     let counter = String::from_utf8(store.read_file("/shared/counter").unwrap()).unwrap();
-    assert_eq!(counter, increments.to_string(), "the shared counter counts each committed increment once");
-    let mut top: Vec<Vec<u8>> = store.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(
+        counter,
+        increments.to_string(),
+        "the shared counter counts each committed increment once"
+    );
+    let mut top: Vec<Vec<u8>> =
+        store.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name).collect();
     top.sort();
-    let mut want: Vec<Vec<u8>> = (0..threads).map(|t| format!("t{t}").into_bytes()).chain([b"shared".to_vec()]).collect();
+    let mut want: Vec<Vec<u8>> =
+        (0..threads).map(|t| format!("t{t}").into_bytes()).chain([b"shared".to_vec()]).collect();
     want.sort();
     assert_eq!(top, want, "entries of /");
-    assert_eq!(store.statfs().unwrap().files, inodes, "statfs: the union of the models, /shared and the root");
+    assert_eq!(
+        store.statfs().unwrap().files,
+        inodes,
+        "statfs: the union of the models, /shared and the root"
+    );
 }
 
 #[test]
@@ -408,10 +503,17 @@ fn model_threads_memory() {
 fn model_threads_disk_cache() {
     for seed in seeds(&[3301]) {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options { disk_cache: Some(dir.path().to_path_buf()), disk_cache_size: 16 * (64 << 10), ..Options::default() };
+        let options = Options {
+            disk_cache: Some(dir.path().to_path_buf()),
+            disk_cache_size: 16 * (64 << 10),
+            ..Options::default()
+        };
         let store = Store::open_with("memory:", options.clone()).unwrap();
         run_threads("threads disk cache", &store, &options, seed, 3, ops(800), None);
-        eprintln!("model_random threads disk cache: seed {seed}: {:?}", store.disk_cache_stats().unwrap());
+        eprintln!(
+            "model_random threads disk cache: seed {seed}: {:?}",
+            store.disk_cache_stats().unwrap()
+        );
     }
 }
 
@@ -420,7 +522,8 @@ fn model_threads_rocksdb() {
     for seed in seeds(&[3101]) {
         let dir = tempfile::tempdir().unwrap();
         let options = small_blocks();
-        let store = Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
+        let store =
+            Store::open_with(dir.path().join("db").to_str().unwrap(), options.clone()).unwrap();
         run_threads("threads rocksdb", &store, &options, seed, 3, ops(1000), None);
     }
 }
@@ -439,6 +542,10 @@ fn model_threads_staged_fdb_limits() {
             store.remove_all([b"/".as_slice(), &e.name].concat()).unwrap();
         }
         let left = model::runner::staging_keys(&*backend).map(|k| k.len());
-        assert_eq!(left, [0, 0, 0], "seed {seed}: chunks, staging records, index entries left after removing everything");
+        assert_eq!(
+            left,
+            [0, 0, 0],
+            "seed {seed}: chunks, staging records, index entries left after removing everything"
+        );
     }
 }

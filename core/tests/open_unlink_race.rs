@@ -21,7 +21,10 @@ fn race(store: &Store, rounds: usize) -> Vec<String> {
                         let mut buf = vec![0u8; payload.len()];
                         match f.read_at(&mut buf, 0) {
                             Ok(n) if n == payload.len() && buf == payload => {}
-                            Ok(n) => failures.lock().unwrap().push(format!("round {round}: read {n} wrong bytes")),
+                            Ok(n) => failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("round {round}: read {n} wrong bytes")),
                             Err(e) => failures.lock().unwrap().push(format!("round {round}: {e}")),
                         }
                     }
@@ -47,14 +50,24 @@ fn race(store: &Store, rounds: usize) -> Vec<String> {
 #[test]
 fn an_open_racing_an_unlink_returns_a_readable_handle_memory() {
     let failures = race(&Store::open("memory:").unwrap(), 3000);
-    assert!(failures.is_empty(), "{} handles could not read: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} handles could not read: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
 }
 
 #[test]
 fn an_open_racing_an_unlink_returns_a_readable_handle_rocksdb() {
     let dir = tempfile::tempdir().unwrap();
     let failures = race(&Store::open(dir.path().to_str().unwrap()).unwrap(), 3000);
-    assert!(failures.is_empty(), "{} handles could not read: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+    assert!(
+        failures.is_empty(),
+        "{} handles could not read: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
 }
 
 #[test]

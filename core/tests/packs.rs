@@ -49,10 +49,21 @@ fn walk(fs: &Store) -> (BTreeMap<Vec<u8>, Seen>, BTreeMap<Vec<u8>, u64>) {
             }
         }
         inos.insert(p.clone(), st.ino);
-        seen.insert(p, Seen {
-            kind: st.kind, mode: st.mode, uid: st.uid, gid: st.gid, nlink: st.nlink, size: st.size,
-            mtime: st.mtime_ns, atime: st.atime_ns, data, xattrs,
-        });
+        seen.insert(
+            p,
+            Seen {
+                kind: st.kind,
+                mode: st.mode,
+                uid: st.uid,
+                gid: st.gid,
+                nlink: st.nlink,
+                size: st.size,
+                mtime: st.mtime_ns,
+                atime: st.atime_ns,
+                data,
+                xattrs,
+            },
+        );
     }
     (seen, inos)
 }
@@ -61,7 +72,11 @@ fn walk(fs: &Store) -> (BTreeMap<Vec<u8>, Seen>, BTreeMap<Vec<u8>, u64>) {
 /// large file over several blocks, a symlink, a hard link, a FIFO, xattrs and set times.
 fn sample_store(dir: &Path) -> Store {
     let uri = dir.join("src").to_str().unwrap().to_string();
-    let s = Store::open_with(&uri, Options { block_size: 4096, inline_limit: 512, ..Options::default() }).unwrap();
+    let s = Store::open_with(
+        &uri,
+        Options { block_size: 4096, inline_limit: 512, ..Options::default() },
+    )
+    .unwrap();
     s.mkdir_all("/a/b/c", 0o750).unwrap();
     s.write_file("/a/small", b"tiny").unwrap();
     s.write_file("/a/b/block", &vec![7u8; 3000]).unwrap();
@@ -203,7 +218,12 @@ fn a_random_small_file_costs_one_read_and_a_listing_one_read() {
         let data = p.read_file(f).unwrap();
         assert_eq!(data.len() as u64, st.size);
         assert_eq!(data, src.read_file(f).unwrap());
-        assert_eq!(b.preads() - before, 1, "{}: stat + read in one pread", String::from_utf8_lossy(f));
+        assert_eq!(
+            b.preads() - before,
+            1,
+            "{}: stat + read in one pread",
+            String::from_utf8_lossy(f)
+        );
     }
     assert!(b.index_bytes() as u64 <= 8 * (b.inodes() + 1));
 }
@@ -249,7 +269,8 @@ fn damaged_and_truncated_images_are_refused_never_misread() {
     // Every byte of the image is under a checksum: one flipped bit anywhere is refused. Every
     // offset of the first records and of the tail (globals, index), and a stride through the
     // data of the big file.
-    let mut offsets: Vec<u64> = (0..len).filter(|o| o % 1009 == 0 || *o < 1200 || *o >= len - 800).collect();
+    let mut offsets: Vec<u64> =
+        (0..len).filter(|o| o % 1009 == 0 || *o < 1200 || *o >= len - 800).collect();
     offsets.dedup();
     for &at in &offsets {
         std::fs::write(&bad, flip(&image, at)).unwrap();
@@ -259,7 +280,8 @@ fn damaged_and_truncated_images_are_refused_never_misread() {
     }
     for cut in [0, 1, 63, 64, 65, len / 2, len - 9, len - 1] {
         std::fs::write(&bad, &good[..cut as usize]).unwrap();
-        let e = PackBackend::open(&bad).map(|_| ()).expect_err(&format!("image cut at {cut} opened"));
+        let e =
+            PackBackend::open(&bad).map(|_| ()).expect_err(&format!("image cut at {cut} opened"));
         assert_eq!(e.kind(), ErrorKind::Corrupt, "cut at {cut}: {e}");
     }
     let mut longer = good.clone();
@@ -282,7 +304,11 @@ fn host_directory_round_trips_through_a_pack() {
     std::fs::hard_link(host.join("x/a.txt"), host.join("x/y/hard")).unwrap();
     std::os::unix::fs::symlink("../a.txt", host.join("x/y/sym")).unwrap();
     let xattr_ok = xattr::set(&host.join("x/a.txt"), "user.k", b"v");
-    std::fs::set_permissions(host.join("x/a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(
+        host.join("x/a.txt"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o640),
+    )
+    .unwrap();
     let image = dir.path().join("host.pack");
     let stats = pack::pack_dir(&host, &image, 65536, 4096, &mut |_| {}).unwrap();
     assert_eq!(stats.inodes, 7);
@@ -292,13 +318,20 @@ fn host_directory_round_trips_through_a_pack() {
         let m = std::fs::symlink_metadata(&hp).unwrap();
         let sp = format!("/{rel}");
         let st = p.lstat(&sp).unwrap();
-        assert_eq!((st.mode, st.uid, st.gid, st.nlink), (m.mode(), m.uid(), m.gid(), m.nlink()), "{rel}");
+        assert_eq!(
+            (st.mode, st.uid, st.gid, st.nlink),
+            (m.mode(), m.uid(), m.gid(), m.nlink()),
+            "{rel}"
+        );
         // (Not atime: packing reads the host files, which may move their atime.)
         assert_eq!(st.mtime_ns, m.mtime() * 1_000_000_000 + m.mtime_nsec(), "{rel}");
         if m.is_file() {
             assert_eq!(p.read_file(&sp).unwrap(), std::fs::read(&hp).unwrap(), "{rel}");
         } else if m.file_type().is_symlink() {
-            assert_eq!(p.readlink(&sp).unwrap(), std::fs::read_link(&hp).unwrap().as_os_str().as_bytes());
+            assert_eq!(
+                p.readlink(&sp).unwrap(),
+                std::fs::read_link(&hp).unwrap().as_os_str().as_bytes()
+            );
         }
     }
     assert_eq!(p.lstat("/x/y/hard").unwrap().ino, p.lstat("/x/a.txt").unwrap().ino);
@@ -315,7 +348,9 @@ mod xattr {
         let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
         let n = std::ffi::CString::new(name).unwrap();
         // SAFETY: valid C strings and a buffer of `value.len()` bytes.
-        unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) == 0 }
+        unsafe {
+            libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) == 0
+        }
     }
 }
 
@@ -332,13 +367,14 @@ fn a_pack_is_read_at_one_snapshot() {
     pack::pack_backend(&*src.backend(), &image, &mut |_| {
         if !changed {
             changed = true;
-            writer.transact(|tx| {
-                tx.write_file("/later", b"x")?;
-                tx.write_file("/a/b/c/big", b"rewritten")?;
-                tx.unlink("/a/hard")?;
-                tx.rename("/a/small", "/a/b/moved")
-            })
-            .unwrap();
+            writer
+                .transact(|tx| {
+                    tx.write_file("/later", b"x")?;
+                    tx.write_file("/a/b/c/big", b"rewritten")?;
+                    tx.unlink("/a/hard")?;
+                    tx.rename("/a/small", "/a/b/moved")
+                })
+                .unwrap();
         }
     })
     .unwrap();
@@ -362,7 +398,8 @@ fn a_clone_over_a_pack_writes_to_the_clone_only() {
     let before = std::fs::read(&image).unwrap();
     let lower = format!("pack:{}", image.display());
     let upper = d.path().join("clone");
-    let clone = Store::create_clone(&lower, upper.to_str().unwrap(), txvfs::Options::default()).unwrap();
+    let clone =
+        Store::create_clone(&lower, upper.to_str().unwrap(), txvfs::Options::default()).unwrap();
     clone.write_file("/new", b"clone only").unwrap();
     clone.unlink("/gone").unwrap();
     assert_eq!(clone.read_file("/kept").unwrap(), b"from the pack");
@@ -398,10 +435,27 @@ fn lookups_in_a_large_directory_find_every_name_and_no_other() {
     for (i, n) in names.iter().enumerate() {
         assert_eq!(p.read_file(format!("/d/{n}")).unwrap(), i.to_string().as_bytes(), "{n}");
     }
-    for missing in ["n", "n300", "common-prefix-", "common-prefix-0300", "common-prefix-00000", "x".repeat(41).as_str(), "y"] {
-        assert_eq!(p.stat(format!("/d/{missing}")).unwrap_err().kind(), ErrorKind::NotFound, "{missing}");
+    for missing in [
+        "n",
+        "n300",
+        "common-prefix-",
+        "common-prefix-0300",
+        "common-prefix-00000",
+        "x".repeat(41).as_str(),
+        "y",
+    ] {
+        assert_eq!(
+            p.stat(format!("/d/{missing}")).unwrap_err().kind(),
+            ErrorKind::NotFound,
+            "{missing}"
+        );
     }
-    let listed: Vec<String> = p.readdir("/d", None, 0).unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect();
+    let listed: Vec<String> = p
+        .readdir("/d", None, 0)
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8(e.name).unwrap())
+        .collect();
     assert_eq!(listed, names);
 }
 

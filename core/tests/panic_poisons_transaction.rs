@@ -44,7 +44,13 @@ impl Txn for PanickyTxn {
     fn get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
         self.inner.get_range(s, e, limit, rev)
     }
-    fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        s: &[u8],
+        e: &[u8],
+        limit: usize,
+        rev: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.inner.snapshot_get_range(s, e, limit, rev)
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -74,7 +80,10 @@ impl Txn for PanickyTxn {
 #[test]
 fn a_panic_mid_operation_poisons_the_transaction() {
     let armed = Arc::new(AtomicBool::new(false));
-    let backend = Arc::new(PanickyBackend { inner: Arc::new(MemoryBackend::new(Limits::UNLIMITED)), armed: armed.clone() });
+    let backend = Arc::new(PanickyBackend {
+        inner: Arc::new(MemoryBackend::new(Limits::UNLIMITED)),
+        armed: armed.clone(),
+    });
     let store = Store::with_backend(backend, Options::default(), None).unwrap();
     let tx = store.begin().unwrap();
     tx.write_file("/whole", b"fine").unwrap();

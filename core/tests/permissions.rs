@@ -8,7 +8,14 @@ fn as_user(store: &Store, uid: u32, gid: u32) -> Store {
 
 #[test]
 fn mode_bits_are_enforced_for_other_users() {
-    let root = Store::open_with("memory:", Options { credential: Some(Credential { uid: 0, gid: 0, groups: vec![] }), ..Options::default() }).unwrap();
+    let root = Store::open_with(
+        "memory:",
+        Options {
+            credential: Some(Credential { uid: 0, gid: 0, groups: vec![] }),
+            ..Options::default()
+        },
+    )
+    .unwrap();
     root.mkdir("/home", 0o755).unwrap();
     root.mkdir("/home/alice", 0o700).unwrap();
     root.chown("/home/alice", Some(1000), Some(1000)).unwrap();
@@ -26,7 +33,10 @@ fn mode_bits_are_enforced_for_other_users() {
     let e = bob.open("/home/alice/secret", &OpenOptions::new().write(true)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Access);
     assert_eq!(bob.unlink("/home/alice/secret").unwrap_err().kind(), ErrorKind::Access);
-    assert_eq!(alice.chown("/home/alice/secret", Some(1001), None).unwrap_err().kind(), ErrorKind::NotPermitted);
+    assert_eq!(
+        alice.chown("/home/alice/secret", Some(1001), None).unwrap_err().kind(),
+        ErrorKind::NotPermitted
+    );
     // Group access through a supplementary group.
     alice.chmod("/home/alice/secret", 0o660).unwrap();
     root.chown("/home/alice/secret", None, Some(50)).unwrap();
@@ -39,7 +49,14 @@ fn mode_bits_are_enforced_for_other_users() {
 
 #[test]
 fn sticky_directories_protect_other_users_files() {
-    let root = Store::open_with("memory:", Options { credential: Some(Credential { uid: 0, gid: 0, groups: vec![] }), ..Options::default() }).unwrap();
+    let root = Store::open_with(
+        "memory:",
+        Options {
+            credential: Some(Credential { uid: 0, gid: 0, groups: vec![] }),
+            ..Options::default()
+        },
+    )
+    .unwrap();
     root.mkdir("/tmp", 0o1777).unwrap();
     let alice = as_user(&root, 1000, 1000);
     let bob = as_user(&root, 1001, 1001);

@@ -35,7 +35,9 @@ fn parse(text: &str) -> Vec<Case> {
             .unwrap_or_else(|| panic!("posix.cases line {line}: missing ' => ': {raw:?}"));
         let mut fields = lhs.split(' ').map(str::to_string);
         let op = fields.next().unwrap();
-        let case = cases.last_mut().unwrap_or_else(|| panic!("posix.cases line {line}: step before any case"));
+        let case = cases
+            .last_mut()
+            .unwrap_or_else(|| panic!("posix.cases line {line}: step before any case"));
         case.steps.push(Step { line, op, args: fields.collect(), expect: expect.to_string() });
     }
     cases
@@ -257,7 +259,8 @@ fn run(fs: &Store, op: &str, a: &[String]) -> Result<Option<Vec<u8>>, Error> {
         }
         "create_excl" => {
             want(1);
-            let f = fs.open(arg(0), &OpenOptions::new().write(true).create_new(true).mode(0o644))?;
+            let f =
+                fs.open(arg(0), &OpenOptions::new().write(true).create_new(true).mode(0o644))?;
             none(f.close())
         }
         "open_read" => {
@@ -358,7 +361,12 @@ fn run_all(backend: &str, mut open: impl FnMut() -> (Store, Option<tempfile::Tem
         drop(dir);
     }
     eprintln!("{backend}: {} cases, {steps} steps, {} failures", cases.len(), failures.len());
-    assert!(failures.is_empty(), "{} of {steps} steps failed on {backend}:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {steps} steps failed on {backend}:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -372,7 +380,11 @@ fn posix_cases_memory() {
 fn posix_cases_disk_cache() {
     run_all("memory with a disk cache", || {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&format!("memory:?disk_cache={}&disk_cache_size=1000000", dir.path().display())).unwrap();
+        let store = Store::open(&format!(
+            "memory:?disk_cache={}&disk_cache_size=1000000",
+            dir.path().display()
+        ))
+        .unwrap();
         (store, Some(dir))
     });
 }
@@ -395,7 +407,8 @@ fn posix_cases_foundationdb() {
     // (./scripts/test runs it only when one is named, and otherwise reports it skipped).
     let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
         .expect("the FoundationDB tests need a cluster: set TXVFS_FDB_CLUSTER_FILE");
-    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let run =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let next = std::sync::atomic::AtomicU32::new(0);
     run_all("foundationdb", || {
         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

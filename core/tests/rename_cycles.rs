@@ -16,7 +16,9 @@ fn a_directory_cannot_move_below_itself_by_inode() {
     store.mkdir_all("/a/b/c", 0o755).unwrap();
     let root = ino(&store, "/");
     for target in ["/a/b/c", "/a/b", "/a"] {
-        let e = store.rename_at(root, "a", ino(&store, target), "moved", RenameFlags::default()).unwrap_err();
+        let e = store
+            .rename_at(root, "a", ino(&store, target), "moved", RenameFlags::default())
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Invalid, "into {target}: {e}");
     }
     assert!(store.exists("/a/b/c").unwrap());

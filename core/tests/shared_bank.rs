@@ -68,8 +68,10 @@ fn bank() {
     if let Ok(spec) = std::env::var(ROLE) {
         worker(&spec);
     }
-    let seed: u64 = std::env::var("TXVFS_BANK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261124);
-    let seconds: u64 = std::env::var("TXVFS_BANK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let seed: u64 =
+        std::env::var("TXVFS_BANK_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261124);
+    let seconds: u64 =
+        std::env::var("TXVFS_BANK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     println!("bank: seed {seed} (TXVFS_BANK_SEED), {seconds} s");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let d = tempfile::tempdir().unwrap();
@@ -100,7 +102,9 @@ fn bank() {
             for line in out.lines().map_while(Result::ok) {
                 if let Some(name) = line.strip_prefix("@@ ack ") {
                     acked.lock().unwrap().insert(name.to_string());
-                } else if let Some(e) = line.strip_prefix("@@ error ").or(line.strip_prefix("@@ open-failed ")) {
+                } else if let Some(e) =
+                    line.strip_prefix("@@ error ").or(line.strip_prefix("@@ open-failed "))
+                {
                     errors.lock().unwrap().push(e.to_string());
                 }
             }
@@ -113,7 +117,9 @@ fn bank() {
     let mut owner_kills = 0;
     while start.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_secs(1));
-        let owner = std::fs::read_to_string(d.path().join("txvfs.owner")).ok().and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
+        let owner = std::fs::read_to_string(d.path().join("txvfs.owner"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
         let victim = match workers.iter().position(|w| Some(w.id()) == owner) {
             Some(i) if kills % 2 == 0 => {
                 owner_kills += 1;
@@ -134,18 +140,27 @@ fn bank() {
     std::thread::sleep(Duration::from_millis(200)); // the readers drain the pipes
     let acked = acked.lock().unwrap().clone();
     let errors = errors.lock().unwrap().clone();
-    println!("bank: {} transfers acknowledged, {kills} kills ({owner_kills} of the owner), {} errors", acked.len(), errors.len());
+    println!(
+        "bank: {} transfers acknowledged, {kills} kills ({owner_kills} of the owner), {} errors",
+        acked.len(),
+        errors.len()
+    );
     assert!(errors.is_empty(), "workers saw errors: {errors:?}");
     assert!(owner_kills >= (seconds / 4) as usize, "the owner was killed only {owner_kills} times");
     assert!(acked.len() > 100, "too few transfers to mean anything: {}", acked.len());
 
     let s = Store::open(&uri).unwrap();
     let total: i64 = (0..ACCOUNTS)
-        .map(|i| std::str::from_utf8(&s.read_file(account(i)).unwrap()).unwrap().parse::<i64>().unwrap())
+        .map(|i| {
+            std::str::from_utf8(&s.read_file(account(i)).unwrap()).unwrap().parse::<i64>().unwrap()
+        })
         .sum();
     assert_eq!(total, START * ACCOUNTS as i64, "money was created or lost");
     for name in &acked {
-        assert!(s.exists(format!("/log/{name}")).unwrap(), "acknowledged transfer {name} is missing");
+        assert!(
+            s.exists(format!("/log/{name}")).unwrap(),
+            "acknowledged transfer {name} is missing"
+        );
     }
     drop(s);
     let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();

@@ -53,7 +53,10 @@ fn a_file_open_in_a_client_survives_an_unlink_by_the_owner_until_its_close() {
     let raw = kv::open(&uri).unwrap();
     assert!(inode_exists(&*raw, ino), "kept as an orphan while the client has it open");
     assert_eq!(client.ask("hclose"), "ok");
-    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "freed after the last close");
+    assert!(
+        eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)),
+        "freed after the last close"
+    );
 }
 
 #[test]
@@ -99,7 +102,10 @@ fn a_file_open_in_the_owner_survives_an_unlink_by_a_client() {
     assert_eq!(&buf[..n], b"owner reads");
     drop(f);
     let raw = kv::open(&uri).unwrap();
-    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "freed once the owner's handle closed");
+    assert!(
+        eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)),
+        "freed once the owner's handle closed"
+    );
 }
 
 #[test]
@@ -122,7 +128,10 @@ fn a_killed_client_holding_a_file_and_a_lock_releases_both_at_once() {
     client.kill();
     // The kernel dropped the client's liveness lock: no lease to wait for.
     mine.flock(FlockOp::Exclusive, false).unwrap();
-    assert!(eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)), "the dead client's orphan is reaped");
+    assert!(
+        eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)),
+        "the dead client's orphan is reaped"
+    );
 }
 
 #[test]
@@ -133,15 +142,17 @@ fn writes_from_a_client_are_files_for_everyone() {
     assert_eq!(owner.role, "owner");
     let store = Store::open(&uri).unwrap(); // a client
     store.mkdir_all("/dir", 0o755).unwrap();
-    store.transact(|tx| {
-        tx.write_file("/dir/a", b"A")?;
-        tx.write_file("/dir/b", b"B")
-    })
-    .unwrap();
+    store
+        .transact(|tx| {
+            tx.write_file("/dir/a", b"A")?;
+            tx.write_file("/dir/b", b"B")
+        })
+        .unwrap();
     assert_eq!(owner.ask("read /dir/b"), "B");
     assert_eq!(owner.ask("write /dir/c C"), "ok");
     assert_eq!(store.read_file("/dir/c").unwrap(), b"C");
-    let names: Vec<_> = store.readdir("/dir", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<_> =
+        store.readdir("/dir", None, 0).unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     // The owner dies; this process takes over with everything.
     owner.kill();
@@ -161,7 +172,8 @@ fn locks_taken_while_alone_hold_against_a_process_that_arrives_later() {
     store.write_file("/l", b"").unwrap();
     let f = store.open("/l", &OpenOptions::new().read(true)).unwrap();
     f.flock(FlockOp::Exclusive, false).unwrap();
-    let lock_records = |b: &dyn Backend| b.begin().unwrap().get_range(b"L", b"M", 0, false).unwrap().len();
+    let lock_records =
+        |b: &dyn Backend| b.begin().unwrap().get_range(b"L", b"M", 0, false).unwrap().len();
     let raw = kv::open(&uri).unwrap();
     assert_eq!(lock_records(&*raw), 0, "alone: nothing written for a lock");
     let mut client = Agent::start(&uri, AGENT);
@@ -182,7 +194,8 @@ fn a_client_with_a_disk_cache_reads_hits_and_never_stale_data() {
     let uri = d.path().join("db").to_str().unwrap().to_string();
     let mut owner = Agent::start(&uri, AGENT);
     assert_eq!(owner.role, "owner");
-    let client = Store::open(&format!("{uri}?disk_cache={}", d.path().join("cache").display())).unwrap();
+    let client =
+        Store::open(&format!("{uri}?disk_cache={}", d.path().join("cache").display())).unwrap();
     assert!(!client.backend().primary().unwrap_or(true), "the test process must be a client");
     let big: Vec<u8> = (0..3 * 65536 + 10).map(|i| b'a' + (i / 1000 % 26) as u8).collect();
     client.write_file("/f", &big).unwrap();

@@ -127,7 +127,13 @@ fn exclusive_mode_refuses_sharing_both_ways() {
     let mut shared_owner = Agent::start(&path, AGENT);
     let e = kv::open(&format!("rocksdb:{path}?mode=exclusive")).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Busy);
-    assert!(e.message().contains(&format!("exclusive use asked, but the store is in use by process {}", shared_owner.pid())), "{e}");
+    assert!(
+        e.message().contains(&format!(
+            "exclusive use asked, but the store is in use by process {}",
+            shared_owner.pid()
+        )),
+        "{e}"
+    );
     shared_owner.kill();
     let e = kv::open(&format!("rocksdb:{path}?mode=whatever")).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
@@ -175,7 +181,10 @@ fn the_owner_closing_hands_the_store_over() {
     drop(b); // closes the store in this process: the agent takes over
     assert_eq!(c.ask("set b 2"), "ok");
     assert_eq!(c.ask("get a"), "1");
-    assert!(!d.path().join(kv::SOCKET_FILE).exists() || std::os::unix::net::UnixStream::connect(d.path().join(kv::SOCKET_FILE)).is_ok());
+    assert!(
+        !d.path().join(kv::SOCKET_FILE).exists()
+            || std::os::unix::net::UnixStream::connect(d.path().join(kv::SOCKET_FILE)).is_ok()
+    );
 }
 
 /// A store whose directory cannot hold the socket (a file system without Unix sockets, as the
@@ -194,6 +203,9 @@ fn a_store_that_cannot_serve_opens_for_its_process_alone() {
         Err(e) => e,
     };
     assert!(e.contains("exclusive use by process"), "{e}");
-    assert!(start.elapsed() < std::time::Duration::from_secs(10), "refused at once, not after the recovery wait");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "refused at once, not after the recovery wait"
+    );
     assert_eq!(get(&*b, b"k").as_deref(), Some(&b"v"[..]));
 }

@@ -26,7 +26,8 @@ fn writes_after_the_snapshot_are_not_visible() {
         assert_eq!(snap.read_file("/d/big").unwrap(), vec![7u8; 300_000]);
         assert!(!snap.exists("/d/b").unwrap());
         assert!(!snap.exists("/e").unwrap());
-        let names: Vec<_> = snap.readdir("/d", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        let names: Vec<_> =
+            snap.readdir("/d", None, 0).unwrap().into_iter().map(|e| e.name).collect();
         assert_eq!(names, vec![b"a".to_vec(), b"big".to_vec()]);
         // The store itself moved on.
         assert_eq!(store.read_file("/e/a").unwrap(), b"new");
@@ -53,7 +54,10 @@ fn a_snapshot_is_read_only_and_writes_change_nothing() {
         let write = txvfs::OpenOptions::new().read(true).write(true);
         assert_eq!(snap.open("/f", &write).unwrap_err().kind(), ErrorKind::ReadOnly);
         let mut buf = [0u8; 8];
-        assert_eq!(snap.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap().read(&mut buf).unwrap(), 1);
+        assert_eq!(
+            snap.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap().read(&mut buf).unwrap(),
+            1
+        );
         let tx = snap.begin().unwrap();
         assert_eq!(tx.write_file("/f", b"z").unwrap_err().kind(), ErrorKind::ReadOnly);
         drop(tx);
@@ -96,13 +100,22 @@ fn a_snapshot_during_a_transaction_shows_it_whole_or_not_at_all() {
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..100 {
             let snap = store.snapshot().unwrap();
-            let values: Vec<Vec<u8>> = (0..FILES).map(|i| snap.read_file(format!("/f{i}")).unwrap()).collect();
-            assert!(values.iter().all(|v| *v == values[0]), "a snapshot mixes generations: {values:?}");
+            let values: Vec<Vec<u8>> =
+                (0..FILES).map(|i| snap.read_file(format!("/f{i}")).unwrap()).collect();
+            assert!(
+                values.iter().all(|v| *v == values[0]),
+                "a snapshot mixes generations: {values:?}"
+            );
             seen.insert(values[0].clone());
         }
         stop.store(true, Ordering::Relaxed);
         let generations = writer.join().unwrap();
-        eprintln!("{}: {} snapshots saw {} generations of {generations}", store.describe(), 100, seen.len());
+        eprintln!(
+            "{}: {} snapshots saw {} generations of {generations}",
+            store.describe(),
+            100,
+            seen.len()
+        );
     }
 }
 
@@ -137,7 +150,11 @@ fn named_snapshots_survive_reopening_and_can_be_deleted() {
         store.create_named_snapshot("v1").unwrap();
         assert_eq!(store.create_named_snapshot("v1").unwrap_err().kind(), ErrorKind::Exists);
         for bad in ["", ".hidden", "a/b", "x y", &"n".repeat(101)] {
-            assert_eq!(store.create_named_snapshot(bad).unwrap_err().kind(), ErrorKind::Invalid, "{bad:?}");
+            assert_eq!(
+                store.create_named_snapshot(bad).unwrap_err().kind(),
+                ErrorKind::Invalid,
+                "{bad:?}"
+            );
         }
         store.write_file("/d/a", b"v2").unwrap();
         store.create_named_snapshot("v2").unwrap();
@@ -197,14 +214,21 @@ fn readme_example() -> txvfs::Result<()> {
     branch.write_file("/config", b"v3")?; // writes stay in the clone
     branch.rename("/config", "/config.old")?; // renames and deletes of lower files work
     assert_eq!(Store::open(&uri)?.read_file("/config")?, b"v2"); // the snapshot is unchanged
-    // README snapshots example: end
+                                                                 // README snapshots example: end
     drop((store, snap, branch));
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots.rs")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots.rs"))
+        .unwrap();
     let begin = me.find("// README snapshots example: begin\n").unwrap();
     let body = &me[begin..];
-    let body = &body[body.find('\n').unwrap() + 1..body.find("    // README snapshots example: end").unwrap()];
-    let dedented: String = body.lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
-    assert!(readme.contains(&format!("```rust\n{dedented}```")), "README.md's snapshot example differs from core/tests/snapshots.rs");
+    let body = &body
+        [body.find('\n').unwrap() + 1..body.find("    // README snapshots example: end").unwrap()];
+    let dedented: String =
+        body.lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
+    assert!(
+        readme.contains(&format!("```rust\n{dedented}```")),
+        "README.md's snapshot example differs from core/tests/snapshots.rs"
+    );
     Ok(())
 }

@@ -30,7 +30,8 @@ impl Backend for Alias {
 #[test]
 fn a_commit_whose_chunks_were_collected_fails_and_changes_nothing() {
     let data = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
-    let first = Store::with_backend(Arc::new(Alias(data.clone())), Options::default(), None).unwrap();
+    let first =
+        Store::with_backend(Arc::new(Alias(data.clone())), Options::default(), None).unwrap();
     let tx = first.begin().unwrap();
     // More than a quarter of FoundationDB's 10 MB: the later blocks are written ahead.
     let big: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
@@ -41,7 +42,10 @@ fn a_commit_whose_chunks_were_collected_fails_and_changes_nothing() {
         Err(e) => assert_eq!(e.kind(), ErrorKind::TooOld, "{e}"),
         Ok(()) => {
             let read = second.read_file("/big");
-            panic!("committed after its chunks were collected; reading it gives {:?}", read.map(|d| d == big));
+            panic!(
+                "committed after its chunks were collected; reading it gives {:?}",
+                read.map(|d| d == big)
+            );
         }
     }
     assert!(!second.exists("/big").unwrap());

@@ -32,7 +32,8 @@ fn opening_twice_in_one_process_shares_the_store() {
 
 #[test]
 fn bad_options_and_uris_are_clear_errors() {
-    let e = Store::open_with("memory:", Options { block_size: 1000, ..Options::default() }).unwrap_err();
+    let e = Store::open_with("memory:", Options { block_size: 1000, ..Options::default() })
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.message().contains("block size"));
     assert_eq!(Store::open("memory:?nope").unwrap_err().kind(), ErrorKind::Invalid);
@@ -82,7 +83,10 @@ fn open_existing_finds_a_store_and_creates_none() {
     assert!(!missing.exists(), "open_existing created {}", missing.display());
     let e = Store::open_existing(&format!("rocksdb:{uri}"), Options::default()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
-    assert_eq!(Store::open_existing("memory:", Options::default()).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        Store::open_existing("memory:", Options::default()).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
     {
         Store::open(&uri).unwrap().write_file("/f", b"x").unwrap();
     }
@@ -110,10 +114,15 @@ fn a_rocksdb_store_has_its_read_cache_in_every_mode() {
         for _ in 0..3 {
             assert_eq!(s.read_file("/f").unwrap(), b"x");
         }
-        let (hits, _, bytes) = s.backend().cache_stats().unwrap_or_else(|| panic!("no read cache with {mode:?}"));
+        let (hits, _, bytes) =
+            s.backend().cache_stats().unwrap_or_else(|| panic!("no read cache with {mode:?}"));
         assert!(hits > 0 && bytes > 0, "{mode:?}: hits {hits}, bytes {bytes}");
         drop(s);
-        let off = Store::open_with(&format!("rocksdb:{}{mode}", dir.path().display()), Options { cache_size: 0, ..Options::default() }).unwrap();
+        let off = Store::open_with(
+            &format!("rocksdb:{}{mode}", dir.path().display()),
+            Options { cache_size: 0, ..Options::default() },
+        )
+        .unwrap();
         assert_eq!(off.backend().cache_stats(), None, "{mode:?}: cache_size 0 turns it off");
     }
 }

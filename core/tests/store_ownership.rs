@@ -52,7 +52,9 @@ fn a_store_held_by_a_txvfs_that_does_not_share_is_refused_with_the_holder_named(
     let dir = tempfile::tempdir().unwrap();
     Store::open(dir.path().to_str().unwrap()).unwrap().write_file("/kept", b"data").unwrap();
     let fd = lock_like_another_copy(dir.path()).unwrap();
-    let e = Store::open(dir.path().to_str().unwrap()).err().expect("refused while another copy owns it");
+    let e = Store::open(dir.path().to_str().unwrap())
+        .err()
+        .expect("refused while another copy owns it");
     assert_eq!(e.kind(), ErrorKind::Busy);
     assert!(e.message().contains("exclusive use by process 4242"), "{}", e.message());
     // SAFETY: our descriptor.
@@ -74,7 +76,11 @@ fn in_child(child: impl FnOnce() -> bool) -> i32 {
         }
         let mut status = 0;
         libc::waitpid(pid, &mut status, 0);
-        if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 100 }
+        if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            100
+        }
     }
 }
 
@@ -97,7 +103,10 @@ fn a_store_inherited_across_fork_refuses_every_call_and_the_parent_store_survive
         let tx = refused(store.begin().map(|_| ()));
         // Opening it again in the child makes the child a client of the parent's store.
         let reopen = match Store::open(&uri) {
-            Ok(s) => s.read_file("/before0").is_ok_and(|d| d == b"parent") && s.write_file("/from-child", b"child").is_ok(),
+            Ok(s) => {
+                s.read_file("/before0").is_ok_and(|d| d == b"parent")
+                    && s.write_file("/from-child", b"child").is_ok()
+            }
             Err(e) => {
                 eprintln!("child could not reopen (parent {parent}): {e}");
                 false
@@ -116,7 +125,11 @@ fn a_store_inherited_across_fork_refuses_every_call_and_the_parent_store_survive
         assert_eq!(s.read_file(format!("/after{i}")).unwrap(), b"parent");
         assert!(!s.exists(format!("/child{i}")).unwrap());
     }
-    assert_eq!(s.read_file("/from-child").unwrap(), b"child", "the child's reopened store wrote through the parent");
+    assert_eq!(
+        s.read_file("/from-child").unwrap(),
+        b"child",
+        "the child's reopened store wrote through the parent"
+    );
 }
 
 #[test]
@@ -134,7 +147,6 @@ fn a_child_may_open_the_store_once_the_parent_has_closed_it() {
     assert_eq!(Store::open(&uri).unwrap().read_file("/from-child").unwrap(), b"y");
 }
 
-
 /// An in-process snapshot of a store is part of the store: inherited across fork(), it
 /// refuses reads in the child too (its RocksDB threads did not survive the fork).
 #[test]
@@ -145,7 +157,8 @@ fn a_snapshot_inherited_across_fork_refuses_every_call() {
     store.write_file("/a", b"1").unwrap();
     let snap = store.snapshot().unwrap();
     let status = in_child(|| {
-        snap.read_file("/a").is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"))
+        snap.read_file("/a")
+            .is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"))
     });
     assert_eq!(status, 0, "the child could read the parent's snapshot");
     assert_eq!(snap.read_file("/a").unwrap(), b"1");
@@ -173,8 +186,11 @@ fn a_named_snapshot_inherited_across_fork_is_refused_and_holds_nothing_in_the_ch
     assert!(pid >= 0);
     if pid == 0 {
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let refused = snap.read_file("/a").is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"));
-            let reopened = Store::open(&uri).is_ok_and(|s| s.read_file("/a").is_ok_and(|d| d == b"1"));
+            let refused = snap
+                .read_file("/a")
+                .is_err_and(|e| e.kind() == ErrorKind::Busy && e.message().contains("fork"));
+            let reopened =
+                Store::open(&uri).is_ok_and(|s| s.read_file("/a").is_ok_and(|d| d == b"1"));
             refused && reopened
         }))
         .unwrap_or(false);

@@ -98,10 +98,12 @@ fn committed_transaction_survives_reopen() {
     let uri = format!("rocksdb:{}", dir.path().display());
     {
         let store = Store::open(&uri).unwrap();
-        store.transact(|tx| {
-            tx.write_file("/a", &vec![1; 100_000])?;
-            tx.write_file("/b", b"small")
-        }).unwrap();
+        store
+            .transact(|tx| {
+                tx.write_file("/a", &vec![1; 100_000])?;
+                tx.write_file("/b", b"small")
+            })
+            .unwrap();
     }
     let store = Store::open(&uri).unwrap();
     assert_eq!(store.read_file("/a").unwrap(), vec![1; 100_000]);

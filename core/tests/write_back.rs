@@ -6,7 +6,9 @@ use txvfs::{FileSystem, OpenOptions, Store};
 #[test]
 fn buffered_until_sync_or_close_then_exact() {
     let store = Store::open("memory:").unwrap();
-    let f = store.open("/log", &OpenOptions::new().read(true).write(true).create(true).write_back(true)).unwrap();
+    let f = store
+        .open("/log", &OpenOptions::new().read(true).write(true).create(true).write_back(true))
+        .unwrap();
     let mut expect = Vec::new();
     for i in 0..10_000u32 {
         let line = format!("line {i}\n");

@@ -36,7 +36,10 @@ fn a_write_whose_flush_fails_changes_nothing_and_can_be_retried() {
     let data = store.read_file("/out").unwrap();
     assert_eq!(data.len(), (failed_at + 1) * MIB, "bytes written twice or lost");
     for i in 0..=failed_at {
-        assert!(data[i * MIB..(i + 1) * MIB].iter().all(|&b| b == i as u8 + 10), "chunk {i} is wrong");
+        assert!(
+            data[i * MIB..(i + 1) * MIB].iter().all(|&b| b == i as u8 + 10),
+            "chunk {i} is wrong"
+        );
     }
 }
 

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use txvfs::kv::{Backend, FaultPlan, FaultyBackend, Limits, MemoryBackend};
 use txvfs::{FileSystem, Options, Store};
 
-
 struct Config {
     files: usize,
     file_size: usize,
@@ -79,20 +78,28 @@ fn counts(store: &Store) -> (u64, u64) {
 }
 
 fn row(name: &str, secs: f64, mb: f64, base: f64, hits: Option<(u64, u64)>, reads: u64) {
-    let rate = hits.map_or("-".to_string(), |(h, m)| format!("{:.0}%", 100.0 * h as f64 / (h + m).max(1) as f64));
+    let rate = hits.map_or("-".to_string(), |(h, m)| {
+        format!("{:.0}%", 100.0 * h as f64 / (h + m).max(1) as f64)
+    });
     println!("| {name} | {:.0} | {rate} | {reads} | {:.2}x |", mb / secs, base / secs);
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let arg =
+        |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let quick = args.iter().any(|a| a == "--quick");
     let tmp = tempfile::tempdir().unwrap();
     let cfg = Config {
-        files: arg("--files").map_or(if quick { 16 } else { 64 }, |s| s.parse().expect("--files N")),
-        file_size: arg("--file-kib").map_or(512, |s| s.parse::<usize>().expect("--file-kib N")) << 10,
-        latency: Duration::from_micros(arg("--latency-us").map_or(1000, |s| s.parse().expect("--latency-us N"))),
-        bandwidth: arg("--bandwidth").map_or(100_000_000, |s| s.parse().expect("--bandwidth BYTES_PER_S")),
+        files: arg("--files")
+            .map_or(if quick { 16 } else { 64 }, |s| s.parse().expect("--files N")),
+        file_size: arg("--file-kib").map_or(512, |s| s.parse::<usize>().expect("--file-kib N"))
+            << 10,
+        latency: Duration::from_micros(
+            arg("--latency-us").map_or(1000, |s| s.parse().expect("--latency-us N")),
+        ),
+        bandwidth: arg("--bandwidth")
+            .map_or(100_000_000, |s| s.parse().expect("--bandwidth BYTES_PER_S")),
         dir: arg("--dir").map_or_else(|| tmp.path().to_path_buf(), PathBuf::from),
     };
     let set_mb = (cfg.files * cfg.file_size) as f64 / 1e6;
@@ -111,11 +118,21 @@ fn main() {
     // The same working set in both layouts: /plain written without the option, /chunked with.
     {
         let (b, _) = remote(&data, &cfg);
-        write_set(&Store::with_backend(b, options(None), None).unwrap(), "/plain", cfg.files, cfg.file_size);
+        write_set(
+            &Store::with_backend(b, options(None), None).unwrap(),
+            "/plain",
+            cfg.files,
+            cfg.file_size,
+        );
         let (b, _) = remote(&data, &cfg);
         let dir = cfg.dir.join("writer-cache");
         let _ = std::fs::remove_dir_all(&dir);
-        write_set(&Store::with_backend(b, options(Some((&dir, 1 << 20))), None).unwrap(), "/chunked", cfg.files, cfg.file_size);
+        write_set(
+            &Store::with_backend(b, options(Some((&dir, 1 << 20))), None).unwrap(),
+            "/chunked",
+            cfg.files,
+            cfg.file_size,
+        );
     }
     println!("\n| reads of the working set | MB/s | cache hits | backend reads | vs baseline |");
     println!("| --- | ---: | ---: | ---: | ---: |");

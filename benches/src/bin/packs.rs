@@ -23,11 +23,25 @@ use txvfs::{FileSystem, Options, Store};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let arg = |i: usize| a.get(i).unwrap_or_else(|| panic!("usage: see benches/src/bin/packs.rs")).as_str();
+    let arg = |i: usize| {
+        a.get(i).unwrap_or_else(|| panic!("usage: see benches/src/bin/packs.rs")).as_str()
+    };
     match arg(1) {
         "gen" => gen(Path::new(arg(2)), arg(3).parse().unwrap(), arg(4).parse().unwrap()),
-        "read-pack" => read_pack(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
-        "read-dir" => read_dir(arg(2), arg(3), arg(4).parse().unwrap(), arg(5).parse().unwrap(), a.get(6).is_some_and(|w| w == "warm")),
+        "read-pack" => read_pack(
+            arg(2),
+            arg(3),
+            arg(4).parse().unwrap(),
+            arg(5).parse().unwrap(),
+            a.get(6).is_some_and(|w| w == "warm"),
+        ),
+        "read-dir" => read_dir(
+            arg(2),
+            arg(3),
+            arg(4).parse().unwrap(),
+            arg(5).parse().unwrap(),
+            a.get(6).is_some_and(|w| w == "warm"),
+        ),
         other => panic!("unknown command {other}"),
     }
 }
@@ -38,7 +52,8 @@ fn gen(dir: &Path, files: usize, seed: u64) {
     let k = (1..).find(|k: &usize| k * k * k >= leaves).unwrap();
     let per_leaf = files.div_ceil(k * k * k);
     let mut rng = SmallRng::seed_from_u64(seed);
-    let mut list = std::io::BufWriter::new(std::fs::File::create(format!("{}.list", dir.display())).unwrap());
+    let mut list =
+        std::io::BufWriter::new(std::fs::File::create(format!("{}.list", dir.display())).unwrap());
     let mut buf = vec![0u8; 8192];
     let mut n = 0;
     'all: for a in 0..k {
@@ -65,7 +80,8 @@ fn gen(dir: &Path, files: usize, seed: u64) {
 }
 
 fn sample(list: &str, n: usize, seed: u64) -> Vec<String> {
-    let all: Vec<String> = std::fs::read_to_string(list).unwrap().lines().map(str::to_string).collect();
+    let all: Vec<String> =
+        std::fs::read_to_string(list).unwrap().lines().map(str::to_string).collect();
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n).map(|_| all[rng.gen_range(0..all.len())].clone()).collect()
 }
@@ -84,7 +100,13 @@ fn pass(name: &str, paths: &[String], mut read: impl FnMut(&str) -> usize) -> (S
     lat.sort_unstable();
     let pct = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1000.0;
     let rate = paths.len() as f64 / secs;
-    let line = format!("{name} {} {secs:.3} {rate:.0} {:.1} {:.1} {:.1}", paths.len(), bytes as f64 / secs / 1e6, pct(0.5), pct(0.99));
+    let line = format!(
+        "{name} {} {secs:.3} {rate:.0} {:.1} {:.1} {:.1}",
+        paths.len(),
+        bytes as f64 / secs / 1e6,
+        pct(0.5),
+        pct(0.99)
+    );
     (line, rate)
 }
 

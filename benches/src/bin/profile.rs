@@ -13,7 +13,8 @@ use txvfs::{FileSystem, OpenOptions, Store};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok())) else {
+    let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
+    else {
         eprintln!("usage: txvfs-profile create|stat|read|delete|pread|pwrite|seqread|durable COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
@@ -25,7 +26,9 @@ fn main() {
     if let Some(b) = args.get(4) {
         options.block_size = b.parse().expect("BLOCK_BYTES");
     }
-    let store = Store::open_with(&format!("rocksdb:{}", dir.path().join("store").display()), options).expect("open");
+    let store =
+        Store::open_with(&format!("rocksdb:{}", dir.path().join("store").display()), options)
+            .expect("open");
     let data = vec![7u8; 4096];
     store.mkdir("/d", 0o755).unwrap();
     let files = n.min(if what == "delete" { 100_000 } else { 5_000 });
@@ -68,7 +71,9 @@ fn main() {
         }
         "pread" | "pwrite" => {
             // 256 MiB of incompressible data, then COUNT random 4 KiB reads or writes.
-            let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
+            let f = store
+                .open("/big", &OpenOptions::new().read(true).write(true).create(true))
+                .unwrap();
             let mut rng = SmallRng::seed_from_u64(1);
             let mut mb = vec![0u8; 1 << 20];
             for i in 0..256u64 {
@@ -89,7 +94,9 @@ fn main() {
         }
         "seqread" => {
             // 256 MiB of incompressible data, then COUNT sequential passes in 1 MiB reads.
-            let f = store.open("/big", &OpenOptions::new().read(true).write(true).create(true)).unwrap();
+            let f = store
+                .open("/big", &OpenOptions::new().read(true).write(true).create(true))
+                .unwrap();
             let mut rng = SmallRng::seed_from_u64(2);
             let mut mb = vec![0u8; 1 << 20];
             let written = Instant::now();
@@ -97,7 +104,10 @@ fn main() {
                 rng.fill(&mut mb[..]);
                 f.write_at(&mb, i << 20).unwrap();
             }
-            println!("seqwrite: {:.0} MiB/s (256 MiB in 1 MiB writes)", 256.0 / written.elapsed().as_secs_f64());
+            println!(
+                "seqwrite: {:.0} MiB/s (256 MiB in 1 MiB writes)",
+                256.0 / written.elapsed().as_secs_f64()
+            );
             start = Instant::now();
             for _ in 0..n {
                 f.seek(std::io::SeekFrom::Start(0)).unwrap();
@@ -110,11 +120,16 @@ fn main() {
         "durable" => {
             start = Instant::now();
             for i in 0..n {
-                store.transact_durable(true, |tx| tx.write_file(format!("/d/f{}", i % 16), &data)).unwrap();
+                store
+                    .transact_durable(true, |tx| tx.write_file(format!("/d/f{}", i % 16), &data))
+                    .unwrap();
             }
         }
         other => panic!("unknown workload {other}"),
     }
     let ops = if what == "delete" { files } else { n };
-    println!("{what}: {:.2} µs per op ({ops} ops)", start.elapsed().as_secs_f64() * 1e6 / ops as f64);
+    println!(
+        "{what}: {:.2} µs per op ({ops} ops)",
+        start.elapsed().as_secs_f64() * 1e6 / ops as f64
+    );
 }

@@ -74,10 +74,19 @@ fn create_worker(dir: &Path, id: usize, m: usize, durable: bool) {
 fn spawn(args: &[String], prefix: &[&str]) -> Child {
     let me = std::env::current_exe().unwrap();
     let (prog, pre): (PathBuf, Vec<String>) = match prefix.split_first() {
-        Some((p, rest)) => (PathBuf::from(p), rest.iter().map(|s| s.to_string()).chain([me.display().to_string()]).collect()),
+        Some((p, rest)) => (
+            PathBuf::from(p),
+            rest.iter().map(|s| s.to_string()).chain([me.display().to_string()]).collect(),
+        ),
         None => (me, vec![]),
     };
-    Command::new(prog).args(pre).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn worker")
+    Command::new(prog)
+        .args(pre)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn worker")
 }
 
 /// Runs `p` create workers on a fresh store in `dir`, started together; returns files per
@@ -87,7 +96,16 @@ fn create_run(dir: &Path, p: usize, m: usize, durable: bool) -> f64 {
     let mut outs = Vec::new();
     for id in 0..p {
         // One at a time until each has opened the store (the first becomes its owner).
-        let mut c = spawn(&["create-worker".into(), dir.display().to_string(), id.to_string(), m.to_string(), durable.to_string()], &[]);
+        let mut c = spawn(
+            &[
+                "create-worker".into(),
+                dir.display().to_string(),
+                id.to_string(),
+                m.to_string(),
+                durable.to_string(),
+            ],
+            &[],
+        );
         let mut out = BufReader::new(c.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
@@ -148,10 +166,20 @@ fn main() {
             return;
         }
         Some("create-worker") => {
-            return create_worker(Path::new(&args[2]), args[3].parse().unwrap(), args[4].parse().unwrap(), args[5] == "true");
+            return create_worker(
+                Path::new(&args[2]),
+                args[3].parse().unwrap(),
+                args[4].parse().unwrap(),
+                args[5] == "true",
+            );
         }
         Some("durable-run") => {
-            let rate = create_run(Path::new(&args[2]), args[3].parse().unwrap(), args[4].parse().unwrap(), true);
+            let rate = create_run(
+                Path::new(&args[2]),
+                args[3].parse().unwrap(),
+                args[4].parse().unwrap(),
+                true,
+            );
             println!("{rate}");
             return;
         }
@@ -170,7 +198,9 @@ fn main() {
     let store = open(&dir);
     store.write_file("/f", &vec![7u8; FILE_4K]).unwrap();
     let own = per_call(&store, calls);
-    let out = spawn(&["per-call".into(), dir.display().to_string(), calls.to_string()], &[]).wait_with_output().unwrap();
+    let out = spawn(&["per-call".into(), dir.display().to_string(), calls.to_string()], &[])
+        .wait_with_output()
+        .unwrap();
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
     let mut it = s.split_whitespace().map(|x| x.parse::<f64>().unwrap());
@@ -186,9 +216,22 @@ fn main() {
 
     println!("| measurement | owner / 1 process | client / 4 processes | ratio | target |");
     println!("|---|---|---|---|---|");
-    println!("| stat, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |", own.0 / 1e3, client.0 / 1e3, client.0 / own.0);
-    println!("| open+read 4 KiB+close, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |", own.1 / 1e3, client.1 / 1e3, client.1 / own.1);
-    println!("| create 4 KiB files, files/s | {one:.0} | {four:.0} | {:.2}x | >= 1.5x |", four / one);
+    println!(
+        "| stat, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |",
+        own.0 / 1e3,
+        client.0 / 1e3,
+        client.0 / own.0
+    );
+    println!(
+        "| open+read 4 KiB+close, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |",
+        own.1 / 1e3,
+        client.1 / 1e3,
+        client.1 / own.1
+    );
+    println!(
+        "| create 4 KiB files, files/s | {one:.0} | {four:.0} | {:.2}x | >= 1.5x |",
+        four / one
+    );
     println!("| durable creates, commits/s | {d1:.0} | {d4:.0} | {:.2}x | |", d4 / d1);
     let n = (durable * 4) as f64;
     match (f1, f4) {

@@ -30,7 +30,8 @@ fn generate(out: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(&completions)?;
     std::fs::create_dir_all(&man)?;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        let path = clap_complete::generate_to(shell, &mut args::Cli::command(), "txvfs", &completions)?;
+        let path =
+            clap_complete::generate_to(shell, &mut args::Cli::command(), "txvfs", &completions)?;
         println!("{}", path.display());
     }
     clap_mangen::generate_to(args::Cli::command(), &man)?;

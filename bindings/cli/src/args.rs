@@ -224,5 +224,8 @@ pub enum SnapshotAction {
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o7777).ok_or_else(|| format!("{s:?} is not an octal mode"))
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode"))
 }

@@ -17,7 +17,11 @@ use txvfs::{ErrorKind, FileSystem, FileType, OpenOptions, Options, Stat, Store};
 /// Opens the store at `uri`, which must exist: only `init` creates stores (a `memory:` store
 /// is new and empty at every open, so it is made here).
 fn open_store(uri: &str, options: Options) -> CliResult<Store> {
-    let opened = if uri.starts_with("memory:") { Store::open_with(uri, options) } else { Store::open_existing(uri, options) };
+    let opened = if uri.starts_with("memory:") {
+        Store::open_with(uri, options)
+    } else {
+        Store::open_existing(uri, options)
+    };
     opened.map_err(no_store_hint)
 }
 
@@ -33,7 +37,12 @@ pub fn no_store_hint(e: txvfs::Error) -> CliError {
 pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
     if let Command::Init { block_size, inline_limit } = cmd {
         match Store::open_existing(uri, Options::default()) {
-            Ok(_) => return Err(CliError { msg: format!("{uri}: a store exists there already"), code: libc::EEXIST }),
+            Ok(_) => {
+                return Err(CliError {
+                    msg: format!("{uri}: a store exists there already"),
+                    code: libc::EEXIST,
+                })
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
@@ -47,15 +56,21 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
     if let Command::Mount { mountpoint, read_only, allow_other, cache_ttl } = cmd {
         let store = open_store(uri, Options { read_only, ..Options::default() })?;
         // Checked here so that a bad mountpoint gives one line, not libfuse's messages too.
-        let on = |msg: String, code| CliError { msg: format!("mount on {}: {msg}", mountpoint.display()), code };
+        let on = |msg: String, code| CliError {
+            msg: format!("mount on {}: {msg}", mountpoint.display()),
+            code,
+        };
         match std::fs::metadata(&mountpoint) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(on("not a directory".into(), libc::ENOTDIR)),
             Err(e) => return Err(on(e.to_string(), e.raw_os_error().unwrap_or(libc::EIO))),
         }
-        let ttl = Duration::try_from_secs_f64(cache_ttl)
-            .map_err(|_| CliError { msg: format!("--cache-ttl {cache_ttl}: not a duration"), code: libc::EINVAL })?;
-        let options = txvfs_fuse::MountOptions { read_only, allow_other, ttl, ..Default::default() };
+        let ttl = Duration::try_from_secs_f64(cache_ttl).map_err(|_| CliError {
+            msg: format!("--cache-ttl {cache_ttl}: not a duration"),
+            code: libc::EINVAL,
+        })?;
+        let options =
+            txvfs_fuse::MountOptions { read_only, allow_other, ttl, ..Default::default() };
         return txvfs_fuse::mount(store, &mountpoint, &options).map_err(|e| CliError {
             msg: format!("mount on {}: {e}", mountpoint.display()),
             code: e.raw_os_error().unwrap_or(libc::EIO),
@@ -81,7 +96,9 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
         }
         Command::Put { host, path } => transfer::put(&store, &host, path.as_bytes())?,
         Command::Get { path, host } => transfer::get(&store, path.as_bytes(), &host)?,
-        Command::Import { host, path, atomic, batch } => transfer::import(&store, &host, path.as_bytes(), atomic, batch)?,
+        Command::Import { host, path, atomic, batch } => {
+            transfer::import(&store, &host, path.as_bytes(), atomic, batch)?
+        }
         Command::Export { path, host } => transfer::export(&store, path.as_bytes(), &host)?,
         Command::Mkdir { parents, mode, paths } => {
             for p in paths {
@@ -152,8 +169,12 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
         }
         Command::Df => {
             let s = store.statfs()?;
-            writeln!(out, "{:<24} {:>10} {:>14} {:>14} {:>14} {:>12} {:>12}", "Store", "Block", "Blocks", "Used", "Free", "Inodes", "IFree")
-                .map_err(stdout_err)?;
+            writeln!(
+                out,
+                "{:<24} {:>10} {:>14} {:>14} {:>14} {:>12} {:>12}",
+                "Store", "Block", "Blocks", "Used", "Free", "Inodes", "IFree"
+            )
+            .map_err(stdout_err)?;
             writeln!(
                 out,
                 "{:<24} {:>10} {:>14} {:>14} {:>14} {:>12} {:>12}",
@@ -174,12 +195,17 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             }
             SnapshotAction::List => {
                 for name in store.named_snapshots()? {
-                    writeln!(out, "{name}\t{}", store.named_snapshot_uri(&name)?).map_err(stdout_err)?;
+                    writeln!(out, "{name}\t{}", store.named_snapshot_uri(&name)?)
+                        .map_err(stdout_err)?;
                 }
             }
             SnapshotAction::Delete { name } => store.delete_named_snapshot(&name)?,
         },
-        Command::Init { .. } | Command::Fsck { .. } | Command::Mount { .. } | Command::Clone { .. } | Command::Pack { .. } => {
+        Command::Init { .. }
+        | Command::Fsck { .. }
+        | Command::Mount { .. }
+        | Command::Clone { .. }
+        | Command::Pack { .. } => {
             unreachable!("handled above (Clone and Pack in main)")
         }
     }
@@ -211,7 +237,14 @@ fn into_dir(store: &Store, src: &[u8], dst: &[u8]) -> CliResult<Vec<u8>> {
     }
 }
 
-fn ls(store: &Store, out: &mut impl Write, path: &[u8], long: bool, recursive: bool, header: bool) -> CliResult {
+fn ls(
+    store: &Store,
+    out: &mut impl Write,
+    path: &[u8],
+    long: bool,
+    recursive: bool,
+    header: bool,
+) -> CliResult {
     let st = store.lstat(path)?;
     if !st.is_dir() {
         return ls_line(store, out, path, path, &st, long);
@@ -239,9 +272,24 @@ fn ls(store: &Store, out: &mut impl Write, path: &[u8], long: bool, recursive: b
     Ok(())
 }
 
-fn ls_line(store: &Store, out: &mut impl Write, path: &[u8], name: &[u8], st: &Stat, long: bool) -> CliResult {
+fn ls_line(
+    store: &Store,
+    out: &mut impl Write,
+    path: &[u8],
+    name: &[u8],
+    st: &Stat,
+    long: bool,
+) -> CliResult {
     if long {
-        let line = format!("{} {:>3} {:>5} {:>5} {:>10} {} ", mode_string(st.mode), st.nlink, st.uid, st.gid, st.size, time_string(st.mtime_ns));
+        let line = format!(
+            "{} {:>3} {:>5} {:>5} {:>10} {} ",
+            mode_string(st.mode),
+            st.nlink,
+            st.uid,
+            st.gid,
+            st.size,
+            time_string(st.mtime_ns)
+        );
         write_out(out, line.as_bytes())?;
     }
     write_out(out, name)?;
@@ -287,7 +335,12 @@ pub fn time_string(ns: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{nanos:09}", rem / 3600, rem / 60 % 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{nanos:09}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> CliResult {
@@ -310,7 +363,14 @@ fn print_stat(out: &mut impl Write, path: &[u8], st: &Stat) -> CliResult {
     write_out(out, text.as_bytes())
 }
 
-fn tree(store: &Store, out: &mut impl Write, dir: &[u8], prefix: &str, dirs: &mut u64, files: &mut u64) -> CliResult {
+fn tree(
+    store: &Store,
+    out: &mut impl Write,
+    dir: &[u8],
+    prefix: &str,
+    dirs: &mut u64,
+    files: &mut u64,
+) -> CliResult {
     let entries = list(store, dir)?;
     for (i, e) in entries.iter().enumerate() {
         let last = i + 1 == entries.len();
@@ -334,7 +394,14 @@ fn tree(store: &Store, out: &mut impl Write, dir: &[u8], prefix: &str, dirs: &mu
 }
 
 /// Prints and returns the bytes of files under `path`, counting hard links once.
-fn du(store: &Store, out: &mut impl Write, path: &[u8], summary: bool, top: bool, seen: &mut HashSet<u64>) -> CliResult<u64> {
+fn du(
+    store: &Store,
+    out: &mut impl Write,
+    path: &[u8],
+    summary: bool,
+    top: bool,
+    seen: &mut HashSet<u64>,
+) -> CliResult<u64> {
     let st = store.lstat(path)?;
     let mut total = if seen.insert(st.ino) && !st.is_dir() { st.size } else { 0 };
     if st.is_dir() {
@@ -366,7 +433,8 @@ fn remove_tree(store: &Store, path: &[u8]) -> CliResult {
 fn copy_file(store: &Store, src: &[u8], dst: &[u8], mode: u32) -> CliResult {
     let tx = store.begin()?;
     let from = tx.open(src, &OpenOptions::new().read(true))?;
-    let to = tx.open(dst, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
+    let to =
+        tx.open(dst, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
     with_buffer(|buf| -> CliResult {
         loop {
             let n = from.read(buf)?;
@@ -403,4 +471,3 @@ fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> CliResult {
         }
     }
 }
-

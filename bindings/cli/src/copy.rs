@@ -30,13 +30,23 @@ pub fn write_out(out: &mut impl Write, b: &[u8]) -> CliResult {
 }
 
 /// Copies everything `read` gives to `out`, the host file `what` (`-` for standard output).
-pub fn copy_out(mut read: impl FnMut(&mut [u8]) -> CliResult<usize>, out: &mut impl Write, what: &Path) -> CliResult {
+pub fn copy_out(
+    mut read: impl FnMut(&mut [u8]) -> CliResult<usize>,
+    out: &mut impl Write,
+    what: &Path,
+) -> CliResult {
     with_buffer(|buf| loop {
         let n = read(buf)?;
         if n == 0 {
             return Ok(());
         }
-        out.write_all(&buf[..n]).map_err(|e| if what.as_os_str() == "-" { stdout_err(e) } else { CliError::io(what, e) })?;
+        out.write_all(&buf[..n]).map_err(|e| {
+            if what.as_os_str() == "-" {
+                stdout_err(e)
+            } else {
+                CliError::io(what, e)
+            }
+        })?;
     })
 }
 

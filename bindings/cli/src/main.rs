@@ -34,6 +34,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
     if let args::Command::Pack { source, image, host, block_size, inline_limit } = cli.command {
         return pack::run(&source, &image, host, block_size, inline_limit);
     }
-    let uri = cli.store.ok_or_else(|| CliError::msg("no store given: use --store URI or set TXVFS_STORE"))?;
+    let uri = cli
+        .store
+        .ok_or_else(|| CliError::msg("no store given: use --store URI or set TXVFS_STORE"))?;
     cmds::dispatch(&uri, cli.command)
 }

@@ -17,7 +17,14 @@ pub struct Progress {
 impl Progress {
     /// Starts a display for `total` items (0: unknown).
     pub fn new(label: &'static str, total: u64) -> Progress {
-        Progress { label, total, done: 0, start: Instant::now(), last: None, enabled: std::io::stderr().is_terminal() }
+        Progress {
+            label,
+            total,
+            done: 0,
+            start: Instant::now(),
+            last: None,
+            enabled: std::io::stderr().is_terminal(),
+        }
     }
 
     /// Counts `n` more items done, redrawing at most ten times a second.
@@ -31,8 +38,12 @@ impl Progress {
         let rate = self.done as f64 / secs;
         let line = if self.total > 0 {
             let pct = self.done * 100 / self.total.max(1);
-            let eta = if rate > 0.0 { (self.total.saturating_sub(self.done)) as f64 / rate } else { 0.0 };
-            format!("{} {}/{} ({pct}%) {rate:.0}/s ETA {eta:.0}s", self.label, self.done, self.total)
+            let eta =
+                if rate > 0.0 { (self.total.saturating_sub(self.done)) as f64 / rate } else { 0.0 };
+            format!(
+                "{} {}/{} ({pct}%) {rate:.0}/s ETA {eta:.0}s",
+                self.label, self.done, self.total
+            )
         } else {
             format!("{} {} {rate:.0}/s", self.label, self.done)
         };

@@ -10,7 +10,9 @@ use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use txvfs::{ErrorKind, FileSystem, FileType, OpenOptions, SetTime, Stat, Store, Transaction, XattrFlags};
+use txvfs::{
+    ErrorKind, FileSystem, FileType, OpenOptions, SetTime, Stat, Store, Transaction, XattrFlags,
+};
 
 fn is_dash(p: &Path) -> bool {
     p.as_os_str() == "-"
@@ -26,7 +28,8 @@ pub fn put(store: &Store, host: &Path, path: &[u8]) -> CliResult {
         let mode = f.metadata().map_err(|e| CliError::io(host, e))?.permissions().mode() & 0o7777;
         (Box::new(f), mode)
     };
-    let f = tx.open(path, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
+    let f =
+        tx.open(path, &OpenOptions::new().write(true).create(true).truncate(true).mode(mode))?;
     pump(reader, host, |b| {
         f.write(b)?;
         Ok(())
@@ -68,7 +71,10 @@ fn atime_ns(m: &Metadata) -> i64 {
 fn scan(host: &Path, path: &[u8]) -> CliResult<Vec<Entry>> {
     let meta = std::fs::symlink_metadata(host).map_err(|e| CliError::io(host, e))?;
     if !meta.is_dir() {
-        return Err(CliError { msg: format!("{}: not a directory", host.display()), code: libc::ENOTDIR });
+        return Err(CliError {
+            msg: format!("{}: not a directory", host.display()),
+            code: libc::ENOTDIR,
+        });
     }
     let mut out = vec![Entry { host: host.to_path_buf(), path: path.to_vec(), meta }];
     let mut i = 0;
@@ -95,7 +101,8 @@ fn scan(host: &Path, path: &[u8]) -> CliResult<Vec<Entry>> {
 }
 
 fn cstr(p: &Path) -> CliResult<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| CliError::msg(format!("{}: path holds a NUL byte", p.display())))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| CliError::msg(format!("{}: path holds a NUL byte", p.display())))
 }
 
 /// The host file's extended attributes (not following symlinks).
@@ -106,7 +113,11 @@ fn host_xattrs(p: &Path) -> CliResult<Vec<(Vec<u8>, Vec<u8>)>> {
     let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
     if n < 0 {
         let e = std::io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::ENOTSUP) { Ok(Vec::new()) } else { Err(CliError::io(p, e)) };
+        return if e.raw_os_error() == Some(libc::ENOTSUP) {
+            Ok(Vec::new())
+        } else {
+            Err(CliError::io(p, e))
+        };
     }
     let mut names = vec![0u8; n as usize];
     // SAFETY: the buffer holds names.len() bytes.
@@ -125,7 +136,8 @@ fn host_xattrs(p: &Path) -> CliResult<Vec<(Vec<u8>, Vec<u8>)>> {
         }
         let mut v = vec![0u8; len as usize];
         // SAFETY: the buffer holds v.len() bytes.
-        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+        let len =
+            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
         if len < 0 {
             return Err(err());
         }
@@ -136,9 +148,11 @@ fn host_xattrs(p: &Path) -> CliResult<Vec<(Vec<u8>, Vec<u8>)>> {
 }
 
 fn set_host_xattr(p: &Path, name: &[u8], value: &[u8]) -> CliResult {
-    let (c, cn) = (cstr(p)?, CString::new(name).map_err(|_| CliError::msg("xattr name holds a NUL byte"))?);
+    let (c, cn) =
+        (cstr(p)?, CString::new(name).map_err(|_| CliError::msg("xattr name holds a NUL byte"))?);
     // SAFETY: valid C strings and a buffer of value.len() bytes.
-    let r = unsafe { libc::lsetxattr(c.as_ptr(), cn.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let r =
+        unsafe { libc::lsetxattr(c.as_ptr(), cn.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
     if r < 0 && name.starts_with(b"user.") {
         return Err(CliError::io(p, std::io::Error::last_os_error()));
     }
@@ -147,10 +161,15 @@ fn set_host_xattr(p: &Path, name: &[u8], value: &[u8]) -> CliResult {
 
 fn set_host_times(p: &Path, atime: i64, mtime: i64) -> CliResult {
     let c = cstr(p)?;
-    let ts = |ns: i64| libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
+    let ts = |ns: i64| libc::timespec {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000),
+    };
     let times = [ts(atime), ts(mtime)];
     // SAFETY: valid C string and a two-element array.
-    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    let r = unsafe {
+        libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+    };
     if r < 0 {
         return Err(CliError::io(p, std::io::Error::last_os_error()));
     }
@@ -170,13 +189,20 @@ fn is_root() -> bool {
 /// Removes whatever is at `p` in the transaction, if anything.
 fn remove_existing(tx: &Transaction, p: &[u8], st: &Stat) -> CliResult {
     if st.is_dir() {
-        return Err(CliError { msg: format!("{}: is a directory", String::from_utf8_lossy(p)), code: libc::EISDIR });
+        return Err(CliError {
+            msg: format!("{}: is a directory", String::from_utf8_lossy(p)),
+            code: libc::EISDIR,
+        });
     }
     Ok(tx.unlink(p)?)
 }
 
 /// Imports one entry in `tx`; returns false when it was already there (a resumed import).
-fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec<u8>>) -> CliResult<bool> {
+fn import_entry(
+    tx: &Transaction,
+    e: &Entry,
+    links: &mut HashMap<(u64, u64), Vec<u8>>,
+) -> CliResult<bool> {
     let p = e.path.as_slice();
     let m = &e.meta;
     let existing = match tx.lstat(p) {
@@ -232,7 +258,8 @@ fn import_entry(tx: &Transaction, e: &Entry, links: &mut HashMap<(u64, u64), Vec
                 remove_existing(tx, p, st)?;
             }
         }
-        let f = tx.open(p, &OpenOptions::new().write(true).create(true).truncate(true).mode(perm))?;
+        let f =
+            tx.open(p, &OpenOptions::new().write(true).create(true).truncate(true).mode(perm))?;
         let hf = std::fs::File::open(&e.host).map_err(|err| CliError::io(&e.host, err))?;
         pump(hf, &e.host, |b| {
             f.write(b)?;
@@ -270,7 +297,8 @@ fn in_tx<R>(store: &Store, mut f: impl FnMut(&Transaction) -> CliResult<R>) -> C
         failed = None;
         f(tx).map_err(|e| {
             // Keep a retryable core error retryable; anything else stops transact at once.
-            let kind = ErrorKind::from_code(e.code).filter(|k| matches!(k, ErrorKind::Conflict | ErrorKind::TooOld));
+            let kind = ErrorKind::from_code(e.code)
+                .filter(|k| matches!(k, ErrorKind::Conflict | ErrorKind::TooOld));
             let stop = txvfs::Error::new(kind.unwrap_or(ErrorKind::Invalid), e.msg.clone());
             failed = Some(e);
             stop
@@ -318,7 +346,10 @@ pub fn import(store: &Store, host: &Path, path: &[u8], atomic: bool, batch: u64)
 pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
     let root = store.lstat(path)?;
     if !root.is_dir() {
-        return Err(CliError { msg: format!("{}: not a directory", String::from_utf8_lossy(path)), code: libc::ENOTDIR });
+        return Err(CliError {
+            msg: format!("{}: not a directory", String::from_utf8_lossy(path)),
+            code: libc::ENOTDIR,
+        });
     }
     // Pre-order list of (store path, host path, attributes).
     let mut entries = vec![(path.to_vec(), host.to_path_buf(), root)];
@@ -352,15 +383,24 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
             FileType::Dir => {
                 std::fs::create_dir_all(h).map_err(io(h))?;
                 // Writable until the final pass sets the real mode.
-                std::fs::set_permissions(h, std::fs::Permissions::from_mode(0o700)).map_err(io(h))?;
+                std::fs::set_permissions(h, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io(h))?;
             }
             FileType::Symlink => {
-                std::os::unix::fs::symlink(OsStr::from_bytes(&store.readlink(p)?), h).map_err(io(h))?;
+                std::os::unix::fs::symlink(OsStr::from_bytes(&store.readlink(p)?), h)
+                    .map_err(io(h))?;
             }
             kind if kind.is_special() => {
                 let c = cstr(h)?;
                 // SAFETY: valid C string; mknod copies nothing from us but the arguments.
-                if unsafe { libc::mknod(c.as_ptr(), kind.mode_bits() | (st.mode & 0o7777), st.rdev as libc::dev_t) } < 0 {
+                if unsafe {
+                    libc::mknod(
+                        c.as_ptr(),
+                        kind.mode_bits() | (st.mode & 0o7777),
+                        st.rdev as libc::dev_t,
+                    )
+                } < 0
+                {
                     return Err(CliError::io(h, std::io::Error::last_os_error()));
                 }
             }
@@ -376,7 +416,8 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
                 let f = store.open(p, &OpenOptions::new().read(true))?;
                 let mut out = std::fs::File::create(h).map_err(io(h))?;
                 copy_out(|b| Ok(f.read(b)?), &mut out, h)?;
-                std::fs::set_permissions(h, std::fs::Permissions::from_mode(st.mode & 0o7777)).map_err(io(h))?;
+                std::fs::set_permissions(h, std::fs::Permissions::from_mode(st.mode & 0o7777))
+                    .map_err(io(h))?;
             }
         }
         if !st.is_symlink() {
@@ -397,7 +438,8 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
         progress.add(1);
     }
     for (_, h, st) in entries.iter().rev().filter(|e| e.2.is_dir()) {
-        std::fs::set_permissions(h, std::fs::Permissions::from_mode(st.mode & 0o7777)).map_err(io(h))?;
+        std::fs::set_permissions(h, std::fs::Permissions::from_mode(st.mode & 0o7777))
+            .map_err(io(h))?;
         set_host_times(h, st.atime_ns, st.mtime_ns)?;
     }
     progress.finish();
@@ -428,7 +470,10 @@ mod tests {
         let e = in_tx(&store, |tx| -> CliResult {
             runs += 1;
             tx.write_file("/g", b"y")?;
-            Err(CliError::io(Path::new("/host/file"), std::io::Error::from_raw_os_error(libc::EACCES)))
+            Err(CliError::io(
+                Path::new("/host/file"),
+                std::io::Error::from_raw_os_error(libc::EACCES),
+            ))
         })
         .unwrap_err();
         assert_eq!((runs, e.code), (1, libc::EACCES));

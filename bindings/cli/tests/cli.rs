@@ -33,14 +33,25 @@ impl Env {
         self.cmd(args).output().unwrap()
     }
     fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
-        let mut child = self.cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = self
+            .cmd(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         child.stdin.take().unwrap().write_all(input).unwrap();
         child.wait_with_output().unwrap()
     }
     /// Runs a command that must succeed; returns its standard output.
     fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
-        assert!(o.status.success(), "txvfs {args:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "txvfs {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8(o.stdout).unwrap()
     }
     /// Runs a command that must fail with one `txvfs: ` line; returns (exit code, message).
@@ -48,7 +59,10 @@ impl Env {
         let o = self.run(args);
         assert!(!o.status.success(), "txvfs {args:?} succeeded");
         let err = String::from_utf8(o.stderr).unwrap();
-        assert!(err.starts_with("txvfs: ") && err.lines().count() == 1, "txvfs {args:?}: stderr {err:?}");
+        assert!(
+            err.starts_with("txvfs: ") && err.lines().count() == 1,
+            "txvfs {args:?}: stderr {err:?}"
+        );
         (o.status.code().unwrap(), err)
     }
     fn init(self) -> Env {
@@ -70,7 +84,8 @@ fn missing_store_init_and_no_store_given() {
     let (code, msg) = env.fails(&["init"]);
     assert_eq!(code, libc::EEXIST, "{msg}");
     // The environment variable works instead of --store; with neither, a clear error.
-    let o = Command::new(BIN).env("TXVFS_STORE", env.store()).args(["mkdir", "/e"]).output().unwrap();
+    let o =
+        Command::new(BIN).env("TXVFS_STORE", env.store()).args(["mkdir", "/e"]).output().unwrap();
     assert!(o.status.success());
     let o = Command::new(BIN).env_remove("TXVFS_STORE").args(["ls"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
@@ -84,14 +99,28 @@ fn missing_store_init_and_no_store_given() {
 #[test]
 fn bad_arguments_and_help() {
     let env = Env::new().init();
-    for args in [&["bogus"][..], &["mkdir"], &["cat"], &["put", "only-one"], &["ls", "-x"], &["mkdir", "-m", "999", "/d"], &["import", "a", "/b", "--batch", "0"]] {
+    for args in [
+        &["bogus"][..],
+        &["mkdir"],
+        &["cat"],
+        &["put", "only-one"],
+        &["ls", "-x"],
+        &["mkdir", "-m", "999", "/d"],
+        &["import", "a", "/b", "--batch", "0"],
+    ] {
         let o = env.run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: "), "{args:?}");
     }
-    for cmd in ["init", "ls", "cat", "put", "get", "import", "export", "mkdir", "rm", "mv", "cp", "ln", "stat", "tree", "du", "df", "fsck", "mount"] {
+    for cmd in [
+        "init", "ls", "cat", "put", "get", "import", "export", "mkdir", "rm", "mv", "cp", "ln",
+        "stat", "tree", "du", "df", "fsck", "mount",
+    ] {
         let o = Command::new(BIN).args([cmd, "--help"]).output().unwrap();
-        assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Usage"), "{cmd} --help");
+        assert!(
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Usage"),
+            "{cmd} --help"
+        );
     }
     // A mountpoint that does not exist fails before mounting (bindings/fuse/tests/mount_cli.rs
     // runs real mounts).
@@ -126,7 +155,11 @@ fn file_commands() {
 
     assert_eq!(env.ok(&["ls", "/a"]), "b\ndata\nhello\n");
     let long = env.ok(&["ls", "-l", "/a"]);
-    assert!(long.lines().any(|l| l.starts_with("-rw-r-----") && l.contains(" 300000 ") && l.ends_with(" data")), "{long}");
+    assert!(
+        long.lines()
+            .any(|l| l.starts_with("-rw-r-----") && l.contains(" 300000 ") && l.ends_with(" data")),
+        "{long}"
+    );
     let rec = env.ok(&["ls", "-R", "/a"]);
     assert!(rec.contains("/a/b:\nc\n") && rec.contains("/a/b/c:\n"), "{rec}");
 
@@ -148,7 +181,10 @@ fn file_commands() {
     assert!(env.fails(&["cp", "-r", "/a", "/a/b/inside"]).1.contains("into itself"));
 
     let tree = env.ok(&["tree", "/a"]);
-    assert!(tree.starts_with("/a\n") && tree.contains("└── c") && tree.contains("sym -> hello"), "{tree}");
+    assert!(
+        tree.starts_with("/a\n") && tree.contains("└── c") && tree.contains("sym -> hello"),
+        "{tree}"
+    );
     assert!(tree.ends_with("2 directories, 4 files\n"), "{tree}");
     assert_eq!(env.ok(&["du", "-s", "/a"]), "300011\t/a\n");
     assert!(env.ok(&["du", "/a"]).contains("0\t/a/b/c\n"));
@@ -182,7 +218,11 @@ fn rm_recursive_progress() {
     env.ok(&["import", many.to_str().unwrap(), "/t"]);
     let o = env.run(&["rm", "-r", "/t"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "piped rm -r must stay quiet: {:?}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout.is_empty() && o.stderr.is_empty(),
+        "piped rm -r must stay quiet: {:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(env.ok(&["ls"]), "");
 
     env.ok(&["import", many.to_str().unwrap(), "/t"]);
@@ -191,8 +231,14 @@ fn rm_recursive_progress() {
         Ok(o) => {
             let tty = String::from_utf8_lossy(&o.stdout);
             assert!(o.status.success(), "{tty}");
-            assert!(tty.contains("rm: removed ") && tty.contains("/s"), "no progress line on a terminal: {tty:?}");
-            assert!(tty.trim_end_matches(['\r', '\n']).ends_with("\r\x1b[K"), "progress line not cleared: {tty:?}");
+            assert!(
+                tty.contains("rm: removed ") && tty.contains("/s"),
+                "no progress line on a terminal: {tty:?}"
+            );
+            assert!(
+                tty.trim_end_matches(['\r', '\n']).ends_with("\r\x1b[K"),
+                "progress line not cleared: {tty:?}"
+            );
         }
         Err(e) => eprintln!("terminal display not checked (`script`: {e})"),
     }
@@ -204,7 +250,12 @@ fn set_times(p: &Path, sec: i64, nsec: i64) {
     let c = CString::new(p.as_os_str().as_bytes()).unwrap();
     let t = libc::timespec { tv_sec: sec, tv_nsec: nsec };
     // SAFETY: valid C string and a two-element array.
-    assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) }, 0);
+    assert_eq!(
+        unsafe {
+            libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+        },
+        0
+    );
 }
 
 /// Sets a user xattr; false if the host file system has none.
@@ -231,9 +282,14 @@ fn make_tree(root: &Path) -> bool {
     std::fs::hard_link(root.join("a.txt"), root.join("sub/a-link")).unwrap();
     std::os::unix::fs::symlink("../a.txt", root.join("sub/sym")).unwrap();
     std::fs::set_permissions(root.join("a.txt"), std::fs::Permissions::from_mode(0o604)).unwrap();
-    std::fs::set_permissions(root.join("sub/deeper"), std::fs::Permissions::from_mode(0o750)).unwrap();
-    let xattrs = set_xattr(&root.join("a.txt"), "user.color", b"blue") && set_xattr(&root.join("sub"), "user.dir", b"yes");
-    for (i, p) in ["a.txt", "sub/big", "sub/deeper/empty", "sub/sym", "sub/deeper", "sub", ""].iter().enumerate() {
+    std::fs::set_permissions(root.join("sub/deeper"), std::fs::Permissions::from_mode(0o750))
+        .unwrap();
+    let xattrs = set_xattr(&root.join("a.txt"), "user.color", b"blue")
+        && set_xattr(&root.join("sub"), "user.dir", b"yes");
+    for (i, p) in ["a.txt", "sub/big", "sub/deeper/empty", "sub/sym", "sub/deeper", "sub", ""]
+        .iter()
+        .enumerate()
+    {
         set_times(&root.join(p), 1_000_000_000 + i as i64 * 1000, 123_456_789);
     }
     xattrs
@@ -249,7 +305,12 @@ fn assert_same_tree(a: &Path, b: &Path, xattrs: bool) {
         assert_eq!(std::fs::read_link(a).unwrap(), std::fs::read_link(b).unwrap());
         return;
     }
-    assert_eq!((ma.mtime(), ma.mtime_nsec()), (mb.mtime(), mb.mtime_nsec()), "mtime of {}", b.display());
+    assert_eq!(
+        (ma.mtime(), ma.mtime_nsec()),
+        (mb.mtime(), mb.mtime_nsec()),
+        "mtime of {}",
+        b.display()
+    );
     assert_eq!(ma.mode(), mb.mode(), "mode of {}", b.display());
     assert_eq!(ma.nlink(), mb.nlink(), "links of {}", b.display());
     if xattrs {
@@ -258,7 +319,8 @@ fn assert_same_tree(a: &Path, b: &Path, xattrs: bool) {
     }
     if ma.is_dir() {
         let names = |p: &Path| {
-            let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+            let mut v: Vec<_> =
+                std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
             v.sort();
             v
         };
@@ -292,7 +354,10 @@ fn import_export_round_trip() {
         let dst = env.host("dst");
         env.ok(&["export", "/imp/tree", dst.to_str().unwrap()]);
         assert_same_tree(&src, &dst, xattrs);
-        let (a, b) = (std::fs::metadata(dst.join("a.txt")).unwrap(), std::fs::metadata(dst.join("sub/a-link")).unwrap());
+        let (a, b) = (
+            std::fs::metadata(dst.join("a.txt")).unwrap(),
+            std::fs::metadata(dst.join("sub/a-link")).unwrap(),
+        );
         assert_eq!(a.ino(), b.ino(), "hard link kept on export");
         assert_eq!(env.ok(&["fsck"]), "clean\n");
     }
@@ -330,7 +395,8 @@ fn interrupted_import_resumes() {
             std::fs::write(many.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
         }
     }
-    let mut child = env.cmd(&["import", "--batch", "50", many.to_str().unwrap(), "/many"]).spawn().unwrap();
+    let mut child =
+        env.cmd(&["import", "--batch", "50", many.to_str().unwrap(), "/many"]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let _ = child.kill();
     child.wait().unwrap();
@@ -368,7 +434,8 @@ fn fsck_finds_and_repairs_damage() {
         // An entry whose inode is gone; a block beyond the file's size; a wrong link count.
         tx.clear(&schema::inode_key(victim)).unwrap();
         tx.set(&schema::block_key(big, 1000), &schema::Block::encode_data(b"stray")).unwrap();
-        let mut inode = schema::Inode::decode(&tx.get(&schema::inode_key(a)).unwrap().unwrap()).unwrap();
+        let mut inode =
+            schema::Inode::decode(&tx.get(&schema::inode_key(a)).unwrap().unwrap()).unwrap();
         inode.nlink = 5;
         tx.set(&schema::inode_key(a), &inode.encode()).unwrap();
         tx.commit(true).unwrap();
@@ -377,7 +444,10 @@ fn fsck_finds_and_repairs_damage() {
     assert_eq!(o.status.code(), Some(1));
     let report = String::from_utf8(o.stdout).unwrap();
     assert!(report.contains(&format!("points to missing inode {victim}")), "{report}");
-    assert!(report.contains(&format!("block 1000 of inode {big} lies beyond its size")), "{report}");
+    assert!(
+        report.contains(&format!("block 1000 of inode {big} lies beyond its size")),
+        "{report}"
+    );
     assert!(report.contains(&format!("inode {a} has link count 5, but 2 entries")), "{report}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("--repair"));
 
@@ -393,14 +463,19 @@ fn fsck_finds_and_repairs_damage() {
 #[test]
 fn readme_example() {
     let env = Env::new();
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     let start = readme.find("<!-- cli-example -->").expect("README has the CLI example");
     let block = &readme[start..];
     let body = &block[block.find("```sh\n").unwrap() + 6..];
     let body = &body[..body.find("```").unwrap()];
     std::fs::create_dir_all(env.host("photos/2024")).unwrap();
     std::fs::write(env.host("photos/2024/cat.jpg"), b"not really a jpeg").unwrap();
-    let script = format!("set -e\nexport PATH={}:$PATH\ncd {}\n{body}", Path::new(BIN).parent().unwrap().display(), env.dir.path().display());
+    let script = format!(
+        "set -e\nexport PATH={}:$PATH\ncd {}\n{body}",
+        Path::new(BIN).parent().unwrap().display(),
+        env.dir.path().display()
+    );
     let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("cat.jpg"));
@@ -440,7 +515,10 @@ fn fsck_chunks_orphans_and_unrepairable_damage() {
     env.ok(&["ls"]); // the next open deletes the unreachable inode, recorded as an orphan
     assert_eq!(env.ok(&["fsck"]), "clean\n");
     let backend = txvfs::kv::open(env.store().to_str().unwrap()).unwrap();
-    assert!(backend.begin().unwrap().get(&schema::inode_key(lost)).unwrap().is_none(), "orphan reaped");
+    assert!(
+        backend.begin().unwrap().get(&schema::inode_key(lost)).unwrap().is_none(),
+        "orphan reaped"
+    );
     drop(backend);
 
     let backend = txvfs::kv::open(env.store().to_str().unwrap()).unwrap();
@@ -451,7 +529,8 @@ fn fsck_chunks_orphans_and_unrepairable_damage() {
     drop(backend);
     let o = env.run(&["fsck", "--repair"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("of inode {big_ino} refers to a missing chunk")));
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains(&format!("of inode {big_ino} refers to a missing chunk")));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be repaired safely"));
 }
 
@@ -478,10 +557,20 @@ fn snapshots_and_clones() {
     assert_eq!(e.fails(&["snapshot", "create", "v1"]).0, libc::EEXIST);
     // A clone of the snapshot: changes stay in the clone.
     let clone = e.host("clone");
-    let o = Command::new(BIN).env_remove("TXVFS_STORE").args(["clone", uri, clone.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(BIN)
+        .env_remove("TXVFS_STORE")
+        .args(["clone", uri, clone.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let in_clone = |args: &[&str]| {
-        let o = Command::new(BIN).env_remove("TXVFS_STORE").arg("--store").arg(&clone).args(args).output().unwrap();
+        let o = Command::new(BIN)
+            .env_remove("TXVFS_STORE")
+            .arg("--store")
+            .arg(&clone)
+            .args(args)
+            .output()
+            .unwrap();
         assert!(o.status.success(), "txvfs {args:?}: {}", String::from_utf8_lossy(&o.stderr));
         o.stdout
     };
@@ -492,7 +581,11 @@ fn snapshots_and_clones() {
     assert_eq!(in_clone(&["fsck"]), b"clean\n");
     assert_eq!(snap(&["cat", "/d/a"]).stdout, b"v1");
     // A clone over a live store is refused: it could change under the clone.
-    let o = Command::new(BIN).env_remove("TXVFS_STORE").args(["clone", e.store().to_str().unwrap(), e.host("c2").to_str().unwrap()]).output().unwrap();
+    let o = Command::new(BIN)
+        .env_remove("TXVFS_STORE")
+        .args(["clone", e.store().to_str().unwrap(), e.host("c2").to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(libc::EINVAL));
     e.ok(&["snapshot", "delete", "v1"]);
     assert_eq!(e.ok(&["snapshot", "list"]), "");
@@ -504,12 +597,18 @@ fn snapshots_and_clones() {
 #[test]
 fn readme_snapshot_example() {
     let env = Env::new();
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start = readme.find("<!-- snapshot-cli-example -->").expect("README has the snapshot example");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start =
+        readme.find("<!-- snapshot-cli-example -->").expect("README has the snapshot example");
     let block = &readme[start..];
     let body = &block[block.find("```sh\n").unwrap() + 6..];
     let body = &body[..body.find("```").unwrap()];
-    let script = format!("set -e\nexport PATH={}:$PATH\ncd {}\n{body}", Path::new(BIN).parent().unwrap().display(), env.dir.path().display());
+    let script = format!(
+        "set -e\nexport PATH={}:$PATH\ncd {}\n{body}",
+        Path::new(BIN).parent().unwrap().display(),
+        env.dir.path().display()
+    );
     let o = Command::new("sh").arg("-c").arg(&script).env_remove("TXVFS_STORE").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -525,11 +624,24 @@ fn pack_round_trips_from_a_host_directory_and_from_a_store() {
     let img = env.host("host.pack");
     let o = env.run(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stderr.is_empty() && o.stdout.is_empty(), "pack must stay quiet when not on a terminal");
+    assert!(
+        o.stderr.is_empty() && o.stdout.is_empty(),
+        "pack must stay quiet when not on a terminal"
+    );
     let pack_uri = format!("pack:{}", img.display());
     let on_pack = |args: &[&str]| {
-        let o = Command::new(BIN).env_remove("TXVFS_STORE").arg("--store").arg(&pack_uri).args(args).output().unwrap();
-        (o.status.code().unwrap(), String::from_utf8(o.stdout).unwrap(), String::from_utf8(o.stderr).unwrap())
+        let o = Command::new(BIN)
+            .env_remove("TXVFS_STORE")
+            .arg("--store")
+            .arg(&pack_uri)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap(),
+            String::from_utf8(o.stdout).unwrap(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
     };
     assert_eq!(on_pack(&["cat", "/sub/sym"]), (0, "alpha".into(), String::new()));
     assert_eq!(on_pack(&["ls", "/sub"]).1, "a-link\nbig\ndeeper\nsym\n");
@@ -545,14 +657,25 @@ fn pack_round_trips_from_a_host_directory_and_from_a_store() {
     let img2 = env.host("store.pack");
     env.ok(&["pack", env.store().to_str().unwrap(), img2.to_str().unwrap()]);
     let dst2 = env.host("from-store-pack");
-    let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img2.display())).args(["export", "/", dst2.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(BIN)
+        .arg("--store")
+        .arg(format!("pack:{}", img2.display()))
+        .args(["export", "/", dst2.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_tree(&src, &dst2, xattrs);
     // A source that is neither a store nor a directory, and a damaged image.
-    let (code, msg) = env.fails(&["pack", env.host("nothing").to_str().unwrap(), img2.to_str().unwrap()]);
+    let (code, msg) =
+        env.fails(&["pack", env.host("nothing").to_str().unwrap(), img2.to_str().unwrap()]);
     assert_eq!(code, libc::ENOENT, "{msg}");
     std::fs::write(&img2, b"not an image").unwrap();
-    let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img2.display())).args(["ls"]).output().unwrap();
+    let o = Command::new(BIN)
+        .arg("--store")
+        .arg(format!("pack:{}", img2.display()))
+        .args(["ls"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("corrupt pack image"), "{o:?}");
 }
 
@@ -579,7 +702,10 @@ fn pack_killed_midway_leaves_the_old_image_in_place_and_nothing_else() {
     env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
     let old = std::fs::read(&img).unwrap();
     let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(env.host("")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(env.host(""))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         names
     };
@@ -594,10 +720,13 @@ fn pack_killed_midway_leaves_the_old_image_in_place_and_nothing_else() {
             std::fs::write(d.join(format!("f{i}")), vec![b'x'; i % 3000]).unwrap();
         }
         files += more;
-        let mut child = env.cmd(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]).spawn().unwrap();
+        let mut child =
+            env.cmd(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]).spawn().unwrap();
         // Kill once the image being written (whatever its name, if any) has data in it.
         let started = std::time::Instant::now();
-        while open_file_size_under(child.id(), &env.host("")) < 1 << 20 && started.elapsed().as_secs() < 60 {
+        while open_file_size_under(child.id(), &env.host("")) < 1 << 20
+            && started.elapsed().as_secs() < 60
+        {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
@@ -613,11 +742,21 @@ fn pack_killed_midway_leaves_the_old_image_in_place_and_nothing_else() {
         }
         assert_eq!(std::fs::read(&img).unwrap(), old, "round {round}: the old image was changed");
         assert_eq!(listing(), before, "round {round}: the killed build left a file behind");
-        let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["cat", "/first"]).output().unwrap();
+        let o = Command::new(BIN)
+            .arg("--store")
+            .arg(format!("pack:{}", img.display()))
+            .args(["cat", "/first"])
+            .output()
+            .unwrap();
         assert_eq!(o.stdout, b"old image");
         // A new build succeeds, and replaces the image.
         env.ok(&["pack", src.to_str().unwrap(), img.to_str().unwrap()]);
-        let o = Command::new(BIN).arg("--store").arg(format!("pack:{}", img.display())).args(["ls", "/d0"]).output().unwrap();
+        let o = Command::new(BIN)
+            .arg("--store")
+            .arg(format!("pack:{}", img.display()))
+            .args(["ls", "/d0"])
+            .output()
+            .unwrap();
         assert_eq!(String::from_utf8(o.stdout).unwrap().lines().count(), 1000);
         assert_eq!(listing(), before);
         return;

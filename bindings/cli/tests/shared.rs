@@ -26,7 +26,12 @@ fn txvfs(store: &std::path::Path, args: &[&str], stdin: Option<&[u8]>) -> Output
 
 fn ok(store: &std::path::Path, args: &[&str]) -> String {
     let o = txvfs(store, args, None);
-    assert!(o.status.success(), "txvfs {args:?}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "txvfs {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -58,7 +63,9 @@ fn commands_share_a_store_a_library_process_holds() {
             let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                store.write_file(format!("/lib/f{}", i % 20), &big[..(i as usize * 997) % big.len()]).unwrap();
+                store
+                    .write_file(format!("/lib/f{}", i % 20), &big[..(i as usize * 997) % big.len()])
+                    .unwrap();
                 store.rename(format!("/lib/f{}", i % 20), format!("/lib/g{}", i % 7)).unwrap();
                 if i % 3 == 0 {
                     let _ = store.unlink(format!("/lib/g{}", i % 5));

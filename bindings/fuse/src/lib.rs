@@ -44,7 +44,12 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> MountOptions {
-        MountOptions { read_only: false, allow_other: false, ttl: Duration::from_secs(1), threads: 4 }
+        MountOptions {
+            read_only: false,
+            allow_other: false,
+            ttl: Duration::from_secs(1),
+            threads: 4,
+        }
     }
 }
 
@@ -55,7 +60,8 @@ impl Default for MountOptions {
 /// lets go, when this returns. Returns once unmounted, after syncing the store.
 pub fn mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<()> {
     let sync_store = store.clone();
-    let target = std::ffi::CString::new(std::fs::canonicalize(mountpoint)?.into_os_string().into_vec())?;
+    let target =
+        std::ffi::CString::new(std::fs::canonicalize(mountpoint)?.into_os_string().into_vec())?;
     let mut session = new_session(store, mountpoint, options)?;
     let mut unmounter = session.unmount_callable();
     let stop = signals::stop_on_signals()?;
@@ -77,12 +83,20 @@ pub fn mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Res
 
 /// Mounts `store` on `mountpoint` in a background thread; dropping the returned session
 /// unmounts it. For tests and programs that serve a mount next to other work.
-pub fn spawn_mount(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<fuser::BackgroundSession> {
+pub fn spawn_mount(
+    store: Store,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<fuser::BackgroundSession> {
     new_session(store, mountpoint, options)?.spawn()
 }
 
 /// A session serving `store` on `mountpoint` (not yet running).
-fn new_session(store: Store, mountpoint: &Path, options: &MountOptions) -> io::Result<Session<Adapter>> {
+fn new_session(
+    store: Store,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> io::Result<Session<Adapter>> {
     libfuse_log::quiet_libfuse_table_warning();
     Session::new(Adapter::new(store, options), mountpoint, &config(options))
 }

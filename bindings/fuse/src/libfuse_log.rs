@@ -6,7 +6,12 @@ const TABLE_WARNING: &[u8] = b"fuse: warning: library too old";
 
 extern "C" {
     fn fuse_set_log_func(func: extern "C" fn(libc::c_int, *const libc::c_char, *mut libc::c_void));
-    fn vsnprintf(buf: *mut libc::c_char, size: libc::size_t, fmt: *const libc::c_char, ap: *mut libc::c_void) -> libc::c_int;
+    fn vsnprintf(
+        buf: *mut libc::c_char,
+        size: libc::size_t,
+        fmt: *const libc::c_char,
+        ap: *mut libc::c_void,
+    ) -> libc::c_int;
 }
 
 /// libfuse's logger, minus the operations-table warning: everything else goes to standard

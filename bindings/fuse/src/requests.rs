@@ -4,9 +4,9 @@
 use crate::adapter::{Adapter, Handle, Listing, LIST_PAGE};
 use crate::convert::*;
 use fuser::{
-    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use std::ffi::OsStr;
@@ -15,7 +15,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use txvfs::{FallocateMode, FileSystem, FileType, InodeFileSystem, RangeLockKind, RenameFlags, SetAttr, XattrFlags};
+use txvfs::{
+    FallocateMode, FileSystem, FileType, InodeFileSystem, RangeLockKind, RenameFlags, SetAttr,
+    XattrFlags,
+};
 
 impl fuser::Filesystem for Adapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
@@ -58,7 +61,14 @@ impl fuser::Filesystem for Adapter {
         reply: ReplyAttr,
     ) {
         let fs = self.as_caller(req);
-        let mut change = SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
+        let mut change = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: set_time(atime),
+            mtime: set_time(mtime),
+        };
         // `ftruncate` on a handle open for writing needs no write permission on the file.
         if let (Some(len), Some(fh)) = (size, fh) {
             let truncated = self.file(fh).and_then(|f| f.set_len(len).map_err(|e| errno(&e)));
@@ -77,14 +87,36 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, n: &OsStr, mode: u32, _umask: u32, rdev: u32, reply: ReplyEntry) {
-        let Some(k) = FileType::from_mode(mode).filter(|k| !matches!(k, FileType::Dir | FileType::Symlink)) else {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        n: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let Some(k) =
+            FileType::from_mode(mode).filter(|k| !matches!(k, FileType::Dir | FileType::Symlink))
+        else {
             return reply.error(Errno::EINVAL);
         };
-        self.entry(reply, self.as_caller(req).mknod_at(parent.0, name(n), k, mode & 0o7777, rdev as u64))
+        self.entry(
+            reply,
+            self.as_caller(req).mknod_at(parent.0, name(n), k, mode & 0o7777, rdev as u64),
+        )
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, n: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        n: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         self.entry(reply, self.as_caller(req).mkdir_at(parent.0, name(n), mode & 0o7777))
     }
 
@@ -96,8 +128,18 @@ impl fuser::Filesystem for Adapter {
         reply_empty(reply, self.as_caller(req).rmdir_at(parent.0, name(n)))
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.entry(reply, self.as_caller(req).symlink_at(target.as_os_str().as_bytes(), parent.0, name(link)))
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            reply,
+            self.as_caller(req).symlink_at(target.as_os_str().as_bytes(), parent.0, name(link)),
+        )
     }
 
     fn rename(
@@ -117,10 +159,20 @@ impl fuser::Filesystem for Adapter {
             no_replace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
         };
-        reply_empty(reply, self.as_caller(req).rename_at(parent.0, name(n), newparent.0, name(newname), flags))
+        reply_empty(
+            reply,
+            self.as_caller(req).rename_at(parent.0, name(n), newparent.0, name(newname), flags),
+        )
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         self.entry(reply, self.as_caller(req).link_at(ino.0, newparent.0, name(newname)))
     }
 
@@ -177,7 +229,14 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // Any close by a process drops its POSIX locks on the file.
         self.release_locks(ino.0, lock_owner.0);
         // Writes are committed as they arrive; only a bad handle can fail here.
@@ -212,7 +271,14 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.file(fh) {
             Ok(f) => reply_empty(reply, f.sync()),
             Err(e) => reply.error(e),
@@ -224,14 +290,22 @@ impl fuser::Filesystem for Adapter {
         // may read, checked now as open(2) of a directory would.
         match self.as_caller(req).readdir_ino(ino.0, None, LIST_PAGE) {
             Ok(page) => {
-                let listing = Listing { ino: ino.0, complete: page.len() < LIST_PAGE, entries: page };
+                let listing =
+                    Listing { ino: ino.0, complete: page.len() < LIST_PAGE, entries: page };
                 reply.opened(self.add_handle(Handle::Dir(Mutex::new(listing))), FopenFlags::empty())
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let h = match self.handle(fh) {
             Ok(h) => h,
             Err(e) => return reply.error(e),
@@ -279,14 +353,28 @@ impl fuser::Filesystem for Adapter {
         reply.ok()
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         match self.handles.lock().remove(&fh.0) {
             Some(_) => reply.ok(),
             None => reply.error(Errno::EBADF),
         }
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply_empty(reply, self.store.sync())
     }
 
@@ -339,10 +427,13 @@ impl fuser::Filesystem for Adapter {
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         match self.as_caller(req).listxattr_ino(ino.0) {
             Ok(names) => {
-                let list: Vec<u8> = names.into_iter().flat_map(|mut n| {
-                    n.push(0);
-                    n
-                }).collect();
+                let list: Vec<u8> = names
+                    .into_iter()
+                    .flat_map(|mut n| {
+                        n.push(0);
+                        n
+                    })
+                    .collect();
                 sized(reply, size, &list)
             }
             Err(e) => reply.error(errno(&e)),
@@ -357,7 +448,16 @@ impl fuser::Filesystem for Adapter {
         reply_empty(reply, self.as_caller(req).access_ino(ino.0, mask.bits() as u32))
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, n: &OsStr, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        n: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let fs = self.as_caller(req);
         let options = open_options(OpenFlags(flags))
             .create(true)
@@ -400,7 +500,8 @@ impl fuser::Filesystem for Adapter {
                     .find(|(f, _)| f.handle_id() == l.owner)
                     .map_or(0, |(_, pid)| *pid);
                 let end = if l.len == 0 { OFFSET_MAX } else { l.start + l.len - 1 };
-                let typ = if l.kind == RangeLockKind::Write { libc::F_WRLCK } else { libc::F_RDLCK };
+                let typ =
+                    if l.kind == RangeLockKind::Write { libc::F_WRLCK } else { libc::F_RDLCK };
                 reply.locked(l.start, end, typ, holder_pid)
             }
             Err(e) => reply.error(errno(&e)),
@@ -444,11 +545,22 @@ impl fuser::Filesystem for Adapter {
         }
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         let mode = match mode {
             0 => FallocateMode::Allocate,
             libc::FALLOC_FL_KEEP_SIZE => FallocateMode::KeepSize,
-            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => FallocateMode::PunchHole,
+            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
+                FallocateMode::PunchHole
+            }
             _ => return reply.error(Errno::from_i32(libc::EOPNOTSUPP)),
         };
         match self.file(fh) {

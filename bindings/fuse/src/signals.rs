@@ -9,15 +9,25 @@ use std::sync::atomic::Ordering;
 pub(crate) fn detach(target: &std::ffi::CStr) {
     // SAFETY: a valid C string naming the mount point.
     if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } == 0 {
-        eprintln!("txvfs mount: {} was busy: detached; serving its last users until they let go", target.to_string_lossy());
+        eprintln!(
+            "txvfs mount: {} was busy: detached; serving its last users until they let go",
+            target.to_string_lossy()
+        );
         return;
     }
     let path = std::ffi::OsStr::from_bytes(target.to_bytes());
     match std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(path).status() {
         Ok(s) if s.success() => {
-            eprintln!("txvfs mount: {} was busy: detached; serving its last users until they let go", path.to_string_lossy())
+            eprintln!(
+                "txvfs mount: {} was busy: detached; serving its last users until they let go",
+                path.to_string_lossy()
+            )
         }
-        _ => eprintln!("txvfs mount: cannot unmount {}: {}", path.to_string_lossy(), io::Error::last_os_error()),
+        _ => eprintln!(
+            "txvfs mount: cannot unmount {}: {}",
+            path.to_string_lossy(),
+            io::Error::last_os_error()
+        ),
     }
 }
 

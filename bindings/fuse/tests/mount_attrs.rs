@@ -94,7 +94,10 @@ fn special_files_and_types() {
     assert!(kind("plain").is_file());
     assert!(kind("dir").is_dir());
     assert!(kind("link").is_symlink());
-    assert_eq!(fs::symlink_metadata(m.path("fifo")).unwrap().mode(), libc::S_IFIFO | (0o644 & !current_umask()));
+    assert_eq!(
+        fs::symlink_metadata(m.path("fifo")).unwrap().mode(),
+        libc::S_IFIFO | (0o644 & !current_umask())
+    );
     for (n, k) in [
         ("fifo", FileType::Fifo),
         ("sock", FileType::Socket),
@@ -114,7 +117,8 @@ fn special_files_and_types() {
 
     // The FIFO works as a pipe (the kernel runs it).
     let fifo = m.path("fifo");
-    let mut reader = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
+    let mut reader =
+        fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
     let mut writer = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     writer.write_all(b"through the fifo").unwrap();
     let mut got = [0u8; 16];
@@ -212,17 +216,30 @@ fn as_nobody(groups: &str, cmd: &str) -> (bool, String, String) {
     } else {
         c.args(["--groups", groups]);
     }
-    let out = c.args(["--", "sh", "-c", cmd]).env("LC_ALL", "C").stdin(Stdio::null()).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out =
+        c.args(["--", "sh", "-c", cmd]).env("LC_ALL", "C").stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
 fn permissions_use_the_callers_credential() {
-    if Command::new("setpriv").arg("--help").stdout(Stdio::null()).status().map(|s| !s.success()).unwrap_or(true) {
+    if Command::new("setpriv")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true)
+    {
         skip("setpriv (util-linux) is not installed");
         return;
     }
-    let Some(m) = Mount::new(MountOptions { allow_other: true, ..MountOptions::default() }) else { return };
+    let Some(m) = Mount::new(MountOptions { allow_other: true, ..MountOptions::default() }) else {
+        return;
+    };
     fs::set_permissions(m.mnt.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let secret = m.path("secret");
     fs::write(&secret, b"root only").unwrap();
@@ -251,7 +268,10 @@ fn permissions_use_the_callers_credential() {
     assert!(!ok && err.contains("Permission denied"), "{err}");
     assert_eq!(m.store.read_file("/shared").unwrap(), b"group 1234");
     // Files made by the user are the user's.
-    let (ok, _, err) = as_nobody("1234", &format!("echo mine > {}/mine && mkdir {}/sub", open.display(), open.display()));
+    let (ok, _, err) = as_nobody(
+        "1234",
+        &format!("echo mine > {}/mine && mkdir {}/sub", open.display(), open.display()),
+    );
     assert!(ok, "{err}");
     for p in ["/open/mine", "/open/sub"] {
         let st = m.store.stat(p).unwrap();
@@ -290,8 +310,17 @@ fn statfs_counts_files() {
     let Some(m) = default_mount() else { return };
     let before = statvfs(m.mnt.path());
     assert_eq!(before.f_namemax, 255);
-    assert!(before.f_bsize > 0 && before.f_blocks >= before.f_bfree && before.f_bfree >= before.f_bavail);
-    assert!(before.f_files >= before.f_ffree, "total inodes {} < free {}", before.f_files, before.f_ffree);
+    assert!(
+        before.f_bsize > 0
+            && before.f_blocks >= before.f_bfree
+            && before.f_bfree >= before.f_bavail
+    );
+    assert!(
+        before.f_files >= before.f_ffree,
+        "total inodes {} < free {}",
+        before.f_files,
+        before.f_ffree
+    );
     let used = |s: &libc::statvfs| s.f_files - s.f_ffree;
     assert_eq!(used(&before), m.store.statfs().unwrap().files);
     for i in 0..5 {
@@ -375,7 +404,10 @@ fn unlinked_open_file_lives_until_closed() {
 #[test]
 fn store_changes_show_through_the_mount() {
     // With a ttl of 0 the kernel caches neither names nor attributes.
-    let Some(m) = Mount::new(MountOptions { ttl: Duration::ZERO, ..MountOptions::default() }) else { return };
+    let Some(m) = Mount::new(MountOptions { ttl: Duration::ZERO, ..MountOptions::default() })
+    else {
+        return;
+    };
     fs::write(m.path("f"), b"mount").unwrap();
     assert_eq!(fs::read(m.path("f")).unwrap(), b"mount");
     assert_eq!(errno(fs::metadata(m.path("g"))), libc::ENOENT);
@@ -395,10 +427,10 @@ fn store_changes_show_through_the_mount() {
     assert_eq!(errno(fs::metadata(m.path("g"))), libc::ENOENT);
     assert_eq!(errno(fs::read(m.path("f"))), libc::ENOENT);
     assert_eq!(fs::read(m.path("d/f")).unwrap(), b"changed by the store");
-    let names: Vec<_> = fs::read_dir(m.mnt.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        fs::read_dir(m.mnt.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, ["d"]);
 }
-
 
 // ---- snapshots and clones ----
 
@@ -429,13 +461,16 @@ fn mounted_snapshot_is_read_only() {
 fn mounted_clone_changes_only_itself() {
     let db = tempfile::tempdir().unwrap();
     let uri = snapshot_base(db.path());
-    let clone = Store::create_clone(&uri, db.path().join("clone").to_str().unwrap(), Options::default()).unwrap();
+    let clone =
+        Store::create_clone(&uri, db.path().join("clone").to_str().unwrap(), Options::default())
+            .unwrap();
     let Some(m) = Mount::of(clone, db, MountOptions::default()) else { return };
     assert_eq!(fs::read(m.path("d/f")).unwrap(), b"lower f");
     fs::rename(m.path("d"), m.path("e")).unwrap();
     fs::remove_file(m.path("e/g")).unwrap();
     fs::write(m.path("e/f"), b"upper f").unwrap();
-    let names: Vec<_> = fs::read_dir(m.path("e")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        fs::read_dir(m.path("e")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("f")]);
     assert_eq!(fs::read(m.path("e/f")).unwrap(), b"upper f");
     let lower = Store::open(&uri).unwrap();

@@ -72,10 +72,13 @@ fn serve(bin: &Path, store: &Path, mnt: &Path) -> Option<Served> {
 /// Waits for `served` to exit; its exit code and standard error.
 fn exit_of(served: &mut Served) -> (Option<i32>, String) {
     let mut status = None;
-    assert!(eventually(|| {
-        status = served.child.try_wait().unwrap();
-        status.is_some()
-    }), "txvfs mount did not exit");
+    assert!(
+        eventually(|| {
+            status = served.child.try_wait().unwrap();
+            status.is_some()
+        }),
+        "txvfs mount did not exit"
+    );
     let mut err = String::new();
     served.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     (status.unwrap().code(), err)
@@ -104,21 +107,33 @@ fn cli_mount_in_use_is_detached_on_sigterm_and_serves_its_last_user() {
     let Some((_dir, bin, store, mnt)) = cli_setup() else { return };
     drop(Store::open(store.to_str().unwrap()).unwrap());
     let Some(mut served) = serve(&bin, &store, &mnt) else { return };
-    let mut open = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(mnt.join("busy")).unwrap();
+    let mut open = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(mnt.join("busy"))
+        .unwrap();
     open.write_all(b"before ").unwrap();
 
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) }, 0);
     // The mount leaves the tree at once, but its user keeps working.
     assert!(eventually(|| !is_mounted(&mnt)), "still mounted after SIGTERM");
-    assert!(served.child.try_wait().unwrap().is_none(), "txvfs mount exited while its mount was in use");
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "txvfs mount exited while its mount was in use"
+    );
     open.write_all(b"after").unwrap();
     drop(open);
     let (code, err) = exit_of(&mut served);
     assert_eq!(code, Some(0), "txvfs mount: {err}");
     assert!(err.contains("busy: detached"), "{err}");
     drop(served);
-    assert_eq!(Store::open(store.to_str().unwrap()).unwrap().read_file("/busy").unwrap(), b"before after");
+    assert_eq!(
+        Store::open(store.to_str().unwrap()).unwrap().read_file("/busy").unwrap(),
+        b"before after"
+    );
 }
 
 #[test]
@@ -153,9 +168,21 @@ fn cli_mount_failures_are_one_line() {
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let fails = |store: &Path, mnt: &Path| {
-        let out = Command::new(&bin).arg("mount").arg("--store").arg(store).arg(mnt).stdin(Stdio::null()).output().unwrap();
+        let out = Command::new(&bin)
+            .arg("mount")
+            .arg("--store")
+            .arg(store)
+            .arg(mnt)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(!out.status.success(), "txvfs mount {} {} succeeded", store.display(), mnt.display());
+        assert!(
+            !out.status.success(),
+            "txvfs mount {} {} succeeded",
+            store.display(),
+            mnt.display()
+        );
         assert!(err.starts_with("txvfs: ") && err.lines().count() == 1, "stderr {err:?}");
         assert!(!is_mounted(mnt));
         (out.status.code().unwrap(), err)
@@ -182,4 +209,3 @@ fn cli_mount_failures_are_one_line() {
     // The store is unharmed and opens again.
     Store::open(store.to_str().unwrap()).unwrap().write_file("/ok", b"").unwrap();
 }
-

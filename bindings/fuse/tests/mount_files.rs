@@ -82,7 +82,6 @@ fn open_missing_and_exclusive_create() {
     assert_eq!(errno(fs::OpenOptions::new().write(true).open(m.path("d"))), libc::EISDIR);
 }
 
-
 #[test]
 fn large_and_sparse_files_byte_for_byte() {
     let Some(m) = default_mount() else { return };
@@ -96,7 +95,10 @@ fn large_and_sparse_files_byte_for_byte() {
     // pwrite and pread at offsets across block (64 KiB) and page boundaries.
     let mut model = data.clone();
     let h = fs::OpenOptions::new().read(true).write(true).open(m.path("big")).unwrap();
-    for (i, off) in [0u64, 4095, 65534, 65536 * 3 - 1, 5 * 1024 * 1024 + 3, data.len() as u64 - 2].into_iter().enumerate() {
+    for (i, off) in [0u64, 4095, 65534, 65536 * 3 - 1, 5 * 1024 * 1024 + 3, data.len() as u64 - 2]
+        .into_iter()
+        .enumerate()
+    {
         let patch = noise(1000 + i * 777, off + 1);
         h.write_all_at(&patch, off).unwrap();
         let end = off as usize + patch.len();
@@ -172,7 +174,8 @@ fn mkdir_rmdir_and_big_listing() {
     // all along exactly once. Deleted are names already listed, names the adapter has probably
     // fetched but not returned, and names it cannot have fetched yet; new names sort before
     // and after the position of the listing.
-    let removed = |i: usize| (0..100).contains(&i) || (1600..1700).contains(&i) || (2500..2600).contains(&i);
+    let removed =
+        |i: usize| (0..100).contains(&i) || (1600..1700).contains(&i) || (2500..2600).contains(&i);
     let mut listing = fs::read_dir(&d).unwrap();
     let mut counts: HashMap<String, usize> = HashMap::new();
     for e in listing.by_ref().take(1500) {
@@ -199,7 +202,8 @@ fn mkdir_rmdir_and_big_listing() {
         assert!(counts.contains_key(n), "{n} missing from the listing");
     }
     // A fresh listing shows exactly the current contents.
-    let now: Vec<String> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let now: Vec<String> =
+        fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(now.len(), N - 300 + 100);
     assert_eq!(m.store.readdir("/big", None, 10 * N).unwrap().len(), now.len());
 
@@ -211,7 +215,10 @@ fn mkdir_rmdir_and_big_listing() {
     assert!(!m.store.exists("/empty").unwrap());
     assert_eq!(errno(fs::metadata(m.path("empty"))), libc::ENOENT);
     // The directory's link count follows its subdirectories.
-    let subdirs = fs::read_dir(&d).unwrap().filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir()).count();
+    let subdirs = fs::read_dir(&d)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+        .count();
     assert_eq!(fs::metadata(&d).unwrap().nlink(), 2 + subdirs as u64);
     assert_eq!(m.store.stat("/big").unwrap().nlink, 2 + subdirs as u64);
 }
@@ -260,7 +267,10 @@ fn symlinks_and_hard_links() {
 fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> Result<(), i32> {
     let (from, to) = (cpath(from), cpath(to));
     // SAFETY: two valid C strings.
-    sys(unsafe { libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags) }).map(drop)
+    sys(unsafe {
+        libc::renameat2(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), flags)
+    })
+    .map(drop)
 }
 
 #[test]
@@ -392,4 +402,3 @@ fn extended_attributes() {
     setxattr(&m.path("d"), "user.d", b"1", 0).unwrap();
     assert_eq!(m.store.getxattr("/d", "user.d").unwrap(), b"1");
 }
-

@@ -80,7 +80,8 @@ impl Drop for Forked {
         // A child killed inside a FUSE request dies only once the request is answered (a lock
         // wait, when the lock is freed): reap it if it goes, but do not wait for it forever.
         // SAFETY: our own child and pipe.
-        let reaped = || unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 };
+        let reaped =
+            || unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) != 0 };
         if !reaped() {
             let deadline = Instant::now() + Duration::from_secs(5);
             while !reaped() && Instant::now() < deadline {
@@ -120,7 +121,13 @@ fn child_fcntl(path: &CString, cmd: libc::c_int, fl: libc::flock) -> Forked {
     })
 }
 
-fn fcntl_lock(f: &fs::File, cmd: libc::c_int, kind: libc::c_int, start: i64, len: i64) -> Result<libc::flock, i32> {
+fn fcntl_lock(
+    f: &fs::File,
+    cmd: libc::c_int,
+    kind: libc::c_int,
+    start: i64,
+    len: i64,
+) -> Result<libc::flock, i32> {
     let mut fl = flock_struct(kind, start, len);
     // SAFETY: a valid descriptor and struct.
     sys(unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl as *mut libc::flock) })?;
@@ -176,7 +183,9 @@ fn posix_record_locks_between_processes() {
     fcntl_lock(&f, libc::F_SETLK, libc::F_UNLCK, 0, 0).unwrap();
     drop(waiter);
     assert!(
-        eventually(|| child_fcntl(&cp, libc::F_SETLK, flock_struct(libc::F_WRLCK, 0, 10)).result()[0] == 0),
+        eventually(|| child_fcntl(&cp, libc::F_SETLK, flock_struct(libc::F_WRLCK, 0, 10)).result()
+            [0]
+            == 0),
         "a killed F_SETLKW waiter left its lock behind"
     );
     let r = child_fcntl(&cp, libc::F_GETLK, flock_struct(libc::F_WRLCK, 0, 0)).result();
@@ -233,23 +242,33 @@ fn mount_locks_exclude_library_handles() {
     fs::write(&p, vec![0u8; 100]).unwrap();
     let rw = OpenOptions::new().read(true).write(true);
     let lib = m.store.open("/shared", &rw).unwrap();
-    let would_block = |r: txvfs::Result<()>| matches!(r, Err(e) if e.kind() == ErrorKind::WouldBlock);
+    let would_block =
+        |r: txvfs::Result<()>| matches!(r, Err(e) if e.kind() == ErrorKind::WouldBlock);
 
     // Record locks: the mount's lock stops the library, and the other way round.
     let f = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
     fcntl_lock(&f, libc::F_SETLK, libc::F_WRLCK, 0, 10).unwrap();
-    assert!(would_block(lib.lock_range(RangeLockKind::Write, 5, 1, false)), "library locked a range the mount holds");
+    assert!(
+        would_block(lib.lock_range(RangeLockKind::Write, 5, 1, false)),
+        "library locked a range the mount holds"
+    );
     assert!(lib.test_lock(true, 0, 10).unwrap().is_some());
     lib.lock_range(RangeLockKind::Write, 20, 10, false).unwrap();
     let r = fcntl_lock(&f, libc::F_SETLK, libc::F_WRLCK, 25, 1).map(drop);
-    assert!(matches!(r, Err(e) if is_lock_conflict(e as i64)), "mount locked a range the library holds: {r:?}");
+    assert!(
+        matches!(r, Err(e) if is_lock_conflict(e as i64)),
+        "mount locked a range the library holds: {r:?}"
+    );
     let held = fcntl_lock(&f, libc::F_GETLK, libc::F_WRLCK, 0, 0).unwrap();
     assert_eq!((held.l_type as i32, held.l_start, held.l_len), (libc::F_WRLCK, 20, 10));
     lib.lock_range(RangeLockKind::Unlock, 0, 0, false).unwrap();
     fcntl_lock(&f, libc::F_SETLK, libc::F_WRLCK, 25, 1).unwrap();
     // Closing the mount's descriptor frees its locks for the library.
     drop(f);
-    assert!(eventually(|| lib.lock_range(RangeLockKind::Write, 0, 0, false).is_ok()), "the mount's locks outlived close");
+    assert!(
+        eventually(|| lib.lock_range(RangeLockKind::Write, 0, 0, false).is_ok()),
+        "the mount's locks outlived close"
+    );
     lib.lock_range(RangeLockKind::Unlock, 0, 0, false).unwrap();
 
     // F_SETLKW through the mount waits for the library's lock.

@@ -66,7 +66,9 @@ impl<'py> Borrowed<'py> {
         Self::get(obj, PYBUF_SIMPLE | PYBUF_WRITABLE).map_err(|cause| {
             let py = obj.py();
             let kind = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-            let e = PyTypeError::new_err(format!("{what} argument must be read-write bytes-like object, not {kind}"));
+            let e = PyTypeError::new_err(format!(
+                "{what} argument must be read-write bytes-like object, not {kind}"
+            ));
             e.set_cause(py, Some(cause));
             e
         })

@@ -33,7 +33,9 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     match e.kind() {
         ErrorKind::Conflict | ErrorKind::TooOld => TransactionConflict::new_err(args),
         ErrorKind::TooLarge => TransactionTooLarge::new_err(args),
-        ErrorKind::Corrupt | ErrorKind::Backend | ErrorKind::CommitUnknown => TxvfsError::new_err(args),
+        ErrorKind::Corrupt | ErrorKind::Backend | ErrorKind::CommitUnknown => {
+            TxvfsError::new_err(args)
+        }
         _ => PyOSError::new_err(args),
     }
 }
@@ -68,12 +70,18 @@ fn fail_to_py(f: Fail) -> PyErr {
 }
 
 /// Runs `f` without the GIL and inside a panic boundary.
-pub(crate) fn detached<T: Send, E: Into<Fail>>(py: Python<'_>, f: impl FnOnce() -> Result<T, E> + Send) -> PyResult<T> {
+pub(crate) fn detached<T: Send, E: Into<Fail>>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, E> + Send,
+) -> PyResult<T> {
     py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(Into::into),
         Err(p) => {
             let msg = txvfs::error::panic_message(&*p);
-            Err(Fail::Core(Error::new(ErrorKind::Backend, format!("internal error (panic in txvfs): {msg}"))))
+            Err(Fail::Core(Error::new(
+                ErrorKind::Backend,
+                format!("internal error (panic in txvfs): {msg}"),
+            )))
         }
     })
     .map_err(fail_to_py)

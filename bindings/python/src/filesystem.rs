@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::io::SeekFrom;
 use txvfs::{
-    Error, ErrorKind, FileSystem as _, FileType, OpenOptions, RenameFlags, SetTime, Store as CoreStore,
-    Transaction as CoreTransaction, XattrFlags,
+    Error, ErrorKind, FileSystem as _, FileType, OpenOptions, RenameFlags, SetTime,
+    Store as CoreStore, Transaction as CoreTransaction, XattrFlags,
 };
 
 /// What a [`FileSystem`] object runs its calls on.
@@ -62,7 +62,12 @@ pub(crate) struct FileSystem {
 impl FileSystem {
     /// Attributes of `path`; follows a final symlink unless `follow_symlinks` is false.
     #[pyo3(signature = (path, *, follow_symlinks = true))]
-    fn stat(&self, py: Python<'_>, path: &Bound<'_, PyAny>, follow_symlinks: bool) -> PyResult<StatResult> {
+    fn stat(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        follow_symlinks: bool,
+    ) -> PyResult<StatResult> {
         let p = path_of(path)?.bytes;
         let s = run!(self, py, |fs| if follow_symlinks { fs.stat(&p) } else { fs.lstat(&p) })?;
         Ok(s.into())
@@ -103,12 +108,25 @@ impl FileSystem {
     /// Creates a directory. `mode` is applied as given (no umask). With `parents`, missing
     /// parents are created too; with `exist_ok`, an existing directory is not an error.
     #[pyo3(signature = (path, mode = 0o755, *, parents = false, exist_ok = false))]
-    fn mkdir(&self, py: Python<'_>, path: &Bound<'_, PyAny>, mode: u32, parents: bool, exist_ok: bool) -> PyResult<()> {
+    fn mkdir(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        mode: u32,
+        parents: bool,
+        exist_ok: bool,
+    ) -> PyResult<()> {
         let p = path_of(path)?.bytes;
         run!(self, py, |fs| {
             let r = if parents { fs.mkdir_all(&p, mode) } else { fs.mkdir(&p, mode) };
             match r {
-                Err(e) if e.kind() == ErrorKind::Exists && exist_ok && fs.stat(&p).map(|s| s.is_dir()).unwrap_or(false) => Ok(()),
+                Err(e)
+                    if e.kind() == ErrorKind::Exists
+                        && exist_ok
+                        && fs.stat(&p).map(|s| s.is_dir()).unwrap_or(false) =>
+                {
+                    Ok(())
+                }
                 Ok(()) if parents && !exist_ok => Ok(()),
                 r => r,
             }
@@ -117,7 +135,13 @@ impl FileSystem {
 
     /// Creates a directory and all missing parents, like `os.makedirs`.
     #[pyo3(signature = (path, mode = 0o755, exist_ok = false))]
-    fn makedirs(&self, py: Python<'_>, path: &Bound<'_, PyAny>, mode: u32, exist_ok: bool) -> PyResult<()> {
+    fn makedirs(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        mode: u32,
+        exist_ok: bool,
+    ) -> PyResult<()> {
         let p = path_of(path)?.bytes;
         run!(self, py, |fs| {
             if !exist_ok && fs.exists(&p)? {
@@ -147,13 +171,25 @@ impl FileSystem {
     /// Renames `src` to `dst` atomically, replacing an existing `dst` (like `os.rename` on
     /// POSIX). `no_replace` fails with FileExistsError instead; `exchange` swaps the two.
     #[pyo3(signature = (src, dst, *, no_replace = false, exchange = false))]
-    fn rename(&self, py: Python<'_>, src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>, no_replace: bool, exchange: bool) -> PyResult<()> {
+    fn rename(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        no_replace: bool,
+        exchange: bool,
+    ) -> PyResult<()> {
         let (s, d) = (path_of(src)?.bytes, path_of(dst)?.bytes);
         run!(self, py, |fs| fs.rename_with(&s, &d, RenameFlags { no_replace, exchange }))
     }
 
     /// Renames `src` to `dst`, replacing `dst` (like `os.replace`).
-    fn replace(&self, py: Python<'_>, src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn replace(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         self.rename(py, src, dst, false, false)
     }
 
@@ -164,13 +200,22 @@ impl FileSystem {
     }
 
     /// Creates a symbolic link `dst` pointing to `src` (stored as given), like `os.symlink`.
-    fn symlink(&self, py: Python<'_>, src: &Bound<'_, PyAny>, dst: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn symlink(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let (s, d) = (path_of(src)?.bytes, path_of(dst)?.bytes);
         run!(self, py, |fs| fs.symlink(&s, &d))
     }
 
     /// The target of a symbolic link (`bytes` if `path` is bytes).
-    fn readlink<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn readlink<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let p = path_of(path)?;
         let (pb, as_bytes) = (p.bytes, p.is_bytes);
         let t = run!(self, py, |fs| fs.readlink(&pb))?;
@@ -179,7 +224,11 @@ impl FileSystem {
 
     /// The names in a directory (without `.` and `..`), in byte order.
     #[pyo3(signature = (path = None))]
-    fn listdir<'py>(&self, py: Python<'py>, path: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    fn listdir<'py>(
+        &self,
+        py: Python<'py>,
+        path: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let p = match path {
             Some(p) => path_of(p)?,
             None => PathArg { bytes: b"/".to_vec(), is_bytes: false },
@@ -203,7 +252,10 @@ impl FileSystem {
         let pb = p.bytes;
         let after = after.map(path_of).transpose()?.map(|a| a.bytes);
         let entries = run!(self, py, |fs| fs.readdir(&pb, after.as_deref(), limit))?;
-        entries.iter().map(|e| Ok((name_obj(py, &e.name, p.is_bytes)?, e.ino, kind_name(e.kind)))).collect()
+        entries
+            .iter()
+            .map(|e| Ok((name_obj(py, &e.name, p.is_bytes)?, e.ino, kind_name(e.kind))))
+            .collect()
     }
 
     /// Sets permission bits.
@@ -218,7 +270,9 @@ impl FileSystem {
         let id = |v: i64| -> PyResult<Option<u32>> {
             match v {
                 -1 => Ok(None),
-                v => u32::try_from(v).map(Some).map_err(|_| PyValueError::new_err("uid/gid out of range")),
+                v => u32::try_from(v)
+                    .map(Some)
+                    .map_err(|_| PyValueError::new_err("uid/gid out of range")),
             }
         };
         let (u, g) = (id(uid)?, id(gid)?);
@@ -228,11 +282,23 @@ impl FileSystem {
     /// Sets access and modification times like `os.utime`: `times` is `(atime, mtime)` in
     /// seconds, `ns` is `(atime_ns, mtime_ns)`; neither sets both to now.
     #[pyo3(signature = (path, times = None, *, ns = None))]
-    fn utime(&self, py: Python<'_>, path: &Bound<'_, PyAny>, times: Option<(f64, f64)>, ns: Option<(i64, i64)>) -> PyResult<()> {
+    fn utime(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        times: Option<(f64, f64)>,
+        ns: Option<(i64, i64)>,
+    ) -> PyResult<()> {
         let p = path_of(path)?.bytes;
         let (a, m) = match (times, ns) {
-            (Some(_), Some(_)) => return Err(PyValueError::new_err("utime: you may specify either 'times' or 'ns' but not both")),
-            (Some((a, m)), None) => (SetTime::At((a * 1e9).round() as i64), SetTime::At((m * 1e9).round() as i64)),
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "utime: you may specify either 'times' or 'ns' but not both",
+                ))
+            }
+            (Some((a, m)), None) => {
+                (SetTime::At((a * 1e9).round() as i64), SetTime::At((m * 1e9).round() as i64))
+            }
             (None, Some((a, m))) => (SetTime::At(a), SetTime::At(m)),
             (None, None) => (SetTime::Now, SetTime::Now),
         };
@@ -246,7 +312,12 @@ impl FileSystem {
     }
 
     /// Reads an extended attribute (OSError ENODATA if absent).
-    fn getxattr<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>, attribute: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn getxattr<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+        attribute: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let (p, n) = (path_of(path)?.bytes, path_of(attribute)?.bytes);
         let v = run!(self, py, |fs| fs.getxattr(&p, &n))?;
         Ok(PyBytes::new(py, &v))
@@ -254,7 +325,14 @@ impl FileSystem {
 
     /// Sets an extended attribute; `flags` 0, `os.XATTR_CREATE` or `os.XATTR_REPLACE`.
     #[pyo3(signature = (path, attribute, value, flags = 0))]
-    fn setxattr(&self, py: Python<'_>, path: &Bound<'_, PyAny>, attribute: &Bound<'_, PyAny>, value: &[u8], flags: i32) -> PyResult<()> {
+    fn setxattr(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        attribute: &Bound<'_, PyAny>,
+        value: &[u8],
+        flags: i32,
+    ) -> PyResult<()> {
         let (p, n) = (path_of(path)?.bytes, path_of(attribute)?.bytes);
         let f = match flags {
             0 => XattrFlags::Any,
@@ -267,14 +345,23 @@ impl FileSystem {
     }
 
     /// The names of the extended attributes of `path`.
-    fn listxattr<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    fn listxattr<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let p = path_of(path)?.bytes;
         let names = run!(self, py, |fs| fs.listxattr(&p))?;
         names.iter().map(|n| name_obj(py, n, false)).collect()
     }
 
     /// Removes an extended attribute (OSError ENODATA if absent).
-    fn removexattr(&self, py: Python<'_>, path: &Bound<'_, PyAny>, attribute: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn removexattr(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        attribute: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let (p, n) = (path_of(path)?.bytes, path_of(attribute)?.bytes);
         run!(self, py, |fs| fs.removexattr(&p, &n))
     }
@@ -296,13 +383,23 @@ impl FileSystem {
     }
 
     /// The whole contents of a file.
-    fn read_bytes<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn read_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         self.read_range(py, path, 0, usize::MAX)
     }
 
     /// Reads `length` bytes (fewer at the end of the file) from `offset` without keeping
     /// a handle open, at one consistent snapshot (one transaction).
-    fn read_range<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+    fn read_range<'py>(
+        &self,
+        py: Python<'py>,
+        path: &Bound<'py, PyAny>,
+        offset: u64,
+        length: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let p = path_of(path)?.bytes;
         let p = p.as_slice();
         let want = |f: &txvfs::File| -> txvfs::Result<usize> {
@@ -361,7 +458,15 @@ impl FileSystem {
     /// `block_size` gives a file opened for writing that has no blocks yet its own block size
     /// (a power of two from 512 to 65536), for small random writes (a database's pages).
     #[pyo3(signature = (path, flags = 0, mode = 0o644, *, write_back = false, block_size = None))]
-    fn open_raw(&self, py: Python<'_>, path: &Bound<'_, PyAny>, flags: i32, mode: u32, write_back: bool, block_size: Option<u32>) -> PyResult<Handle> {
+    fn open_raw(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        flags: i32,
+        mode: u32,
+        write_back: bool,
+        block_size: Option<u32>,
+    ) -> PyResult<Handle> {
         let p = path_of(path)?.bytes;
         let mut opts = OpenOptions::from_flags(flags, mode).write_back(write_back);
         if let Some(b) = block_size {
@@ -392,7 +497,13 @@ impl FileSystem {
 
     /// Whether `path` exists (and is of `kind`), with the meaning of `os.path`: a path that
     /// fails to resolve with a POSIX error is false; txvfs's own errors still raise.
-    fn is_kind(&self, py: Python<'_>, path: &Bound<'_, PyAny>, follow: bool, kind: Option<FileType>) -> PyResult<bool> {
+    fn is_kind(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        follow: bool,
+        kind: Option<FileType>,
+    ) -> PyResult<bool> {
         let p = path_of(path)?.bytes;
         run!(self, py, |fs| {
             let r = if follow { fs.stat(&p) } else { fs.lstat(&p) };
@@ -413,17 +524,29 @@ const SMALL_READ: usize = 64 << 10;
 /// Reading a file at one snapshot: a store opens it inside a short transaction of its own (so
 /// a concurrent writer cannot tear the result), a transaction opens it in itself.
 trait WithFile {
-    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T>;
+    fn with_file<T>(
+        &self,
+        path: &[u8],
+        f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>,
+    ) -> txvfs::Result<T>;
 }
 
 impl WithFile for CoreStore {
-    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T> {
+    fn with_file<T>(
+        &self,
+        path: &[u8],
+        f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>,
+    ) -> txvfs::Result<T> {
         self.begin()?.with_file(path, f)
     }
 }
 
 impl WithFile for CoreTransaction {
-    fn with_file<T>(&self, path: &[u8], f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>) -> txvfs::Result<T> {
+    fn with_file<T>(
+        &self,
+        path: &[u8],
+        f: impl FnOnce(&txvfs::File) -> txvfs::Result<T>,
+    ) -> txvfs::Result<T> {
         f(&self.open(path, &OpenOptions::new().read(true))?)
     }
 }

@@ -17,7 +17,11 @@ impl FsckReport {
     /// damage (`"LinkCount"`, `"StrayBlock"`, ...).
     #[getter]
     fn problems(&self) -> Vec<(String, String, bool)> {
-        self.report.problems.iter().map(|p| (format!("{:?}", p.kind), p.message.clone(), p.repaired)).collect()
+        self.report
+            .problems
+            .iter()
+            .map(|p| (format!("{:?}", p.kind), p.message.clone(), p.repaired))
+            .collect()
     }
 
     /// How many keys the check read.
@@ -38,7 +42,11 @@ impl FsckReport {
     }
 
     fn __repr__(&self) -> String {
-        format!("<FsckReport: {} problem(s), {} key(s) read>", self.report.problems.len(), self.report.keys_read)
+        format!(
+            "<FsckReport: {} problem(s), {} key(s) read>",
+            self.report.problems.len(),
+            self.report.keys_read
+        )
     }
 }
 

@@ -25,7 +25,11 @@ impl Handle {
         Handle { file: Mutex::new(Some(file)), readable, writable }
     }
 
-    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&txvfs::File) -> txvfs::Result<T> + Send) -> PyResult<T> {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&txvfs::File) -> txvfs::Result<T> + Send,
+    ) -> PyResult<T> {
         let m = &self.file;
         detached(py, move || -> Result<T, Fail> {
             let g = m.lock();
@@ -36,7 +40,11 @@ impl Handle {
     /// Reads up to `limit` bytes (to the end of the file with `None`) at the current position
     /// into a new `bytes`, which the core fills in place: one copy, from the store's blocks
     /// into the object Python gets.
-    fn read_bytes<'py>(&self, py: Python<'py>, limit: Option<usize>) -> PyResult<Bound<'py, PyBytes>> {
+    fn read_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         // What the file holds from the position: the size of the object to fill. The file can
         // grow or shrink before the read (another handle, or a thread sharing this one).
         let cap = self.with(py, |f| read_capacity(f, limit, f.position()))?;
@@ -138,7 +146,12 @@ impl Handle {
     }
 
     /// Reads up to `size` bytes at `offset` without moving the position (`pread`).
-    fn pread<'py>(&self, py: Python<'py>, size: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
+    fn pread<'py>(
+        &self,
+        py: Python<'py>,
+        size: usize,
+        offset: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let cap = self.with(py, |f| read_capacity(f, Some(size), offset))?;
         let mut got = 0;
         let bytes = PyBytes::new_with(py, cap, |buf| {
@@ -188,7 +201,11 @@ impl Handle {
             0 => return Err(to_py(Error::new(ErrorKind::Invalid, "negative seek position"))),
             1 => SeekFrom::Current(offset),
             2 => SeekFrom::End(offset),
-            _ => return Err(PyValueError::new_err(format!("invalid whence ({whence}, should be 0, 1 or 2)"))),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "invalid whence ({whence}, should be 0, 1 or 2)"
+                )))
+            }
         };
         self.with(py, |f| f.seek(to))
     }
@@ -285,7 +302,12 @@ fn lock_op(op: i32) -> PyResult<(LockOp, bool)> {
         LOCK_SH => LockOp::Sh,
         LOCK_EX => LockOp::Ex,
         LOCK_UN => LockOp::Un,
-        _ => return Err(to_py(Error::new(ErrorKind::Invalid, format!("invalid lock operation {op}")))),
+        _ => {
+            return Err(to_py(Error::new(
+                ErrorKind::Invalid,
+                format!("invalid lock operation {op}"),
+            )))
+        }
     };
     Ok((o, wait))
 }

@@ -36,7 +36,9 @@ use txvfs::ErrorKind;
 /// The errno-or-code and message of an error kind's description, for tests and tools.
 #[pyfunction]
 fn strerror(code: i32) -> String {
-    ErrorKind::from_code(code).map(|k| k.description().to_string()).unwrap_or_else(|| format!("unknown error {code}"))
+    ErrorKind::from_code(code)
+        .map(|k| k.description().to_string())
+        .unwrap_or_else(|| format!("unknown error {code}"))
 }
 
 /// Sleeps before retry `attempt` of a conflicting transaction, with the core's backoff

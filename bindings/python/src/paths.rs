@@ -34,12 +34,20 @@ pub(crate) fn path_of(obj: &Bound<'_, PyAny>) -> PyResult<PathArg> {
 fn str_bytes(s: &Bound<'_, PyString>) -> PyResult<Vec<u8>> {
     match s.to_cow() {
         Ok(v) => Ok(v.as_bytes().to_vec()),
-        Err(_) => Ok(s.call_method1("encode", ("utf-8", "surrogateescape"))?.cast::<PyBytes>()?.as_bytes().to_vec()),
+        Err(_) => Ok(s
+            .call_method1("encode", ("utf-8", "surrogateescape"))?
+            .cast::<PyBytes>()?
+            .as_bytes()
+            .to_vec()),
     }
 }
 
 /// A name or path as `bytes` (when the caller used bytes) or `str` (surrogateescape-decoded).
-pub(crate) fn name_obj<'py>(py: Python<'py>, v: &[u8], as_bytes: bool) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn name_obj<'py>(
+    py: Python<'py>,
+    v: &[u8],
+    as_bytes: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     if as_bytes {
         return Ok(PyBytes::new(py, v).into_any());
     }

@@ -44,18 +44,32 @@ impl Store {
             let s = of.as_super().store()?;
             let snap = detached(py, move || s.snapshot())?;
             let uri = path_of(uri)?.bytes;
-            let uri = String::from_utf8(uri).map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
-            return Ok(PyClassInitializer::from(FileSystem { target: Target::Store(Mutex::new(Some(snap))) })
-                .add_subclass(Store { uri }));
+            let uri = String::from_utf8(uri)
+                .map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
+            return Ok(PyClassInitializer::from(FileSystem {
+                target: Target::Store(Mutex::new(Some(snap))),
+            })
+            .add_subclass(Store { uri }));
         }
         let uri_b = path_of(uri)?.bytes;
-        let uri = String::from_utf8(uri_b).map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
+        let uri = String::from_utf8(uri_b)
+            .map_err(|_| PyValueError::new_err("store URI must be UTF-8"))?;
         let credential = match (uid, gid) {
             (None, None) if groups.is_none() => None,
-            (Some(u), Some(g)) => Some(Credential { uid: u, gid: g, groups: groups.unwrap_or_default() }),
+            (Some(u), Some(g)) => {
+                Some(Credential { uid: u, gid: g, groups: groups.unwrap_or_default() })
+            }
             _ => return Err(PyValueError::new_err("uid and gid must be given together")),
         };
-        let options = Options { sync, block_size, inline_limit, read_only, credential, max_retries, ..Options::default() };
+        let options = Options {
+            sync,
+            block_size,
+            inline_limit,
+            read_only,
+            credential,
+            max_retries,
+            ..Options::default()
+        };
         let u = uri.clone();
         let store = detached(py, move || CoreStore::open_with(&u, options))?;
         Ok(PyClassInitializer::from(FileSystem { target: Target::Store(Mutex::new(Some(store))) })

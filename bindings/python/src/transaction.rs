@@ -18,7 +18,8 @@ impl Transaction {
     fn new(py: Python<'_>, store: PyRef<'_, Store>) -> PyResult<PyClassInitializer<Self>> {
         let s = store.as_super().store()?;
         let tx = detached(py, move || s.begin())?;
-        Ok(PyClassInitializer::from(FileSystem { target: Target::Tx(Mutex::new(Some(tx))) }).add_subclass(Transaction {}))
+        Ok(PyClassInitializer::from(FileSystem { target: Target::Tx(Mutex::new(Some(tx))) })
+            .add_subclass(Transaction {}))
     }
 
     /// Commits: all changes become visible at once (and durable with `sync`), or none do.

@@ -62,7 +62,14 @@ pub unsafe extern "C" fn sqlite3_txvfs_init(
 }
 
 fn register_static(make_default: bool) -> c_int {
-    let mut api = HostApi { vfs_register: None, vfs_find: None, uri_parameter: None, mprintf: None, libversion_number: None, compileoption_used: None };
+    let mut api = HostApi {
+        vfs_register: None,
+        vfs_find: None,
+        uri_parameter: None,
+        mprintf: None,
+        libversion_number: None,
+        compileoption_used: None,
+    };
     // SAFETY: the shim only writes the struct's fields.
     unsafe { txvfs_sqlite_host_api(&mut api) };
     ffi_register(api, make_default)

@@ -34,7 +34,11 @@ fn shell_result(script: &str) -> (bool, String, String) {
             c.wait_with_output()
         })
         .expect("the sqlite3 shell (scripts/setup installs it)");
-    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -59,7 +63,8 @@ fn database_written_by_sqlite_is_a_txvfs_file_and_back() {
     assert_eq!(st.size, pages * page_size);
     let data = store.read_file("/data/app.db").unwrap();
     assert_eq!(&data[..16], b"SQLite format 3\0");
-    let names: Vec<Vec<u8>> = store.readdir("/data", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    let names: Vec<Vec<u8>> =
+        store.readdir("/data", None, 0).unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, vec![b"app.db".to_vec()], "no journal or temp file in the store");
 
     // The other direction: a database built by stock SQLite on disk, copied into the store
@@ -113,7 +118,8 @@ fn databases_in_a_snapshot_and_a_clone() {
     assert!(!ok && err.contains("readonly"), "{err}");
     assert_eq!(out.lines().collect::<Vec<_>>(), vec!["3", "3"]);
     let clone_dir = dir.path().join("clone");
-    Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), txvfs::Options::default()).unwrap();
+    Store::create_clone(&snapshot_uri, clone_dir.to_str().unwrap(), txvfs::Options::default())
+        .unwrap();
     let out = shell(&format!(
         ".load {ext}\n.open \"file:/app.db?vfs=txvfs&store={}\"\nINSERT INTO t VALUES (10);\nSELECT sum(x) FROM t;\nPRAGMA integrity_check;\n",
         clone_dir.display(),

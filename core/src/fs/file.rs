@@ -1,9 +1,9 @@
 //! Open file handles.
 
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
-use super::types::{FallocateMode, OpenOptions, Stat};
-use super::scope::CallScope;
 use super::ops::Operation;
+use super::scope::CallScope;
+use super::types::{FallocateMode, OpenOptions, Stat};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 use parking_lot::Mutex;
@@ -68,7 +68,9 @@ impl File {
                     // A transaction's handle reads the transaction's snapshot, where the
                     // file still is (its commit conflicts); an auto-commit handle reads the
                     // latest state, so it opens again if the file was freed meanwhile.
-                    if inner.open_files.end_open(ticket, Some(ino)) || matches!(scope, CallScope::InTransaction(_)) {
+                    if inner.open_files.end_open(ticket, Some(ino))
+                        || matches!(scope, CallScope::InTransaction(_))
+                    {
                         break (ino, kind);
                     }
                     inner.closed(ino);
@@ -82,7 +84,8 @@ impl File {
                 }
             }
         };
-        let write_back = options.write_back && !options.append && matches!(scope, CallScope::AutoCommit(_));
+        let write_back =
+            options.write_back && !options.append && matches!(scope, CallScope::AutoCommit(_));
         Ok(File {
             id: inner.new_handle_id(),
             scope,
@@ -101,7 +104,10 @@ impl File {
 
     fn check(&self, want_read: bool, want_write: bool) -> Result<()> {
         if self.scope.is_finished() {
-            return Err(Error::new(ErrorKind::BadHandle, "file handle belongs to a finished transaction"));
+            return Err(Error::new(
+                ErrorKind::BadHandle,
+                "file handle belongs to a finished transaction",
+            ));
         }
         if want_read && !self.readable {
             return Err(Error::new(ErrorKind::BadHandle, "file handle is not open for reading"));
@@ -211,7 +217,9 @@ impl File {
             SeekFrom::Current(d) => pos.checked_add_signed(d),
             SeekFrom::End(d) => self.stat()?.size.checked_add_signed(d),
         }
-        .ok_or_else(|| Error::new(ErrorKind::Invalid, "seek to a negative or overflowing offset"))?;
+        .ok_or_else(|| {
+            Error::new(ErrorKind::Invalid, "seek to a negative or overflowing offset")
+        })?;
         *pos = new;
         Ok(new)
     }
@@ -274,8 +282,13 @@ impl File {
     /// semantics). `len` 0 means to the end of the file and beyond.
     pub fn lock_range(&self, kind: RangeLockKind, start: u64, len: u64, wait: bool) -> Result<()> {
         self.check(false, false)?;
-        if kind == RangeLockKind::Read && !self.readable || kind == RangeLockKind::Write && !self.writable {
-            return Err(Error::new(ErrorKind::BadHandle, "lock type needs the matching access mode"));
+        if kind == RangeLockKind::Read && !self.readable
+            || kind == RangeLockKind::Write && !self.writable
+        {
+            return Err(Error::new(
+                ErrorKind::BadHandle,
+                "lock type needs the matching access mode",
+            ));
         }
         self.scope.store().inner.locks.lock_range(self.ino, self.id, kind, start, len, wait)
     }
@@ -328,7 +341,11 @@ impl Drop for File {
             if let Err(e) = self.flush() {
                 self.scope.store().inner.note_lost_write(Error::new(
                     e.kind(),
-                    format!("write-back data of inode {} was lost when its handle was dropped: {}", self.ino, e.message()),
+                    format!(
+                        "write-back data of inode {} was lost when its handle was dropped: {}",
+                        self.ino,
+                        e.message()
+                    ),
                 ));
             }
         }

@@ -1,9 +1,9 @@
 //! The [`FileSystem`] trait: the path-based file-system calls of a store and a transaction.
 
-use super::scope::CallScope;
 use super::file::File;
 use super::ops::FileRef;
 use super::path;
+use super::scope::CallScope;
 use super::store::Store;
 use super::transaction::Transaction;
 use super::types::{DirEntry, OpenOptions, RenameFlags, SetTime, Stat, StatFs, XattrFlags};
@@ -47,7 +47,8 @@ pub trait FileSystem: sealed::Sealed {
     fn write_file(&self, path: impl AsRef<[u8]>, data: &[u8]) -> Result<()> {
         let p = bytes(&path);
         self.scope().run(|op| {
-            let (ino, _) = op.open(p, &OpenOptions::new().write(true).create(true).truncate(true))?;
+            let (ino, _) =
+                op.open(p, &OpenOptions::new().write(true).create(true).truncate(true))?;
             op.write_ino(ino, 0, data, false).map(|_| ())
         })
     }
@@ -85,7 +86,8 @@ pub trait FileSystem: sealed::Sealed {
                     Err(e) if e.kind() == ErrorKind::Exists => {
                         if !op.stat(&cur, true)?.is_dir() {
                             // Like `mkdir -p`: EEXIST for the last name, ENOTDIR for a parent.
-                            let kind = if i + 1 == count { ErrorKind::Exists } else { ErrorKind::NotDir };
+                            let kind =
+                                if i + 1 == count { ErrorKind::Exists } else { ErrorKind::NotDir };
                             return Err(Error::at(kind, p));
                         }
                     }
@@ -98,7 +100,13 @@ pub trait FileSystem: sealed::Sealed {
     /// Creates a special file at `path`: a FIFO, a socket's name, or a device node numbered
     /// `rdev` ([`FileType::Fifo`](crate::FileType), `Socket`, `CharDevice`, `BlockDevice`).
     /// Only its name and attributes are stored: opening it through the store is refused.
-    fn mknod(&self, path: impl AsRef<[u8]>, kind: crate::FileType, mode: u32, rdev: u64) -> Result<()> {
+    fn mknod(
+        &self,
+        path: impl AsRef<[u8]>,
+        kind: crate::FileType,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<()> {
         self.scope().run(|op| op.mknod(bytes(&path), kind, mode, rdev))
     }
     /// Removes an empty directory.
@@ -115,7 +123,12 @@ pub trait FileSystem: sealed::Sealed {
         self.rename_with(from, to, RenameFlags::default())
     }
     /// Renames with flags (no-replace, exchange).
-    fn rename_with(&self, from: impl AsRef<[u8]>, to: impl AsRef<[u8]>, flags: RenameFlags) -> Result<()> {
+    fn rename_with(
+        &self,
+        from: impl AsRef<[u8]>,
+        to: impl AsRef<[u8]>,
+        flags: RenameFlags,
+    ) -> Result<()> {
         self.scope().run(|op| op.rename(bytes(&from), bytes(&to), flags))
     }
     /// Creates a hard link `to` for the existing non-directory `from`.
@@ -132,7 +145,12 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Lists a directory page: up to `limit` entries (0 for all) whose names sort after
     /// `after` (the cursor: the last name of the previous page), in byte order of names.
-    fn readdir(&self, path: impl AsRef<[u8]>, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+    fn readdir(
+        &self,
+        path: impl AsRef<[u8]>,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<DirEntry>> {
         self.scope().run(|op| op.readdir(bytes(&path), after, limit))
     }
     /// Sets permission bits.
@@ -159,7 +177,13 @@ pub trait FileSystem: sealed::Sealed {
         self.scope().run(|op| op.getxattr(FileRef::Path(bytes(&path)), bytes(&name)))
     }
     /// Sets an extended attribute; see [`XattrFlags`].
-    fn setxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>, value: &[u8], flags: XattrFlags) -> Result<()> {
+    fn setxattr(
+        &self,
+        path: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> Result<()> {
         self.scope().run(|op| op.setxattr(FileRef::Path(bytes(&path)), bytes(&name), value, flags))
     }
     /// Lists extended attribute names.

@@ -30,7 +30,10 @@ use std::time::Duration;
 pub const LEASE: Duration = Duration::from_secs(10);
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl StoreState {
@@ -132,7 +135,11 @@ impl Operation<'_> {
             }
             let alive = match self.inner.backend.process_alive(process) {
                 Some(known) => known,
-                None => crate::kv::decode_counter(self.tx.get(&schema::process_key(process))?.as_deref()) > now,
+                None => {
+                    crate::kv::decode_counter(
+                        self.tx.get(&schema::process_key(process))?.as_deref(),
+                    ) > now
+                }
             };
             if alive {
                 open = true;

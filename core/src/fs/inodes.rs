@@ -3,9 +3,9 @@
 //! permissions like the path calls (a name needs search permission on its directory) and
 //! take the same names as [`check_name`](super::check_name) allows.
 
-use super::ops::FileRef;
 use super::file::File;
 use super::filesystem::FileSystem;
+use super::ops::FileRef;
 use super::types::{DirEntry, OpenOptions, RenameFlags, SetTime, Stat, XattrFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
@@ -30,7 +30,14 @@ pub struct SetAttr {
 
 impl Default for SetAttr {
     fn default() -> SetAttr {
-        SetAttr { mode: None, uid: None, gid: None, size: None, atime: SetTime::Omit, mtime: SetTime::Omit }
+        SetAttr {
+            mode: None,
+            uid: None,
+            gid: None,
+            size: None,
+            atime: SetTime::Omit,
+            mtime: SetTime::Omit,
+        }
     }
 }
 
@@ -58,18 +65,41 @@ pub trait InodeFileSystem: FileSystem {
     }
     /// Creates `name` in `dir`: an empty regular file, or a special file (FIFO, socket, or a
     /// device node numbered `rdev`). Directories and symlinks have their own calls.
-    fn mknod_at(&self, dir: u64, name: impl AsRef<[u8]>, kind: FileType, mode: u32, rdev: u64) -> Result<Stat> {
+    fn mknod_at(
+        &self,
+        dir: u64,
+        name: impl AsRef<[u8]>,
+        kind: FileType,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Stat> {
         if matches!(kind, FileType::Dir | FileType::Symlink) {
-            return Err(Error::new(ErrorKind::Invalid, "mknod_at makes files and special files only"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "mknod_at makes files and special files only",
+            ));
         }
         self.make_at(dir, name.as_ref(), kind, mode, b"", rdev)
     }
     /// Creates symlink `name` in `dir` pointing to `target`.
-    fn symlink_at(&self, target: impl AsRef<[u8]>, dir: u64, name: impl AsRef<[u8]>) -> Result<Stat> {
+    fn symlink_at(
+        &self,
+        target: impl AsRef<[u8]>,
+        dir: u64,
+        name: impl AsRef<[u8]>,
+    ) -> Result<Stat> {
         self.make_at(dir, name.as_ref(), FileType::Symlink, 0o777, target.as_ref(), 0)
     }
     #[doc(hidden)]
-    fn make_at(&self, dir: u64, name: &[u8], kind: FileType, mode: u32, data: &[u8], rdev: u64) -> Result<Stat> {
+    fn make_at(
+        &self,
+        dir: u64,
+        name: &[u8],
+        kind: FileType,
+        mode: u32,
+        data: &[u8],
+        rdev: u64,
+    ) -> Result<Stat> {
         self.scope().run(|op| {
             let ino = op.mknod_at(dir, name, kind, mode, data, rdev)?;
             op.stat_ino(ino)
@@ -144,7 +174,13 @@ pub trait InodeFileSystem: FileSystem {
         self.scope().run(|op| op.getxattr(FileRef::Ino(ino), name.as_ref()))
     }
     /// Sets extended attribute `name` of `ino`.
-    fn setxattr_ino(&self, ino: u64, name: impl AsRef<[u8]>, value: &[u8], flags: XattrFlags) -> Result<()> {
+    fn setxattr_ino(
+        &self,
+        ino: u64,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> Result<()> {
         self.scope().run(|op| op.setxattr(FileRef::Ino(ino), name.as_ref(), value, flags))
     }
     /// Lists the extended attribute names of `ino`.

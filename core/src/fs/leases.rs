@@ -35,7 +35,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
     }
 }
 
@@ -82,7 +85,11 @@ pub struct LeaseTable {
 
 impl LeaseTable {
     /// A table for one process on `backend`, with leases of `lease` measured by `clock`.
-    pub fn new(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, lease: Duration) -> Arc<LeaseTable> {
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+        lease: Duration,
+    ) -> Arc<LeaseTable> {
         Arc::new(LeaseTable {
             backend,
             clock,
@@ -143,7 +150,10 @@ impl LeaseTable {
         for (&(ino, owner), locks) in held.iter() {
             let key = schema::lock_key(ino, self.process, owner);
             let _ = self.transact(|tx, now| {
-                tx.set(&key, &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }.encode())
+                tx.set(
+                    &key,
+                    &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }.encode(),
+                )
             });
         }
     }
@@ -172,7 +182,11 @@ impl LeaseTable {
                     None => false,
                 };
                 if alive {
-                    tx.set(&key, &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }.encode())?;
+                    tx.set(
+                        &key,
+                        &LockRecord { expires_ms: now + self.lease_ms, locks: locks.clone() }
+                            .encode(),
+                    )?;
                 } else {
                     tx.clear(&key)?;
                 }
@@ -221,7 +235,8 @@ impl LeaseTable {
                 }
                 continue;
             }
-            let hit = record.locks.iter().find(|theirs| locks.iter().any(|ours| ours.conflicts(theirs)));
+            let hit =
+                record.locks.iter().find(|theirs| locks.iter().any(|ours| ours.conflicts(theirs)));
             if let Some(&lock) = hit {
                 return Ok(Some(Blocker { process, owner, lock }));
             }
@@ -231,7 +246,10 @@ impl LeaseTable {
 
     /// Runs `f` in a backend transaction at the clock's current time and commits it,
     /// retrying conflicts.
-    fn transact<R>(&self, mut f: impl FnMut(&mut dyn crate::kv::Txn, u64) -> Result<R>) -> Result<R> {
+    fn transact<R>(
+        &self,
+        mut f: impl FnMut(&mut dyn crate::kv::Txn, u64) -> Result<R>,
+    ) -> Result<R> {
         crate::kv::run_with_retries(&*self.backend, 20, false, |tx| f(tx, self.clock.now_ms()))
     }
 }
@@ -240,7 +258,12 @@ impl LeaseTable {
 pub(crate) fn random_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     h.write_u32(std::process::id());
     h.finish()
 }
@@ -250,8 +273,10 @@ mod tests {
     use super::*;
     use crate::kv::{Limits, MemoryBackend};
 
-    const WHOLE_EX: LockSpec = LockSpec { whole_file: true, exclusive: true, start: 0, end: u64::MAX };
-    const WHOLE_SH: LockSpec = LockSpec { whole_file: true, exclusive: false, start: 0, end: u64::MAX };
+    const WHOLE_EX: LockSpec =
+        LockSpec { whole_file: true, exclusive: true, start: 0, end: u64::MAX };
+    const WHOLE_SH: LockSpec =
+        LockSpec { whole_file: true, exclusive: false, start: 0, end: u64::MAX };
 
     fn range(start: u64, end: u64, exclusive: bool) -> LockSpec {
         LockSpec { whole_file: false, exclusive, start, end }

@@ -60,12 +60,14 @@ impl FileLocks {
         self.shared.is_empty() && self.exclusive.is_none() && self.ranges.is_empty()
     }
     fn range_conflict(&self, owner: u64, start: u64, end: u64, write: bool) -> Option<RangeLock> {
-        self.ranges.iter().find(|r| r.0 != owner && r.1 < end && start < r.2 && (write || r.3)).map(|r| RangeLock {
-            owner: r.0,
-            kind: if r.3 { RangeLockKind::Write } else { RangeLockKind::Read },
-            start: r.1,
-            len: if r.2 == u64::MAX { 0 } else { r.2 - r.1 },
-        })
+        self.ranges.iter().find(|r| r.0 != owner && r.1 < end && start < r.2 && (write || r.3)).map(
+            |r| RangeLock {
+                owner: r.0,
+                kind: if r.3 { RangeLockKind::Write } else { RangeLockKind::Read },
+                start: r.1,
+                len: if r.2 == u64::MAX { 0 } else { r.2 - r.1 },
+            },
+        )
     }
     /// Everything `owner` holds, as published to other processes.
     fn specs_of(&self, owner: u64) -> Vec<LockSpec> {
@@ -210,7 +212,8 @@ impl LockTable {
             if kind != RangeLockKind::Unlock {
                 next.ranges.push((owner, start, end, write));
             }
-            let free = kind == RangeLockKind::Unlock || f.range_conflict(owner, start, end, write).is_none();
+            let free = kind == RangeLockKind::Unlock
+                || f.range_conflict(owner, start, end, write).is_none();
             if free && self.publish(ino, owner, &next)? {
                 *f = next;
             } else if !wait {
@@ -227,9 +230,18 @@ impl LockTable {
         }
     }
 
-    pub(crate) fn test_range(&self, ino: u64, owner: u64, write: bool, start: u64, len: u64) -> Result<Option<RangeLock>> {
+    pub(crate) fn test_range(
+        &self,
+        ino: u64,
+        owner: u64,
+        write: bool,
+        start: u64,
+        len: u64,
+    ) -> Result<Option<RangeLock>> {
         let end = range_end(start, len)?;
-        if let Some(local) = self.files.lock().get(&ino).and_then(|f| f.range_conflict(owner, start, end, write)) {
+        if let Some(local) =
+            self.files.lock().get(&ino).and_then(|f| f.range_conflict(owner, start, end, write))
+        {
             return Ok(Some(local));
         }
         let Some(shared) = &self.shared else { return Ok(None) };
@@ -271,7 +283,10 @@ mod tests {
         let t = LockTable::default();
         t.flock(1, 10, FlockOp::Shared, false).unwrap();
         t.flock(1, 11, FlockOp::Shared, false).unwrap();
-        assert_eq!(t.flock(1, 12, FlockOp::Exclusive, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+        assert_eq!(
+            t.flock(1, 12, FlockOp::Exclusive, false).unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
         t.release_all(1, 10);
         t.flock(1, 11, FlockOp::Unlock, false).unwrap();
         t.flock(1, 12, FlockOp::Exclusive, false).unwrap();

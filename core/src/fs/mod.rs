@@ -21,9 +21,9 @@ mod store;
 mod transaction;
 mod types;
 
-pub use disk_cache::DiskCacheStats;
 #[cfg(feature = "testing")]
 pub use disk_cache::DiskCacheFaults;
+pub use disk_cache::DiskCacheStats;
 pub use file::File;
 pub use filesystem::FileSystem;
 pub use inodes::{InodeFileSystem, SetAttr};
@@ -34,9 +34,9 @@ pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};
 #[doc(hidden)]
 pub use scope::CallScope;
 pub use store::Store;
+pub use transaction::Transaction;
 #[doc(hidden)]
 pub use transaction::TxShared;
-pub use transaction::Transaction;
 pub use types::*;
 
 /// Entries deleted per transaction by [`Store::remove_all`] and the orphan reaper: about

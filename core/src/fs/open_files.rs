@@ -59,7 +59,8 @@ impl OpenFiles {
                 st.opening.remove(&ticket.0);
             }
         }
-        let raced = ino.is_some_and(|ino| st.reaped.iter().any(|&(at, r)| at > ticket.0 && r == ino));
+        let raced =
+            ino.is_some_and(|ino| st.reaped.iter().any(|&(at, r)| at > ticket.0 && r == ino));
         let oldest = st.opening.keys().next().copied().unwrap_or(st.reaps);
         while st.reaped.front().is_some_and(|&(at, _)| at <= oldest) {
             st.reaped.pop_front();
@@ -109,7 +110,11 @@ impl OpenFiles {
     /// so that no open counts a handle of them meanwhile; fails with a (retryable) conflict
     /// instead when one of them was opened since the transaction decided to free it. Notes
     /// what it freed for opens in progress. With nothing freed, just commits.
-    pub(crate) fn commit_freeing<R>(&self, freed: &[u64], commit: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn commit_freeing<R>(
+        &self,
+        freed: &[u64],
+        commit: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         if freed.is_empty() {
             return commit();
         }
@@ -128,7 +133,11 @@ impl OpenFiles {
     /// Runs `reap` (which frees `ino` if it is still an orphan and returns whether it did)
     /// unless a handle of `ino` is open, holding the table's lock throughout so that no open
     /// counts a handle meanwhile; notes the reap for opens in progress.
-    pub(crate) fn reap_unless_open(&self, ino: u64, reap: impl FnOnce() -> Result<bool>) -> Result<()> {
+    pub(crate) fn reap_unless_open(
+        &self,
+        ino: u64,
+        reap: impl FnOnce() -> Result<bool>,
+    ) -> Result<()> {
         let mut st = self.state.lock();
         if st.handles.contains_key(&ino) {
             return Ok(());
@@ -170,7 +179,8 @@ mod tests {
     fn a_commit_freeing_an_inode_opened_meanwhile_conflicts() {
         let t = OpenFiles::default();
         t.opened(5);
-        let e = t.commit_freeing(&[4, 5], || -> Result<()> { panic!("must not commit") }).unwrap_err();
+        let e =
+            t.commit_freeing(&[4, 5], || -> Result<()> { panic!("must not commit") }).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Conflict);
         assert!(t.closed(5));
         let early = t.begin_open();

@@ -87,13 +87,23 @@ pub(crate) fn take_uri_options(uri: &str, options: &mut Options) -> Result<Strin
     for param in query.split('&') {
         taken |= param.starts_with("disk_cache");
         match param.split_once('=') {
-            Some(("disk_cache", dir)) if !dir.is_empty() => options.disk_cache = Some(PathBuf::from(dir)),
+            Some(("disk_cache", dir)) if !dir.is_empty() => {
+                options.disk_cache = Some(PathBuf::from(dir))
+            }
             Some(("disk_cache_size", n)) => {
                 options.disk_cache_size = n.parse().map_err(|_| {
-                    Error::new(ErrorKind::Invalid, format!("{uri}: disk_cache_size must be a number of bytes"))
+                    Error::new(
+                        ErrorKind::Invalid,
+                        format!("{uri}: disk_cache_size must be a number of bytes"),
+                    )
                 })?
             }
-            Some(("disk_cache", _)) => return Err(Error::new(ErrorKind::Invalid, format!("{uri}: disk_cache needs a directory"))),
+            Some(("disk_cache", _)) => {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("{uri}: disk_cache needs a directory"),
+                ))
+            }
             _ => rest.push(param),
         }
     }
@@ -111,8 +121,14 @@ mod tests {
     #[test]
     fn uri_options_are_taken_and_the_rest_kept() {
         let mut o = Options::default();
-        assert_eq!(take_uri_options("fdb:?prefix=a&disk_cache=/c&disk_cache_size=5", &mut o).unwrap(), "fdb:?prefix=a");
-        assert_eq!((o.disk_cache.as_deref(), o.disk_cache_size), (Some(std::path::Path::new("/c")), 5));
+        assert_eq!(
+            take_uri_options("fdb:?prefix=a&disk_cache=/c&disk_cache_size=5", &mut o).unwrap(),
+            "fdb:?prefix=a"
+        );
+        assert_eq!(
+            (o.disk_cache.as_deref(), o.disk_cache_size),
+            (Some(std::path::Path::new("/c")), 5)
+        );
         assert_eq!(take_uri_options("memory:?disk_cache=/c", &mut o).unwrap(), "memory:");
         assert_eq!(take_uri_options("/a/b", &mut o).unwrap(), "/a/b");
         assert_eq!(take_uri_options("/a/b?", &mut o).unwrap(), "/a/b?");

@@ -2,14 +2,14 @@
 //! and running one auto-commit operation.
 
 use super::ops::Operation;
-use super::state::StoreState;
+use super::options::PerOpen;
 use super::staging::Staging;
+use super::state::StoreState;
 use super::store::Store;
 use super::transaction::{finished, TxShared, TxState};
 use super::types::Credential;
-use crate::kv;
-use super::options::PerOpen;
 use crate::error::{panic_message, Error, ErrorKind, Result};
+use crate::kv;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -46,7 +46,10 @@ impl CallScope {
                 let (kv, staging) = match &mut *state {
                     TxState::Active(kv, staging) => (kv, staging),
                     TxState::Failed(e) => {
-                        return Err(Error::new(e.kind(), format!("transaction failed earlier: {}", e.message())))
+                        return Err(Error::new(
+                            e.kind(),
+                            format!("transaction failed earlier: {}", e.message()),
+                        ))
                     }
                     TxState::Done => return Err(finished()),
                 };
@@ -71,7 +74,9 @@ impl CallScope {
                             format!("an operation panicked: {}", panic_message(payload.as_ref())),
                         );
                         drop(op);
-                        if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(why)) {
+                        if let TxState::Active(_, Staging { txid: Some(txid), .. }) =
+                            std::mem::replace(&mut *state, TxState::Failed(why))
+                        {
                             let _ = store.inner.collect_stage(txid, None);
                         }
                         drop(state);
@@ -83,7 +88,9 @@ impl CallScope {
                 let wrote = op.wrote;
                 if let (Err(e), true) = (&r, wrote) {
                     // Only a rollback is possible now: free what the transaction wrote ahead.
-                    if let TxState::Active(_, Staging { txid: Some(txid), .. }) = std::mem::replace(&mut *state, TxState::Failed(e.clone())) {
+                    if let TxState::Active(_, Staging { txid: Some(txid), .. }) =
+                        std::mem::replace(&mut *state, TxState::Failed(e.clone()))
+                    {
                         let _ = store.inner.collect_stage(txid, None);
                     }
                 }
@@ -96,31 +103,44 @@ impl CallScope {
 impl StoreState {
     /// Runs one auto-commit operation of the store's own (reaping, removal of detached trees):
     /// writable, with the first open's retry limit.
-    pub(crate) fn auto_commit<R>(&self, cred: Option<&Credential>, f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+    pub(crate) fn auto_commit<R>(
+        &self,
+        cred: Option<&Credential>,
+        f: impl FnMut(&mut Operation<'_>) -> Result<R>,
+    ) -> Result<R> {
         let mode = PerOpen { read_only: false, sync: self.sync, max_retries: self.max_retries };
         self.auto_commit_as(cred, mode, f)
     }
 
     /// Runs one auto-commit operation for an open of the store with options `mode`.
-    pub(crate) fn auto_commit_as<R>(&self, cred: Option<&Credential>, mode: PerOpen, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+    pub(crate) fn auto_commit_as<R>(
+        &self,
+        cred: Option<&Credential>,
+        mode: PerOpen,
+        mut f: impl FnMut(&mut Operation<'_>) -> Result<R>,
+    ) -> Result<R> {
         let mut orphaned = Vec::new();
-        let r = kv::retry_loop(mode.max_retries, || self.backend.begin(), |mut tx| {
-            let mut op = Operation {
-                tx: &mut *tx,
-                inner: self,
-                cred,
-                read_only: mode.read_only,
-                wrote: false,
-                orphaned: Vec::new(),
-                freed: Vec::new(),
-                staging: None,
-            };
-            let r = f(&mut op)?;
-            orphaned = std::mem::take(&mut op.orphaned);
-            let freed = std::mem::take(&mut op.freed);
-            self.open_files.commit_freeing(&freed, || tx.commit(false))?;
-            Ok(r)
-        })?;
+        let r = kv::retry_loop(
+            mode.max_retries,
+            || self.backend.begin(),
+            |mut tx| {
+                let mut op = Operation {
+                    tx: &mut *tx,
+                    inner: self,
+                    cred,
+                    read_only: mode.read_only,
+                    wrote: false,
+                    orphaned: Vec::new(),
+                    freed: Vec::new(),
+                    staging: None,
+                };
+                let r = f(&mut op)?;
+                orphaned = std::mem::take(&mut op.orphaned);
+                let freed = std::mem::take(&mut op.freed);
+                self.open_files.commit_freeing(&freed, || tx.commit(false))?;
+                Ok(r)
+            },
+        )?;
         self.reap_closed(&orphaned);
         Ok(r)
     }

@@ -62,12 +62,18 @@ fn now_ms() -> u64 {
 
 impl StoreState {
     fn stage_record(&self) -> Vec<u8> {
-        StageRecord { process: self.process, expires_ms: now_ms() + STAGE_LEASE.as_millis() as u64 }.encode()
+        StageRecord { process: self.process, expires_ms: now_ms() + STAGE_LEASE.as_millis() as u64 }
+            .encode()
     }
 
     /// Writes the full blocks `blocks` (index, data) of `ino` ahead as chunks of the
     /// transaction of `staging`, in one short backend transaction; returns their chunk ids.
-    pub(crate) fn stage(&self, staging: &mut Staging, ino: u64, blocks: &[(u64, &[u8])]) -> Result<Vec<u64>> {
+    pub(crate) fn stage(
+        &self,
+        staging: &mut Staging,
+        ino: u64,
+        blocks: &[(u64, &[u8])],
+    ) -> Result<Vec<u64>> {
         let txid = match staging.txid {
             Some(t) => t,
             None => {
@@ -77,9 +83,13 @@ impl StoreState {
             }
         };
         if staging.seq + blocks.len() as u64 >= 1 << CHUNK_SEQ_BITS {
-            return Err(Error::new(ErrorKind::TooLarge, "transaction writes too many blocks ahead (16,777,216 at most)"));
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                "transaction writes too many blocks ahead (16,777,216 at most)",
+            ));
         }
-        let ids: Vec<u64> = (0..blocks.len() as u64).map(|i| txid << CHUNK_SEQ_BITS | (staging.seq + i)).collect();
+        let ids: Vec<u64> =
+            (0..blocks.len() as u64).map(|i| txid << CHUNK_SEQ_BITS | (staging.seq + i)).collect();
         let record = self.stage_record();
         // Each backend transaction carries at most `threshold` bytes (a quarter of the limit).
         let per_txn = (staging.threshold / self.block_size as u64).max(1) as usize;
@@ -131,8 +141,10 @@ impl StoreState {
                     let Some(v) = tx.get(&schema::stage_key(txid))? else { return Ok(true) };
                     // Kept while its lease runs, unless the backend knows its process died.
                     if only_expired_at.is_some_and(|now| {
-                        StageRecord::decode(&v)
-                            .is_ok_and(|r| r.expires_ms > now && self.backend.process_alive(r.process) != Some(false))
+                        StageRecord::decode(&v).is_ok_and(|r| {
+                            r.expires_ms > now
+                                && self.backend.process_alive(r.process) != Some(false)
+                        })
                     }) {
                         return Ok(true);
                     }

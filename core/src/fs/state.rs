@@ -50,11 +50,14 @@ impl StoreState {
             // Reserve a range in a transaction of its own: the counter is touched once per
             // INO_BATCH creates, and never by the caller's transaction.
             let key = schema::meta_key(Meta::NextIno);
-            *r = self.kv_transact(|tx| {
-                let next = kv::decode_counter(tx.get(&key)?.as_deref()).max(ROOT_INO + 1);
-                tx.set(&key, &(next + INO_BATCH).to_le_bytes())?;
-                Ok((next, next + INO_BATCH))
-            }, false)?;
+            *r = self.kv_transact(
+                |tx| {
+                    let next = kv::decode_counter(tx.get(&key)?.as_deref()).max(ROOT_INO + 1);
+                    tx.set(&key, &(next + INO_BATCH).to_le_bytes())?;
+                    Ok((next, next + INO_BATCH))
+                },
+                false,
+            )?;
         }
         r.0 += 1;
         Ok(r.0 - 1)
@@ -84,7 +87,11 @@ impl StoreState {
     }
 
     /// Runs `f` in a fresh kv transaction and commits it, retrying conflicts with backoff.
-    pub(crate) fn kv_transact<R>(&self, f: impl FnMut(&mut dyn Txn) -> Result<R>, durable: bool) -> Result<R> {
+    pub(crate) fn kv_transact<R>(
+        &self,
+        f: impl FnMut(&mut dyn Txn) -> Result<R>,
+        durable: bool,
+    ) -> Result<R> {
         kv::run_with_retries(&*self.backend, self.max_retries, durable, f)
     }
 }

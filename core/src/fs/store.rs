@@ -1,16 +1,16 @@
 //! [`Store`]: opening a store, and the calls that are not file-system calls (tree removal,
 //! sync, parameters).
 
+#[cfg(feature = "testing")]
+use super::disk_cache::DiskCacheFaults;
+use super::disk_cache::DiskCacheStats;
 use super::format::format_or_read;
-use super::ops::open_disk_cache;
 use super::leases::{self, LeaseTable, SystemClock, DEFAULT_LEASE};
 use super::locks::LockTable;
+use super::ops::open_disk_cache;
 use super::options::{take_uri_options, Options, PerOpen};
 use super::state::StoreState;
 use super::types::Credential;
-use super::disk_cache::DiskCacheStats;
-#[cfg(feature = "testing")]
-use super::disk_cache::DiskCacheFaults;
 use super::REMOVE_BATCH;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{self, Backend};
@@ -75,12 +75,21 @@ impl Store {
     /// its own `read_only`, `sync`, `max_retries` and credential (the store's layout options,
     /// block size and inline limit, are fixed when it is created). `space` is the (total, free) bytes
     /// that `statfs` reports; `None` asks the backend ([`Backend::disk_space`]).
-    pub fn with_backend(backend: Arc<dyn Backend>, options: Options, space: Option<(u64, u64)>) -> Result<Store> {
+    pub fn with_backend(
+        backend: Arc<dyn Backend>,
+        options: Options,
+        space: Option<(u64, u64)>,
+    ) -> Result<Store> {
         Store::open_backend(backend, options, space, true)
     }
 
     /// [`Store::with_backend`]; without `create`, a backend without a store gives NotFound.
-    fn open_backend(backend: Arc<dyn Backend>, mut options: Options, space: Option<(u64, u64)>, create: bool) -> Result<Store> {
+    fn open_backend(
+        backend: Arc<dyn Backend>,
+        mut options: Options,
+        space: Option<(u64, u64)>,
+        create: bool,
+    ) -> Result<Store> {
         // A snapshot or a pack: every change fails with EROFS before it reaches the backend.
         options.read_only |= backend.read_only();
         let space = space.or_else(|| backend.disk_space());
@@ -90,26 +99,38 @@ impl Store {
         let mut stores = open_stores().lock();
         if let Some(inner) = stores.get(&key).and_then(Weak::upgrade) {
             let open_cache = inner.disk_cache.as_ref().map(|c| c.config());
-            if options.disk_cache.is_some() && open_cache != options.disk_cache.as_deref().map(|d| (d, options.disk_cache_size)) {
+            if options.disk_cache.is_some()
+                && open_cache != options.disk_cache.as_deref().map(|d| (d, options.disk_cache_size))
+            {
                 return Err(Error::new(
                     ErrorKind::Invalid,
-                    format!("{}: already open in this process with another disk cache", backend.describe()),
+                    format!(
+                        "{}: already open in this process with another disk cache",
+                        backend.describe()
+                    ),
                 ));
             }
             return Ok(Store { inner, cred, per_open });
         }
-        if options.block_size < 512 || options.block_size > 65536 || !options.block_size.is_power_of_two() {
-            return Err(Error::new(ErrorKind::Invalid, "block size must be a power of two from 512 to 65536"));
+        if options.block_size < 512
+            || options.block_size > 65536
+            || !options.block_size.is_power_of_two()
+        {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "block size must be a power of two from 512 to 65536",
+            ));
         }
         if options.inline_limit > 65536 {
             return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
         }
         let sb = format_or_read(&*backend, &options, create)?;
         backend.set_cache_capacity(options.cache_size);
-        let (disk_cache, disk_cache_off) = match open_disk_cache(&*backend, &options, options.max_retries) {
-            Ok(cache) => (cache, None),
-            Err(why) => (None, Some(why)),
-        };
+        let (disk_cache, disk_cache_off) =
+            match open_disk_cache(&*backend, &options, options.max_retries) {
+                Ok(cache) => (cache, None),
+                Err(why) => (None, Some(why)),
+            };
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
         let shared_locks = backend.shared().then(|| {
@@ -164,7 +185,11 @@ impl Store {
     /// snapshot that survives reopening, see [`Store::create_named_snapshot`].
     pub fn snapshot(&self) -> Result<Store> {
         let backend = self.inner.backend.snapshot()?;
-        let options = Options { read_only: true, credential: self.cred.as_deref().cloned(), ..Options::default() };
+        let options = Options {
+            read_only: true,
+            credential: self.cred.as_deref().cloned(),
+            ..Options::default()
+        };
         Store::with_backend(backend, options, self.inner.space)
     }
 
@@ -244,7 +269,11 @@ impl Store {
     /// symlink reports 1. The total is not known in advance; the first call comes after the
     /// detach and the first batch. On an error, the last count reported is what was
     /// deleted for good.
-    pub fn remove_all_with(&self, path: impl AsRef<[u8]>, progress: &mut dyn FnMut(u64)) -> Result<()> {
+    pub fn remove_all_with(
+        &self,
+        path: impl AsRef<[u8]>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
         let p = path.as_ref();
         let cred = self.cred.as_deref();
         if cred.is_some_and(|c| c.uid != 0) {
@@ -270,8 +299,12 @@ impl Store {
         while let Some(dir) = pending.pop() {
             let mut after: Option<Vec<u8>> = None;
             loop {
-                let (subdirs, next) = self.inner.auto_commit(cred, |op| op.check_removable(dir, after.as_deref(), REMOVE_BATCH))
-                    .map_err(|e| Error::new(e.kind(), format!("{}: {}", String::from_utf8_lossy(p), e)))?;
+                let (subdirs, next) = self
+                    .inner
+                    .auto_commit(cred, |op| op.check_removable(dir, after.as_deref(), REMOVE_BATCH))
+                    .map_err(|e| {
+                        Error::new(e.kind(), format!("{}: {}", String::from_utf8_lossy(p), e))
+                    })?;
                 pending.extend(subdirs);
                 match next {
                     Some(n) => after = Some(n),

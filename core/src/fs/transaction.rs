@@ -63,8 +63,16 @@ impl Store {
 
     /// [`Store::transact`], choosing durability for the commit as
     /// [`Transaction::commit_durable`] does (the SQLite VFS follows `PRAGMA synchronous`).
-    pub fn transact_durable<R>(&self, durable: bool, mut f: impl FnMut(&Transaction) -> Result<R>) -> Result<R> {
-        kv::retry_loop(self.per_open.max_retries, || self.begin(), |tx| f(&tx).and_then(|v| tx.commit_durable(durable).map(|()| v)))
+    pub fn transact_durable<R>(
+        &self,
+        durable: bool,
+        mut f: impl FnMut(&Transaction) -> Result<R>,
+    ) -> Result<R> {
+        kv::retry_loop(
+            self.per_open.max_retries,
+            || self.begin(),
+            |tx| f(&tx).and_then(|v| tx.commit_durable(durable).map(|()| v)),
+        )
     }
 }
 
@@ -115,13 +123,17 @@ impl Transaction {
             TxState::Active(mut kv, staging) => {
                 let inner = &self.shared.store.inner;
                 let freed = std::mem::take(&mut *self.shared.freed.lock());
-                let commit = |kv: Box<dyn Txn>| inner.open_files.commit_freeing(&freed, || kv.commit(durable));
+                let commit = |kv: Box<dyn Txn>| {
+                    inner.open_files.commit_freeing(&freed, || kv.commit(durable))
+                };
                 let committed = match staging.txid {
                     None => commit(kv),
-                    Some(txid) => finish_stage(kv.as_mut(), txid).and_then(|()| commit(kv)).inspect_err(|_| {
-                        // Not committed (the staging record is still there): free the chunks.
-                        let _ = inner.collect_stage(txid, None);
-                    }),
+                    Some(txid) => finish_stage(kv.as_mut(), txid)
+                        .and_then(|()| commit(kv))
+                        .inspect_err(|_| {
+                            // Not committed (the staging record is still there): free the chunks.
+                            let _ = inner.collect_stage(txid, None);
+                        }),
                 };
                 committed?;
                 let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
@@ -130,7 +142,10 @@ impl Transaction {
             }
             TxState::Failed(e) => Err(Error::new(
                 e.kind(),
-                format!("transaction cannot commit: an earlier operation failed part-way: {}", e.message()),
+                format!(
+                    "transaction cannot commit: an earlier operation failed part-way: {}",
+                    e.message()
+                ),
             )),
             TxState::Done => Err(finished()),
         }

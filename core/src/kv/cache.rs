@@ -186,7 +186,10 @@ impl ReadCache {
                 Mutation::ClearRange(s, e) => {
                     let keys: Vec<Vec<u8>> = self
                         .keys
-                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .range::<[u8], _>((
+                            Bound::Included(s.as_slice()),
+                            Bound::Excluded(e.as_slice()),
+                        ))
                         .cloned()
                         .collect();
                     for k in keys {
@@ -256,7 +259,9 @@ impl ReadCache {
         // Its queue slot goes stale and is skipped; drop stale slots once they dominate.
         if self.probation.len() + self.protected.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
-            let live = |(k, s): &(Vec<u8>, u64), prot: bool| map.get(k).is_some_and(|e| e.stamp == *s && e.protected == prot);
+            let live = |(k, s): &(Vec<u8>, u64), prot: bool| {
+                map.get(k).is_some_and(|e| e.stamp == *s && e.protected == prot)
+            };
             self.probation.retain(|slot| live(slot, false));
             self.protected.retain(|slot| live(slot, true));
         }
@@ -265,7 +270,8 @@ impl ReadCache {
     /// Evicts until the cache fits its capacity.
     fn evict(&mut self) {
         while self.used() > self.capacity {
-            let from_probation = self.probation_bytes > self.capacity / 4 || self.protected_bytes == 0;
+            let from_probation =
+                self.probation_bytes > self.capacity / 4 || self.protected_bytes == 0;
             if from_probation {
                 let Some((k, stamp)) = self.probation.pop_front() else { break };
                 if self.map.get(&k).is_some_and(|e| e.stamp == stamp && !e.protected) {
@@ -274,7 +280,10 @@ impl ReadCache {
             } else {
                 let Some((k, stamp)) = self.protected.pop_front() else { break };
                 let next = self.next_stamp;
-                let Some(e) = self.map.get_mut(&k).filter(|e| e.stamp == stamp && e.protected) else { continue };
+                let Some(e) = self.map.get_mut(&k).filter(|e| e.stamp == stamp && e.protected)
+                else {
+                    continue;
+                };
                 e.stamp = next;
                 self.next_stamp += 1;
                 if e.referenced {
@@ -345,7 +354,10 @@ mod tests {
         assert!(c.get(b"big", 0).is_none(), "a large value is not filled");
         c.fill(b"small", 0, Some(b"s"));
         c.applied(1, Some(&[Mutation::Set(b"small".to_vec(), big.clone())]));
-        assert!(c.get(b"small", 1).is_none(), "a large write through leaves no entry, and no stale one");
+        assert!(
+            c.get(b"small", 1).is_none(),
+            "a large write through leaves no entry, and no stale one"
+        );
     }
 
     #[test]
@@ -362,7 +374,10 @@ mod tests {
     fn write_through_updates_cached_keys() {
         let mut c = ReadCache::new(1 << 20, 0);
         c.fill(b"a", 0, Some(b"0"));
-        c.applied(1, Some(&[Mutation::Set(b"a".to_vec(), b"1".to_vec()), Mutation::Clear(b"z".to_vec())]));
+        c.applied(
+            1,
+            Some(&[Mutation::Set(b"a".to_vec(), b"1".to_vec()), Mutation::Clear(b"z".to_vec())]),
+        );
         assert!(c.get(b"a", 0).is_none(), "the old snapshot reads the engine");
         assert_eq!(c.get(b"a", 1).unwrap().as_deref(), Some(&b"1"[..]));
         assert!(c.get(b"z", 1).is_none(), "keys not cached are not added");

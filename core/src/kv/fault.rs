@@ -121,7 +121,9 @@ impl FaultyTxn {
     fn transfer<T>(&self, bytes: usize, result: T) -> T {
         let bw = self.plan.read_bytes_per_sec.load(Ordering::SeqCst);
         if bw > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos((bytes as u128 * 1_000_000_000 / bw as u128) as u64));
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (bytes as u128 * 1_000_000_000 / bw as u128) as u64,
+            ));
         }
         result
     }
@@ -161,7 +163,13 @@ impl Txn for FaultyTxn {
         self.read_fault()?;
         self.inner.add_read_conflict_range(s, e)
     }
-    fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        s: &[u8],
+        e: &[u8],
+        l: usize,
+        r: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.read_fault()?;
         let r = self.inner.snapshot_get_range(s, e, l, r);
         self.got_range(r)

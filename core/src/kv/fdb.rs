@@ -153,7 +153,8 @@ impl FdbTxn {
     }
 
     fn read(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
-        let value = block_on(self.trx.get(&self.key(key), snapshot)).map_err(|e| fdb_error(e, "get"))?;
+        let value =
+            block_on(self.trx.get(&self.key(key), snapshot)).map_err(|e| fdb_error(e, "get"))?;
         Ok(value.map(|v| v.to_vec()))
     }
 
@@ -200,13 +201,23 @@ impl Txn for FdbTxn {
         self.read(key, true)
     }
 
-    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
-        -> Result<Vec<KeyValue>> {
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.read_range(start, end, limit, reverse, false)
     }
 
-    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
-        -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.read_range(start, end, limit, reverse, true)
     }
 
@@ -271,7 +282,10 @@ mod tests {
         let u = FdbUri::parse("fdb:").unwrap();
         assert_eq!(u, FdbUri { cluster_file: None, prefix: DEFAULT_PREFIX.into() });
         let u = FdbUri::parse("fdb:/etc/fdb.cluster?prefix=app").unwrap();
-        assert_eq!(u, FdbUri { cluster_file: Some("/etc/fdb.cluster".into()), prefix: "app".into() });
+        assert_eq!(
+            u,
+            FdbUri { cluster_file: Some("/etc/fdb.cluster".into()), prefix: "app".into() }
+        );
         for bad in ["fdb:?prefix=", "fdb:?color=red", "fdb:?prefix"] {
             assert_eq!(FdbUri::parse(bad).unwrap_err().kind(), ErrorKind::Invalid, "{bad}");
         }

@@ -15,7 +15,13 @@ pub(crate) trait FrozenRead: Send + Sync + 'static {
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// Visits `start <= key < end` in order (descending when `reverse`) until `visit` is false.
-    fn scan(&self, start: &[u8], end: &[u8], reverse: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
+    fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()>;
 }
 
 /// A read-only backend over a [`FrozenRead`].
@@ -31,7 +37,12 @@ pub(crate) struct FrozenBackend {
 
 impl FrozenBackend {
     /// A read-only backend reading `view`; `describe` names it in messages.
-    pub(crate) fn new(view: Arc<dyn FrozenRead>, limits: Limits, describe: String, disk_space: Option<(u64, u64)>) -> FrozenBackend {
+    pub(crate) fn new(
+        view: Arc<dyn FrozenRead>,
+        limits: Limits,
+        describe: String,
+        disk_space: Option<(u64, u64)>,
+    ) -> FrozenBackend {
         FrozenBackend { view, limits, describe, disk_space, source: None }
     }
 
@@ -69,7 +80,12 @@ impl Backend for FrozenBackend {
         true
     }
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        let copy = FrozenBackend::new(self.view.clone(), self.limits, self.describe.clone(), self.disk_space);
+        let copy = FrozenBackend::new(
+            self.view.clone(),
+            self.limits,
+            self.describe.clone(),
+            self.disk_space,
+        );
         Ok(Arc::new(copy.keeping(self.source.clone())))
     }
 }
@@ -80,7 +96,13 @@ struct FrozenTxn {
 }
 
 impl FrozenTxn {
-    fn range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         let mut out = Vec::new();
         if start >= end {
             return Ok(out);
@@ -104,7 +126,13 @@ impl Txn for FrozenTxn {
     fn get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
         self.range(s, e, limit, rev)
     }
-    fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        s: &[u8],
+        e: &[u8],
+        limit: usize,
+        rev: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.range(s, e, limit, rev)
     }
     fn set(&mut self, _key: &[u8], _value: &[u8]) -> Result<()> {

@@ -48,7 +48,14 @@ impl JournalTxn {
     /// Begins a transaction on `backend` that renews itself when older than `renew_after`.
     pub fn begin(backend: Arc<dyn Backend>, renew_after: Duration) -> Result<JournalTxn> {
         let tx = backend.begin()?;
-        Ok(JournalTxn { backend, tx, begun: Instant::now(), renew_after, journal: Vec::new(), renewals: 0 })
+        Ok(JournalTxn {
+            backend,
+            tx,
+            begun: Instant::now(),
+            renew_after,
+            journal: Vec::new(),
+            renewals: 0,
+        })
     }
 
     /// How many times the backend transaction was replaced so far.
@@ -112,15 +119,33 @@ impl Txn for JournalTxn {
         self.tx.snapshot_get(key)
     }
 
-    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.renew_if_old()?;
         let v = self.tx.get_range(start, end, limit, reverse)?;
         let hash = hash_of(&v);
-        self.journal.push(Entry::Range { start: start.to_vec(), end: end.to_vec(), limit, reverse, hash });
+        self.journal.push(Entry::Range {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            limit,
+            reverse,
+            hash,
+        });
         Ok(v)
     }
 
-    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.renew_if_old()?;
         self.tx.snapshot_get_range(start, end, limit, reverse)
     }

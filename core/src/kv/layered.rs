@@ -62,7 +62,10 @@ impl LayeredBackend {
         if !lower.read_only() {
             return Err(Error::new(
                 ErrorKind::Invalid,
-                format!("{}: the lower layer of a clone must be read-only (a named snapshot or a pack)", lower.describe()),
+                format!(
+                    "{}: the lower layer of a clone must be read-only (a named snapshot or a pack)",
+                    lower.describe()
+                ),
             ));
         }
         Ok(Arc::new(LayeredBackend { upper, lower }))
@@ -82,9 +85,9 @@ impl LayeredBackend {
 /// The lower layer's URI recorded in `backend`, if it is the upper layer of a clone.
 pub(crate) fn clone_record(backend: &dyn Backend) -> Result<Option<String>> {
     let Some(v) = backend.begin()?.get(CLONE_KEY)? else { return Ok(None) };
-    String::from_utf8(v)
-        .map(Some)
-        .map_err(|_| Error::new(ErrorKind::Corrupt, format!("{}: clone record is not UTF-8", backend.describe())))
+    String::from_utf8(v).map(Some).map_err(|_| {
+        Error::new(ErrorKind::Corrupt, format!("{}: clone record is not UTF-8", backend.describe()))
+    })
 }
 
 /// Opens `backend` as the clone it is the upper layer of (its lower layer opened by the URI
@@ -97,7 +100,14 @@ pub(crate) fn open_if_clone(backend: Arc<dyn Backend>) -> Result<Arc<dyn Backend
         return Ok(b);
     }
     let lower = super::open_existing(&lower_uri).map_err(|e| {
-        Error::new(e.kind(), format!("{}: cannot open the clone's lower layer {lower_uri}: {}", backend.describe(), e.message()))
+        Error::new(
+            e.kind(),
+            format!(
+                "{}: cannot open the clone's lower layer {lower_uri}: {}",
+                backend.describe(),
+                e.message()
+            ),
+        )
     })?;
     let clone = LayeredBackend::new(backend, lower)?;
     let mut clones = registry().lock();
@@ -129,7 +139,10 @@ pub fn create_clone(lower_uri: &str, upper_uri: &str) -> Result<Arc<dyn Backend>
     let upper = super::open(upper_uri)?;
     super::run_with_retries(&*upper, 10, true, |tx| {
         if !tx.get_range(b"", &[0xff], 1, false)?.is_empty() {
-            return Err(Error::new(ErrorKind::Exists, format!("{upper_uri}: not empty: a clone needs a new, empty store")));
+            return Err(Error::new(
+                ErrorKind::Exists,
+                format!("{upper_uri}: not empty: a clone needs a new, empty store"),
+            ));
         }
         tx.set(CLONE_KEY, record.as_bytes())
     })?;
@@ -223,7 +236,13 @@ impl Stream {
     }
 
     /// The next key and value, fetching a page of `page` from `tx` when needed.
-    fn peek(&mut self, tx: &mut dyn Txn, page: usize, reverse: bool, conflict: bool) -> Result<Option<&KeyValue>> {
+    fn peek(
+        &mut self,
+        tx: &mut dyn Txn,
+        page: usize,
+        reverse: bool,
+        conflict: bool,
+    ) -> Result<Option<&KeyValue>> {
         if self.buf.is_empty() && !self.done {
             let got = if conflict {
                 tx.get_range(&self.start, &self.end, page, reverse)?
@@ -287,7 +306,14 @@ impl LayeredTxn {
         Ok(first.first().is_some_and(|(_, start)| start.as_slice() <= key))
     }
 
-    fn read_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool, conflict: bool) -> Result<Vec<KeyValue>> {
+    fn read_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        conflict: bool,
+    ) -> Result<Vec<KeyValue>> {
         if start >= end {
             return Ok(Vec::new());
         }
@@ -306,7 +332,8 @@ impl LayeredTxn {
             // keeps the read conflict range to what is returned.
             let page = (limit - out.len()).min(DATA_PAGE);
             let d = data.peek(&mut *self.upper, page, reverse, conflict)?.map(|kv| kv.0.clone());
-            let l = lower.peek(&mut *self.lower, LOWER_PAGE, reverse, false)?.map(|kv| kv.0.clone());
+            let l =
+                lower.peek(&mut *self.lower, LOWER_PAGE, reverse, false)?.map(|kv| kv.0.clone());
             let take_data = match (&d, &l) {
                 (None, None) => break,
                 (Some(_), None) => true,
@@ -322,7 +349,10 @@ impl LayeredTxn {
             }
             let kv = lower.buf.pop_front().expect("peeked");
             let mut whited = false;
-            while let Some(w) = whiteouts.peek(&mut *self.upper, WHITEOUT_PAGE, reverse, conflict)?.map(|kv| kv.0.clone()) {
+            while let Some(w) = whiteouts
+                .peek(&mut *self.upper, WHITEOUT_PAGE, reverse, conflict)?
+                .map(|kv| kv.0.clone())
+            {
                 if before(&w, &kv.0) {
                     whiteouts.buf.pop_front();
                     continue;
@@ -331,7 +361,11 @@ impl LayeredTxn {
                 break;
             }
             while !whited {
-                let Some((r_end, r_start)) = ranges.peek(&mut *self.upper, RANGE_PAGE, reverse, conflict)?.cloned() else { break };
+                let Some((r_end, r_start)) =
+                    ranges.peek(&mut *self.upper, RANGE_PAGE, reverse, conflict)?.cloned()
+                else {
+                    break;
+                };
                 // Forward: skip ranges ending at or before the key; reverse: starting after it.
                 let passed = if reverse { r_start > kv.0 } else { r_end <= kv.0 };
                 if passed {
@@ -425,7 +459,13 @@ impl Txn for LayeredTxn {
     fn get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
         self.read_range(s, e, limit, rev, true)
     }
-    fn snapshot_get_range(&mut self, s: &[u8], e: &[u8], limit: usize, rev: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        s: &[u8],
+        e: &[u8],
+        limit: usize,
+        rev: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.read_range(s, e, limit, rev, false)
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -28,7 +28,13 @@ fn visible(versions: &Versions, at: u64) -> Option<&Arc<[u8]>> {
 }
 
 impl MemEngine {
-    fn write(map: &mut BTreeMap<Vec<u8>, Versions>, key: Vec<u8>, val: Option<Arc<[u8]>>, version: u64, oldest: u64) {
+    fn write(
+        map: &mut BTreeMap<Vec<u8>, Versions>,
+        key: Vec<u8>,
+        val: Option<Arc<[u8]>>,
+        version: u64,
+        oldest: u64,
+    ) {
         let versions = map.entry(key).or_default();
         // Keep the newest version visible to the oldest snapshot, and everything newer.
         if let Some(keep_from) = versions.iter().rposition(|(v, _)| *v <= oldest) {
@@ -88,13 +94,22 @@ impl Engine for MemEngine {
         let mut live = self.live_bytes.lock();
         if let Some(capacity) = self.capacity {
             // Counts every set as new bytes: a full backend refuses a little early, never late.
-            let added: u64 = batch.iter().map(|m| if let Mutation::Set(k, v) = m { (k.len() + v.len()) as u64 } else { 0 }).sum();
+            let added: u64 = batch
+                .iter()
+                .map(|m| if let Mutation::Set(k, v) = m { (k.len() + v.len()) as u64 } else { 0 })
+                .sum();
             if added > 0 && *live + added > capacity {
-                return Err(Error::new(ErrorKind::NoSpace, format!("memory backend is full ({capacity} bytes)")));
+                return Err(Error::new(
+                    ErrorKind::NoSpace,
+                    format!("memory backend is full ({capacity} bytes)"),
+                ));
             }
         }
         let live_size = |map: &BTreeMap<Vec<u8>, Versions>, k: &[u8]| {
-            map.get(k).and_then(|vs| vs.last()).and_then(|(_, v)| v.as_ref()).map_or(0, |v| (k.len() + v.len()) as u64)
+            map.get(k)
+                .and_then(|vs| vs.last())
+                .and_then(|(_, v)| v.as_ref())
+                .map_or(0, |v| (k.len() + v.len()) as u64)
         };
         let mut deleted = Vec::new();
         for m in batch {
@@ -115,7 +130,10 @@ impl Engine for MemEngine {
                 }
                 Mutation::ClearRange(s, e) => {
                     let keys: Vec<Vec<u8>> = map
-                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .range::<[u8], _>((
+                            Bound::Included(s.as_slice()),
+                            Bound::Excluded(e.as_slice()),
+                        ))
                         .filter(|(_, vs)| vs.last().is_some_and(|(_, v)| v.is_some()))
                         .map(|(k, _)| k.clone())
                         .collect();
@@ -135,7 +153,11 @@ impl Engine for MemEngine {
         while tomb.front().is_some_and(|(v, _)| *v <= oldest) {
             let (v, keys) = tomb.pop_front().unwrap();
             for k in keys {
-                if map.get(&k).and_then(|vs| vs.last()).is_some_and(|(lv, val)| *lv == v && val.is_none()) {
+                if map
+                    .get(&k)
+                    .and_then(|vs| vs.last())
+                    .is_some_and(|(lv, val)| *lv == v && val.is_none())
+                {
                     map.remove(&k);
                 }
             }
@@ -192,7 +214,11 @@ impl Backend for MemoryBackend {
         if let Some(c) = self.occ.engine().capacity {
             params.push(format!("capacity={c}"));
         }
-        if params.is_empty() { "memory:".into() } else { format!("memory:?{}", params.join("&")) }
+        if params.is_empty() {
+            "memory:".into()
+        } else {
+            format!("memory:?{}", params.join("&"))
+        }
     }
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         let view = Arc::new(self.occ.pin()?);

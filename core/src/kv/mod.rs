@@ -11,32 +11,32 @@ use crate::error::{Error, ErrorKind, Result};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod cache;
 #[cfg(feature = "testing")]
 mod fault;
-mod journal;
 #[cfg(feature = "foundationdb")]
 mod fdb;
 mod frozen;
+mod journal;
 mod layered;
 mod memory;
-mod cache;
 mod occ;
-mod retry;
 #[cfg(feature = "rocksdb")]
 mod owner;
+mod retry;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 #[cfg(feature = "rocksdb")]
-mod shared;
-#[cfg(feature = "rocksdb")]
 mod rocks_named;
+#[cfg(feature = "rocksdb")]
+mod shared;
 
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
-pub use journal::JournalTxn;
-pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 #[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
+pub use journal::JournalTxn;
+pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 pub use memory::MemoryBackend;
 pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
@@ -200,8 +200,13 @@ pub trait Txn: Send {
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
     /// or descending from `end` when `reverse`. Adds the range actually covered to the read
     /// conflict set, so a later insert into it conflicts (no phantoms).
-    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
-        -> Result<Vec<KeyValue>>;
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>>;
     /// Adds `start <= key < end` to the read conflict set without reading it: the commit fails
     /// if a concurrent commit writes there. The default reads the range (same conflicts).
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
@@ -210,15 +215,25 @@ pub trait Txn: Send {
     /// Reads every pair with `start <= key < end` in ascending order like [`Txn::get_range`]
     /// (the whole range enters the read conflict set), lending each to `visit` instead of
     /// returning copies. The default copies through `get_range`.
-    fn visit_range(&mut self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         for (k, v) in self.get_range(start, end, 0, false)? {
             visit(&k, &v);
         }
         Ok(())
     }
     /// [`Txn::get_range`] without adding a read conflict.
-    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool)
-        -> Result<Vec<KeyValue>>;
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>>;
     /// Writes a key.
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Deletes a key.
@@ -263,16 +278,21 @@ pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     layered::open_if_clone(backend)
 }
 
-
 /// `uri` with a RocksDB path made absolute (other URIs as they are), to be recorded.
 pub(crate) fn absolute_uri(uri: &str) -> Result<String> {
-    let scheme = uri.split_once(':').map(|(s, _)| s).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()));
+    let scheme = uri
+        .split_once(':')
+        .map(|(s, _)| s)
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()));
     if scheme.is_some_and(|s| s != "rocksdb") {
         return Ok(uri.to_string());
     }
     let (path, _, snapshot) = rocksdb_uri(uri)?;
-    let abs = std::path::absolute(path).map_err(|e| Error::new(ErrorKind::Invalid, format!("{uri}: {e}")))?;
-    let abs = abs.to_str().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{uri}: path is not UTF-8")))?;
+    let abs = std::path::absolute(path)
+        .map_err(|e| Error::new(ErrorKind::Invalid, format!("{uri}: {e}")))?;
+    let abs = abs
+        .to_str()
+        .ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{uri}: path is not UTF-8")))?;
     Ok(match snapshot {
         Some(name) => format!("rocksdb:{abs}?snapshot={name}"),
         None => format!("rocksdb:{abs}"),
@@ -292,8 +312,13 @@ pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
         for param in query.split('&').filter(|p| !p.is_empty()) {
             match param.split_once('=') {
                 Some(("limits", "foundationdb")) => limits = Limits::FOUNDATIONDB,
-                Some(("capacity", n)) => capacity = Some(n.parse().map_err(|_| bad("capacity must be a number of bytes"))?),
-                _ => return Err(bad(&format!("unknown memory option {param:?} (known: limits=foundationdb, capacity=BYTES)"))),
+                Some(("capacity", n)) => {
+                    capacity =
+                        Some(n.parse().map_err(|_| bad("capacity must be a number of bytes"))?)
+                }
+                _ => return Err(bad(&format!(
+                    "unknown memory option {param:?} (known: limits=foundationdb, capacity=BYTES)"
+                ))),
             }
         }
         return Ok(Arc::new(MemoryBackend::with_capacity(limits, capacity)));

@@ -12,13 +12,13 @@
 //! commits then share fsyncs (group commit, `sync_to`). A read cache (`cache.rs`) is updated
 //! as each commit is applied, under the lock that publishes the new version.
 
+use super::cache::ReadCache;
 use super::{KeyValue, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
-use super::cache::ReadCache;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,7 +37,12 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn snapshot(&self, version: u64) -> Self::Snapshot;
     fn get(&self, snap: &Self::Snapshot, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// [`Engine::get`] lending the value to `read` (false: absent). The default copies.
-    fn get_with(&self, snap: &Self::Snapshot, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+    fn get_with(
+        &self,
+        snap: &Self::Snapshot,
+        key: &[u8],
+        read: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
         Ok(self.get(snap, key)?.map(|v| read(&v)).is_some())
     }
     /// Reads the latest applied state; called inside the commit critical section.
@@ -76,7 +81,6 @@ struct Resolver {
     /// Write sets of commits newer than the oldest live snapshot.
     log: VecDeque<(u64, WriteSet)>,
 }
-
 
 /// A commit that passed the resolver, waiting to be applied in version order.
 struct Staged {
@@ -251,7 +255,7 @@ impl<E: Engine> OccStore<E> {
         out
     }
 
-/// Fails once an fsync has failed; see `failed`.
+    /// Fails once an fsync has failed; see `failed`.
     fn check_healthy(&self) -> Result<()> {
         match &*self.failed.lock() {
             None => Ok(()),
@@ -354,8 +358,20 @@ impl<E: Engine> super::frozen::FrozenRead for Pinned<E> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.store.engine.get(self.snap.as_ref().expect("snapshot lives until drop"), key)
     }
-    fn scan(&self, start: &[u8], end: &[u8], reverse: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
-        self.store.engine.scan(self.snap.as_ref().expect("snapshot lives until drop"), start, end, reverse, visit)
+    fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.store.engine.scan(
+            self.snap.as_ref().expect("snapshot lives until drop"),
+            start,
+            end,
+            reverse,
+            visit,
+        )
     }
 }
 
@@ -413,10 +429,16 @@ impl<E: Engine> OccTxn<E> {
             if *v <= self.read_version {
                 continue;
             }
-            let hit = other.points.iter().any(|k| self.read_points.contains(k) || ranges_contain(read_ranges, k))
+            let hit = other
+                .points
+                .iter()
+                .any(|k| self.read_points.contains(k) || ranges_contain(read_ranges, k))
                 || other.ranges.iter().any(|(s, e)| {
                     self.read_points
-                        .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                        .range::<[u8], _>((
+                            Bound::Included(s.as_slice()),
+                            Bound::Excluded(e.as_slice()),
+                        ))
                         .next()
                         .is_some()
                         || ranges_overlap(read_ranges, s, e)
@@ -694,8 +716,17 @@ impl<E: Engine> Txn for OccTxn<E> {
         }
         Ok(found)
     }
-    fn visit_range(&mut self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<()> {
-        let own_writes = self.writes.range::<[u8], _>((Bound::Included(start), Bound::Excluded(end))).next().is_some()
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let own_writes = self
+            .writes
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .next()
+            .is_some()
             || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice());
         if own_writes || start >= end {
             // This transaction's writes must be merged in: the copying path does that.

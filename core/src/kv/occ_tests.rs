@@ -24,7 +24,14 @@ impl Engine for FlakyDisk {
     fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.map.lock().get(key).cloned())
     }
-    fn scan(&self, snap: &Self::Snapshot, s: &[u8], e: &[u8], _rev: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+    fn scan(
+        &self,
+        snap: &Self::Snapshot,
+        s: &[u8],
+        e: &[u8],
+        _rev: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         for (k, v) in snap.range::<[u8], _>((Bound::Included(s), Bound::Excluded(e))) {
             if !visit(k, v) {
                 break;
@@ -187,6 +194,10 @@ fn commits_waiting_behind_a_slow_write_are_applied_in_order() {
         t.join().unwrap().unwrap();
     }
     let mut t = store.begin().unwrap();
-    assert_eq!(super::super::decode_counter(t.get(b"count").unwrap().as_deref()), 4, "atomics resolved in order");
+    assert_eq!(
+        super::super::decode_counter(t.get(b"count").unwrap().as_deref()),
+        4,
+        "atomics resolved in order"
+    );
     assert_eq!(t.get(b"k4").unwrap().as_deref(), Some(&b"4"[..]));
 }

@@ -78,7 +78,9 @@ pub struct OwnerLock {
 /// Returns the slot to pass to [`keep_in_children`] before closing `fd`.
 pub fn close_in_children(fd: i32) -> Option<usize> {
     register_fork_handler();
-    LOCK_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok())
+    LOCK_FDS
+        .iter()
+        .position(|s| s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_ok())
 }
 
 /// Undoes [`close_in_children`] (call before closing the descriptor).
@@ -112,10 +114,15 @@ impl OwnerLock {
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| Error::new(ErrorKind::Invalid, format!("{what}: path contains NUL")))?;
         // SAFETY: c is a valid C string; the flags and mode are plain values.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644) };
+        let fd = unsafe {
+            libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_CLOEXEC, 0o644)
+        };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
-            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot open {}: {e}", path.display())));
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!("{what}: cannot open {}: {e}", path.display()),
+            ));
         }
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() } as u32;
@@ -132,9 +139,15 @@ impl OwnerLock {
                     Some(p) => format!("process {p}"),
                     None => "another process".to_string(),
                 };
-                return Err(Error::new(ErrorKind::Busy, format!("{what}: store is in use by {by}")));
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!("{what}: store is in use by {by}"),
+                ));
             }
-            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!("{what}: cannot lock {}: {e}", path.display()),
+            ));
         }
         write_owner(fd, pid, exclusive);
         Ok(OwnerLock { fd, slot: close_in_children(fd), generation: fork_generation(), pid })
@@ -228,17 +241,27 @@ impl SnapshotLock {
         let fd = unsafe { libc::open(c.as_ptr(), mode | libc::O_CLOEXEC) };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
-            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot open {}: {e}", path.display())));
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!("{what}: cannot open {}: {e}", path.display()),
+            ));
         }
         let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK };
         if let Err(e) = ofd_lock(fd, kind, libc::F_OFD_SETLK) {
             // SAFETY: fd is ours and open.
             unsafe { libc::close(fd) };
             if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-                let why = if exclusive { "the snapshot is open (by this or another process)" } else { "the snapshot is being deleted" };
+                let why = if exclusive {
+                    "the snapshot is open (by this or another process)"
+                } else {
+                    "the snapshot is being deleted"
+                };
                 return Err(Error::new(ErrorKind::Busy, format!("{what}: {why}")));
             }
-            return Err(Error::new(ErrorKind::Backend, format!("{what}: cannot lock {}: {e}", path.display())));
+            return Err(Error::new(
+                ErrorKind::Backend,
+                format!("{what}: cannot lock {}: {e}", path.display()),
+            ));
         }
         // SAFETY: getpid cannot fail.
         let pid = unsafe { libc::getpid() } as u32;

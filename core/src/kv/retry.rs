@@ -46,5 +46,9 @@ pub fn run_with_retries<R>(
     durable: bool,
     mut f: impl FnMut(&mut dyn Txn) -> Result<R>,
 ) -> Result<R> {
-    retry_loop(max_retries, || backend.begin(), |mut tx| f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v)))
+    retry_loop(
+        max_retries,
+        || backend.begin(),
+        |mut tx| f(&mut *tx).and_then(|v| tx.commit(durable).map(|()| v)),
+    )
 }

@@ -10,7 +10,10 @@ use super::owner::{forked_error, OwnerLock};
 use super::{Backend, Limits, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
-use rocksdb::{BlockBasedOptions, Cache, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
+    WriteOptions, DB,
+};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
@@ -28,7 +31,10 @@ impl RocksEngine {
     /// Refuses every use of a store inherited across fork().
     fn check_owner(&self) -> Result<()> {
         if self.owner.inherited() {
-            return Err(forked_error(&format!("rocksdb:{}", self.path.display()), self.owner.owner_pid()));
+            return Err(forked_error(
+                &format!("rocksdb:{}", self.path.display()),
+                self.owner.owner_pid(),
+            ));
         }
         Ok(())
     }
@@ -45,11 +51,7 @@ impl Drop for RocksEngine {
 
 fn backend_error(path: &Path, e: rocksdb::Error) -> Error {
     let msg = e.into_string();
-    let kind = if msg.contains("No space left") {
-        ErrorKind::NoSpace
-    } else {
-        ErrorKind::Backend
-    };
+    let kind = if msg.contains("No space left") { ErrorKind::NoSpace } else { ErrorKind::Backend };
     Error::new(kind, format!("rocksdb:{}: {msg}", path.display()))
 }
 
@@ -64,7 +66,9 @@ impl Engine for RocksEngine {
         let snap = self.db.snapshot();
         // SAFETY: see `RocksSnapshot`: the DB outlives every snapshot taken from it.
         RocksSnapshot(unsafe {
-            std::mem::transmute::<SnapshotWithThreadMode<'_, DB>, SnapshotWithThreadMode<'static, DB>>(snap)
+            std::mem::transmute::<SnapshotWithThreadMode<'_, DB>, SnapshotWithThreadMode<'static, DB>>(
+                snap,
+            )
         })
     }
 
@@ -72,7 +76,12 @@ impl Engine for RocksEngine {
         snap.0.get(key).map_err(|e| backend_error(&self.path, e))
     }
 
-    fn get_with(&self, snap: &RocksSnapshot, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+    fn get_with(
+        &self,
+        snap: &RocksSnapshot,
+        key: &[u8],
+        read: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
         let v = snap.0.get_pinned(key).map_err(|e| backend_error(&self.path, e))?;
         Ok(v.map(|v| read(&v)).is_some())
     }
@@ -92,7 +101,8 @@ impl Engine for RocksEngine {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(start);
         ro.set_iterate_upper_bound(end);
-        visit_range(snap.0.raw_iterator_opt(ro), reverse, visit).map_err(|e| backend_error(&self.path, e))
+        visit_range(snap.0.raw_iterator_opt(ro), reverse, visit)
+            .map_err(|e| backend_error(&self.path, e))
     }
 
     fn apply(&self, batch: &[Mutation], _version: u64, _oldest: u64) -> Result<()> {
@@ -190,9 +200,13 @@ impl RocksBackend {
     /// Creates directory `path` if needed (durably) and returns its canonical path.
     pub(crate) fn prepare_dir(path: &Path) -> Result<PathBuf> {
         create_dirs_durably(path).map_err(|e| {
-            Error::new(ErrorKind::Backend, format!("rocksdb:{}: cannot create directory: {e}", path.display()))
+            Error::new(
+                ErrorKind::Backend,
+                format!("rocksdb:{}: cannot create directory: {e}", path.display()),
+            )
         })?;
-        path.canonicalize().map_err(|e| Error::new(ErrorKind::Backend, format!("rocksdb:{}: {e}", path.display())))
+        path.canonicalize()
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("rocksdb:{}: {e}", path.display())))
     }
 
     /// Opens the store in canonical directory `canon` as its owner; `exclusive` is recorded in
@@ -267,8 +281,15 @@ impl Backend for RocksBackend {
         self.occ.engine.check_owner()?;
         let view = Arc::new(self.occ.pin()?);
         let what = format!("{} (snapshot)", self.describe());
-        let source = registry().lock().get(&self.occ.engine.path).and_then(Weak::upgrade).map(|b| b as Arc<dyn Backend>);
-        Ok(Arc::new(super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space()).keeping(source)))
+        let source = registry()
+            .lock()
+            .get(&self.occ.engine.path)
+            .and_then(Weak::upgrade)
+            .map(|b| b as Arc<dyn Backend>);
+        Ok(Arc::new(
+            super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space())
+                .keeping(source),
+        ))
     }
     fn create_named_snapshot(&self, name: &str) -> Result<()> {
         super::rocks_named::create(self, name)
@@ -317,7 +338,8 @@ impl RocksBackend {
 /// (RocksDB syncs the store directory's own entries, not its entry in its parent). Found by
 /// the power-cut test (tests/powercut).
 fn create_dirs_durably(path: &Path) -> std::io::Result<()> {
-    let missing: Vec<&Path> = path.ancestors().take_while(|p| !p.as_os_str().is_empty() && !p.exists()).collect();
+    let missing: Vec<&Path> =
+        path.ancestors().take_while(|p| !p.as_os_str().is_empty() && !p.exists()).collect();
     std::fs::create_dir_all(path)?;
     for dir in missing.iter().rev() {
         let parent = match dir.parent() {

@@ -61,7 +61,10 @@ pub(crate) fn create(store: &RocksBackend, name: &str) -> Result<()> {
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
     let target = dir.join(name);
     if target.exists() {
-        return Err(Error::new(ErrorKind::Exists, format!("rocksdb:{}: snapshot {name:?} exists", store.dir().display())));
+        return Err(Error::new(
+            ErrorKind::Exists,
+            format!("rocksdb:{}: snapshot {name:?} exists", store.dir().display()),
+        ));
     }
     let tmp = dir.join(format!(".{name}.tmp"));
     if tmp.exists() {
@@ -146,19 +149,31 @@ impl FrozenRead for SnapshotDb {
     /// Refuses a snapshot inherited across fork(): its RocksDB instance did not survive it.
     fn usable(&self) -> Result<()> {
         if self.lock.inherited() {
-            return Err(forked_error(&format!("snapshot {}", self.path.display()), self.lock.owner_pid()));
+            return Err(forked_error(
+                &format!("snapshot {}", self.path.display()),
+                self.lock.owner_pid(),
+            ));
         }
         Ok(())
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get(key).map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
+        self.db.get(key).map_err(|e| {
+            Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string()))
+        })
     }
-    fn scan(&self, start: &[u8], end: &[u8], reverse: bool, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+    fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        reverse: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
         let mut ro = ReadOptions::default();
         ro.set_iterate_lower_bound(start);
         ro.set_iterate_upper_bound(end);
-        super::rocks::visit_range(self.db.raw_iterator_opt(ro), reverse, visit)
-            .map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string())))
+        super::rocks::visit_range(self.db.raw_iterator_opt(ro), reverse, visit).map_err(|e| {
+            Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string()))
+        })
     }
 }
 
@@ -185,7 +200,9 @@ pub(crate) fn open_named(store_dir: &Path, name: &str) -> Result<Arc<dyn Backend
 pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
     let canon = dir.canonicalize().map_err(|e| io_error(dir, e))?;
     let mut open = registry().lock();
-    if let Some(b) = open.get(&canon).filter(|(g, _)| *g == fork_generation()).and_then(|(_, w)| w.upgrade()) {
+    if let Some(b) =
+        open.get(&canon).filter(|(g, _)| *g == fork_generation()).and_then(|(_, w)| w.upgrade())
+    {
         return Ok(b);
     }
     let lock = SnapshotLock::acquire(&canon, &what, false)?;
@@ -196,7 +213,8 @@ pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
     let view = Arc::new(SnapshotDb { db: ManuallyDrop::new(db), path: canon.clone(), lock });
     // The limits of the store it was taken from (see `RocksBackend::open`).
     let limits = Limits { max_key: Some(64 << 10), max_value: Some(64 << 20), ..Limits::UNLIMITED };
-    let backend: Arc<dyn Backend> = Arc::new(FrozenBackend::new(view, limits, what, super::rocks::disk_space(&canon)));
+    let backend: Arc<dyn Backend> =
+        Arc::new(FrozenBackend::new(view, limits, what, super::rocks::disk_space(&canon)));
     open.retain(|_, (_, w)| w.strong_count() > 0);
     open.insert(canon, (fork_generation(), Arc::downgrade(&backend)));
     Ok(backend)

@@ -50,7 +50,9 @@ struct Writer {
 
 impl Writer {
     fn create(dest: &Path) -> Result<Writer> {
-        let name = dest.file_name().ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: not a file name", dest.display())))?;
+        let name = dest.file_name().ok_or_else(|| {
+            Error::new(ErrorKind::Invalid, format!("{}: not a file name", dest.display()))
+        })?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
         // The process id, and a counter for builds running at once in one process.
@@ -65,20 +67,36 @@ impl Writer {
         let (file, unnamed) = match unnamed_file(dir) {
             Ok(f) => (f, true),
             // The file system has no unnamed files: a temporary name instead.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+                ) =>
+            {
                 (File::create(&tmp).map_err(|e| io_err(&tmp, e))?, false)
             }
             Err(e) => return Err(io_err(dir, e)),
         };
         let out = BufWriter::with_capacity(1 << 20, file);
-        let mut w = Writer { out, tmp, unnamed, dest: dest.to_path_buf(), index: vec![HEADER_LEN as u64], stats: PackStats::default() };
+        let mut w = Writer {
+            out,
+            tmp,
+            unnamed,
+            dest: dest.to_path_buf(),
+            index: vec![HEADER_LEN as u64],
+            stats: PackStats::default(),
+        };
         w.write(&[0u8; HEADER_LEN])?;
         Ok(w)
     }
 
     /// Writes the record of the next inode: `entries` (no blocks) and its blocks, produced by
     /// `blocks` (called twice when the first pass was too large to buffer).
-    fn record(&mut self, entries: Vec<Entry>, blocks: &mut dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>) -> Result<()> {
+    fn record(
+        &mut self,
+        entries: Vec<Entry>,
+        blocks: &mut dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
         let ino = self.index.len() as u64;
         let mut sizes: Vec<(u64, u32, u32)> = Vec::new();
         let mut buffer: Option<Vec<u8>> = Some(Vec::new());
@@ -94,7 +112,8 @@ impl Writer {
             Ok(())
         })?;
         // Blocks first: `B` sorts before `D`, `I` and `X`, and their bytes follow in this order.
-        let mut all: Vec<Entry> = sizes.iter().map(|&(index, len, crc)| Entry::Block { index, len, crc }).collect();
+        let mut all: Vec<Entry> =
+            sizes.iter().map(|&(index, len, crc)| Entry::Block { index, len, crc }).collect();
         let mut rest = entries;
         rest.sort_by(|a, b| a.key().cmp(&b.key()));
         all.extend(rest);
@@ -105,8 +124,13 @@ impl Writer {
             None => {
                 let mut n = 0;
                 blocks(&mut |idx, data| {
-                    if sizes.get(n).is_none_or(|s| s.0 != idx || s.1 as usize != data.len() || s.2 != crc32c(data)) {
-                        return Err(Error::new(ErrorKind::Conflict, "a file changed while it was packed"));
+                    if sizes.get(n).is_none_or(|s| {
+                        s.0 != idx || s.1 as usize != data.len() || s.2 != crc32c(data)
+                    }) {
+                        return Err(Error::new(
+                            ErrorKind::Conflict,
+                            "a file changed while it was packed",
+                        ));
                     }
                     n += 1;
                     self.write(data)
@@ -145,7 +169,10 @@ impl Writer {
         let tmp = self.tmp.clone();
         self.out.flush().map_err(|e| io_err(&tmp, e))?;
         let file = self.out.get_mut();
-        file.seek(SeekFrom::Start(0)).and_then(|_| file.write_all(&header.encode())).and_then(|_| file.sync_all()).map_err(|e| io_err(&tmp, e))?;
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&header.encode()))
+            .and_then(|_| file.sync_all())
+            .map_err(|e| io_err(&tmp, e))?;
         if self.unnamed {
             // A new name links the complete file at once; an existing image is replaced by
             // linking a temporary name and renaming it over (only SIGKILL between those two
@@ -169,18 +196,35 @@ impl Writer {
 /// dies before [`link_unnamed`] names it.
 fn unnamed_file(dir: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).write(true).mode(0o666).custom_flags(libc::O_TMPFILE).open(dir)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o666)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
 }
 
 /// Gives the unnamed file `f` the name `to` (which must not exist), through its
 /// `/proc/self/fd` link (no privilege needed), or `AT_EMPTY_PATH` where `/proc` is missing.
 fn link_unnamed(f: &File, to: &Path) -> std::io::Result<()> {
     use std::os::unix::io::AsRawFd;
-    let cstr = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL));
+    let cstr = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+    };
     let to = cstr(to)?;
     let proc_path = cstr(Path::new(&format!("/proc/self/fd/{}", f.as_raw_fd())))?;
     // SAFETY: valid C strings; linkat(2) reads them only during the call.
-    if unsafe { libc::linkat(libc::AT_FDCWD, proc_path.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW) } == 0 {
+    if unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    } == 0
+    {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
@@ -188,7 +232,10 @@ fn link_unnamed(f: &File, to: &Path) -> std::io::Result<()> {
         return Err(err);
     }
     // SAFETY: as above; the empty path names the descriptor itself.
-    if unsafe { libc::linkat(f.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_EMPTY_PATH) } == 0 {
+    if unsafe {
+        libc::linkat(f.as_raw_fd(), c"".as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_EMPTY_PATH)
+    } == 0
+    {
         return Ok(());
     }
     Err(std::io::Error::last_os_error())
@@ -255,10 +302,9 @@ impl<K: std::hash::Hash + Eq> Numbering<K> {
 /// by running transactions are left out: the image is what a reader of that snapshot sees.
 pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) -> Result<PackStats> {
     let mut tx = backend.begin()?;
-    let sb = Superblock::decode(
-        &tx.snapshot_get(&schema::super_key())?
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("{}: no store there", backend.describe())))?,
-    )?;
+    let sb = Superblock::decode(&tx.snapshot_get(&schema::super_key())?.ok_or_else(|| {
+        Error::new(ErrorKind::NotFound, format!("{}: no store there", backend.describe()))
+    })?)?;
     let mut w = Writer::create(dest)?;
     let mut numbers = Numbering { map: HashMap::new(), next: 0 };
     numbers.get(ROOT_INO);
@@ -278,13 +324,18 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
                     }
                     inode.encode()
                 }
-                Some(DirAttr::Parent) => numbers.get(kv::decode_counter(Some(&v))).0.to_le_bytes().to_vec(),
+                Some(DirAttr::Parent) => {
+                    numbers.get(kv::decode_counter(Some(&v))).0.to_le_bytes().to_vec()
+                }
                 _ => v,
             };
             entries.push(inline(b'I', suffix, value));
         }
         if entries.is_empty() {
-            return Err(Error::new(ErrorKind::Corrupt, format!("corrupt store: inode {old} is named but missing")));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("corrupt store: inode {old} is named but missing"),
+            ));
         }
         let (s, e) = schema::dentry_range(old);
         for (k, v) in scan(&mut *tx, &s, &e)? {
@@ -293,7 +344,11 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
             if fresh {
                 queue.push_back(d.ino);
             }
-            entries.push(Entry::Dentry { name: schema::dentry_name(&k).to_vec(), ino, kind: d.kind });
+            entries.push(Entry::Dentry {
+                name: schema::dentry_name(&k).to_vec(),
+                ino,
+                kind: d.kind,
+            });
         }
         let (s, e) = schema::xattr_range(old);
         for (k, v) in scan(&mut *tx, &s, &e)? {
@@ -311,7 +366,9 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
                     let idx = schema::block_index(k)?;
                     let data = match Block::decode(v)? {
                         Block::Data(d) => d,
-                        Block::Chunk { id, offset, len } => chunk_slice(&mut *tx, old, idx, id, offset, len)?,
+                        Block::Chunk { id, offset, len } => {
+                            chunk_slice(&mut *tx, old, idx, id, offset, len)?
+                        }
                     };
                     emit(idx, &data)?;
                 }
@@ -333,21 +390,45 @@ fn scan(tx: &mut dyn Txn, s: &[u8], e: &[u8]) -> Result<Vec<kv::KeyValue>> {
     tx.snapshot_get_range(s, e, 0, false)
 }
 
-fn chunk_slice(tx: &mut dyn Txn, ino: u64, idx: u64, id: u64, offset: u32, len: u32) -> Result<Vec<u8>> {
-    let stored = tx.snapshot_get(&schema::chunk_key(ino, idx, id))?
-        .ok_or_else(|| Error::new(ErrorKind::Corrupt, format!("corrupt store: block {idx} of inode {ino} refers to a missing chunk")))?;
+fn chunk_slice(
+    tx: &mut dyn Txn,
+    ino: u64,
+    idx: u64,
+    id: u64,
+    offset: u32,
+    len: u32,
+) -> Result<Vec<u8>> {
+    let stored = tx.snapshot_get(&schema::chunk_key(ino, idx, id))?.ok_or_else(|| {
+        Error::new(
+            ErrorKind::Corrupt,
+            format!("corrupt store: block {idx} of inode {ino} refers to a missing chunk"),
+        )
+    })?;
     match Block::decode(&stored)? {
-        Block::Data(d) => d.get(offset as usize..offset as usize + len as usize).map(<[u8]>::to_vec),
+        Block::Data(d) => {
+            d.get(offset as usize..offset as usize + len as usize).map(<[u8]>::to_vec)
+        }
         Block::Chunk { .. } => None,
     }
-    .ok_or_else(|| Error::new(ErrorKind::Corrupt, format!("corrupt store: bad chunk for block {idx} of inode {ino}")))
+    .ok_or_else(|| {
+        Error::new(
+            ErrorKind::Corrupt,
+            format!("corrupt store: bad chunk for block {idx} of inode {ino}"),
+        )
+    })
 }
 
 /// Packs the host directory `src` into `dest`, keeping modes, owners, times, symlinks, hard
 /// links (within the tree), device numbers and extended attributes. A file's link count is
 /// the host's (links outside the tree count too). `block_size` and `inline_limit` are the
 /// store layout the image presents (as in [`crate::Options`]).
-pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, progress: ProgressFn) -> Result<PackStats> {
+pub fn pack_dir(
+    src: &Path,
+    dest: &Path,
+    block_size: u32,
+    inline_limit: u32,
+    progress: ProgressFn,
+) -> Result<PackStats> {
     let meta = std::fs::symlink_metadata(src).map_err(|e| io_err(src, e))?;
     if !meta.is_dir() {
         return Err(Error::new(ErrorKind::NotDir, format!("{}: not a directory", src.display())));
@@ -359,7 +440,9 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
     let mut queue = VecDeque::from([(src.to_path_buf(), meta, ROOT_INO)]);
     let mut file_bytes = 0u64;
     while let Some((path, m, parent)) = queue.pop_front() {
-        let kind = host_kind(&m).ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: unknown file type", path.display())))?;
+        let kind = host_kind(&m).ok_or_else(|| {
+            Error::new(ErrorKind::Invalid, format!("{}: unknown file type", path.display()))
+        })?;
         let ino = w.index.len() as u64;
         let mut entries = Vec::new();
         let mut children = Vec::new();
@@ -374,10 +457,19 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
             for name in names {
                 let child = path.join(&name);
                 let cm = std::fs::symlink_metadata(&child).map_err(|e| io_err(&child, e))?;
-                let ck = host_kind(&cm).ok_or_else(|| Error::new(ErrorKind::Invalid, format!("{}: unknown file type", child.display())))?;
+                let ck = host_kind(&cm).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Invalid,
+                        format!("{}: unknown file type", child.display()),
+                    )
+                })?;
                 subdirs += (ck == FileType::Dir) as u32;
                 // Only files with several links can share an inode; directories never do.
-                let key = if ck != FileType::Dir && cm.nlink() > 1 { (cm.dev(), cm.ino()) } else { (u64::MAX, numbers.next + 1) };
+                let key = if ck != FileType::Dir && cm.nlink() > 1 {
+                    (cm.dev(), cm.ino())
+                } else {
+                    (u64::MAX, numbers.next + 1)
+                };
                 let (cino, fresh) = numbers.get(key);
                 if fresh {
                     children.push((child, cm, ino));
@@ -386,8 +478,17 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
             }
         }
         let (data, blocks) = match kind {
-            FileType::Symlink => (std::fs::read_link(&path).map_err(|e| io_err(&path, e))?.as_os_str().as_bytes().to_vec(), false),
-            FileType::CharDevice | FileType::BlockDevice => (m.rdev().to_le_bytes().to_vec(), false),
+            FileType::Symlink => (
+                std::fs::read_link(&path)
+                    .map_err(|e| io_err(&path, e))?
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+                false,
+            ),
+            FileType::CharDevice | FileType::BlockDevice => {
+                (m.rdev().to_le_bytes().to_vec(), false)
+            }
             FileType::File if m.len() <= inline_limit as u64 => (read_all(&path, m.len())?, false),
             _ => (Vec::new(), kind == FileType::File),
         };
@@ -443,13 +544,20 @@ pub fn pack_dir(src: &Path, dest: &Path, block_size: u32, inline_limit: u32, pro
         queue.extend(children);
         progress(&w.stats);
     }
-    let sb = Superblock { version: schema::FORMAT_VERSION, block_size, inline_limit, created_ns: now_ns() };
+    let sb = Superblock {
+        version: schema::FORMAT_VERSION,
+        block_size,
+        inline_limit,
+        created_ns: now_ns(),
+    };
     let inodes = w.stats.inodes;
     w.finish(&globals(&sb, inodes, file_bytes))
 }
 
 fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 fn host_kind(m: &std::fs::Metadata) -> Option<FileType> {
@@ -487,15 +595,24 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 fn read_all(path: &Path, expect: u64) -> Result<Vec<u8>> {
     let d = std::fs::read(path).map_err(|e| io_err(path, e))?;
     if d.len() as u64 != expect {
-        return Err(Error::new(ErrorKind::Conflict, format!("{}: the file changed while it was packed", path.display())));
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            format!("{}: the file changed while it was packed", path.display()),
+        ));
     }
     Ok(d)
 }
 
 /// The extended attributes of a host path (not following symlinks), sorted by name.
 fn host_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::new(ErrorKind::Invalid, "path with a NUL byte"))?;
-    let os = |what: &str| Error::new(ErrorKind::Backend, format!("{}: {what}: {}", path.display(), std::io::Error::last_os_error()));
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::new(ErrorKind::Invalid, "path with a NUL byte"))?;
+    let os = |what: &str| {
+        Error::new(
+            ErrorKind::Backend,
+            format!("{}: {what}: {}", path.display(), std::io::Error::last_os_error()),
+        )
+    };
     // SAFETY: `c` is a valid C string; a null buffer of size 0 asks for the size.
     let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
     if n < 0 {
@@ -519,7 +636,8 @@ fn host_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         }
         let mut v = vec![0u8; len as usize];
         // SAFETY: the buffer holds `v.len()` bytes.
-        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+        let len =
+            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
         if len < 0 {
             return Err(os("getxattr"));
         }

@@ -47,7 +47,10 @@ impl Shift {
 
     fn apply(&self, c: u32) -> u32 {
         let t = &self.0;
-        t[0][(c & 0xff) as usize] ^ t[1][((c >> 8) & 0xff) as usize] ^ t[2][((c >> 16) & 0xff) as usize] ^ t[3][(c >> 24) as usize]
+        t[0][(c & 0xff) as usize]
+            ^ t[1][((c >> 8) & 0xff) as usize]
+            ^ t[2][((c >> 16) & 0xff) as usize]
+            ^ t[3][(c >> 24) as usize]
     }
 }
 
@@ -116,15 +119,22 @@ mod tests {
     #[test]
     fn crc32c_known_value_and_paths_agree() {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
-        let data: Vec<u8> = (0..20_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> =
+            (0..20_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
         // Around the three-lane rounds (3 x 128, 3 x 1024 bytes) and misaligned starts.
-        let mut lens = vec![0, 1, 7, 8, 9, 383, 384, 385, 999, 1000, 3071, 3072, 3073, 3456, 4096, 6527, 19_000];
+        let mut lens = vec![
+            0, 1, 7, 8, 9, 383, 384, 385, 999, 1000, 3071, 3072, 3073, 3456, 4096, 6527, 19_000,
+        ];
         lens.extend((0..200).map(|i| i * 97 % 10_000));
         for n in lens {
             for start in [0, 1, 5] {
                 let d = &data[start..start + n];
                 assert_eq!(crc32c_update(!0, d), crc32c_table(!0, d), "length {n} from {start}");
-                assert_eq!(crc32c_update(0x1234_5678, d), crc32c_table(0x1234_5678, d), "length {n} from {start}, other seed");
+                assert_eq!(
+                    crc32c_update(0x1234_5678, d),
+                    crc32c_table(0x1234_5678, d),
+                    "length {n} from {start}, other seed"
+                );
             }
         }
     }

@@ -189,7 +189,10 @@ pub fn encode_meta(ino: u64, entries: &[Entry]) -> Result<Vec<u8>> {
     put_varint(&mut m, body.len() as u64);
     m.extend_from_slice(&body);
     if m.len() > u32::MAX as usize {
-        return Err(Error::new(ErrorKind::TooBig, format!("inode {ino}: too many entries for a pack record")));
+        return Err(Error::new(
+            ErrorKind::TooBig,
+            format!("inode {ino}: too many entries for a pack record"),
+        ));
     }
     let crc = meta_crc(ino, &m);
     m[..META_CRC].copy_from_slice(&crc.to_le_bytes());
@@ -247,7 +250,9 @@ impl Slot {
         if self.scope == BLOCK_SCOPE {
             std::borrow::Cow::Owned(self.prefix.to_be_bytes().to_vec())
         } else {
-            std::borrow::Cow::Borrowed(&rec[self.key_off as usize..self.key_off as usize + self.key_len as usize])
+            std::borrow::Cow::Borrowed(
+                &rec[self.key_off as usize..self.key_off as usize + self.key_len as usize],
+            )
         }
     }
 
@@ -268,7 +273,9 @@ impl Slot {
         match self.scope {
             BLOCK_SCOPE => None,
             // The kind byte was checked when the record was decoded.
-            DENTRY_SCOPE => Some(Dentry { ino: self.at, kind: FileType::from_u8(self.kind).ok()? }.encode()),
+            DENTRY_SCOPE => {
+                Some(Dentry { ino: self.at, kind: FileType::from_u8(self.kind).ok()? }.encode())
+            }
             _ => Some(rec[self.at as usize..self.at as usize + self.len as usize].to_vec()),
         }
     }
@@ -277,9 +284,16 @@ impl Slot {
 /// Decodes and checks the meta part of inode `ino`'s record of `record_len` bytes: `rec`
 /// holds the record from its start, at least [`meta_len`] bytes of it. Returns the slots, in
 /// key order, and the length of the meta part.
-pub fn decode_meta(ino: u64, rec: &[u8], record_len: u64, what: &str) -> Result<(Vec<Slot>, usize)> {
+pub fn decode_meta(
+    ino: u64,
+    rec: &[u8],
+    record_len: u64,
+    what: &str,
+) -> Result<(Vec<Slot>, usize)> {
     let corrupt = |why: &str| bad(what, &format!("inode {ino}: {why}"));
-    let mlen = meta_len(rec).filter(|&m| m <= rec.len() && m as u64 <= record_len && m <= u32::MAX as usize).ok_or_else(|| corrupt("record too short"))?;
+    let mlen = meta_len(rec)
+        .filter(|&m| m <= rec.len() && m as u64 <= record_len && m <= u32::MAX as usize)
+        .ok_or_else(|| corrupt("record too short"))?;
     let m = &rec[..mlen];
     if meta_crc(ino, m) != u32_at(m, 0) {
         return Err(corrupt("record checksum mismatch"));
@@ -303,14 +317,32 @@ pub fn decode_meta(ino: u64, rec: &[u8], record_len: u64, what: &str) -> Result<
                 FileType::from_u8(kind).map_err(|_| corrupt("bad entry type"))?;
                 at += nlen + 1;
                 let child = num(&mut at, u64::MAX)?;
-                Slot { prefix: key_prefix(name), at: child, key_off: key_off as u32, len: 0, crc: 0, key_len: nlen as u16, scope, kind }
+                Slot {
+                    prefix: key_prefix(name),
+                    at: child,
+                    key_off: key_off as u32,
+                    len: 0,
+                    crc: 0,
+                    key_len: nlen as u16,
+                    scope,
+                    kind,
+                }
             }
             BLOCK_SCOPE => {
                 let index = num(&mut at, u64::MAX)?;
                 let len = num(&mut at, u32::MAX as u64)?;
                 let crc = u32_at(m.get(at..at + 4).ok_or_else(short)?, 0);
                 at += 4;
-                let slot = Slot { prefix: index, at: data_at, key_off: 0, len: len as u32, crc, key_len: 8, scope, kind: 0 };
+                let slot = Slot {
+                    prefix: index,
+                    at: data_at,
+                    key_off: 0,
+                    len: len as u32,
+                    crc,
+                    key_len: 8,
+                    scope,
+                    kind: 0,
+                };
                 data_at += len;
                 slot
             }
@@ -318,10 +350,23 @@ pub fn decode_meta(ino: u64, rec: &[u8], record_len: u64, what: &str) -> Result<
                 let slen = num(&mut at, u16::MAX as u64)? as usize;
                 let vlen = num(&mut at, u32::MAX as u64)? as usize;
                 let key_off = at;
-                let end = at.checked_add(slen).and_then(|e| e.checked_add(vlen)).filter(|&e| e <= m.len()).ok_or_else(short)?;
+                let end = at
+                    .checked_add(slen)
+                    .and_then(|e| e.checked_add(vlen))
+                    .filter(|&e| e <= m.len())
+                    .ok_or_else(short)?;
                 at = end;
                 let suffix = &m[key_off..key_off + slen];
-                Slot { prefix: key_prefix(suffix), at: (key_off + slen) as u64, key_off: key_off as u32, len: vlen as u32, crc: 0, key_len: slen as u16, scope, kind: 0 }
+                Slot {
+                    prefix: key_prefix(suffix),
+                    at: (key_off + slen) as u64,
+                    key_off: key_off as u32,
+                    len: vlen as u32,
+                    crc: 0,
+                    key_len: slen as u16,
+                    scope,
+                    kind: 0,
+                }
             }
         };
         if let Some(prev) = slots.last() {
@@ -354,14 +399,20 @@ pub fn encode_index(offsets: &[u64]) -> Vec<u8> {
 /// Decodes the index of `inodes` records (already checked against its checksum) into
 /// `inodes + 1` offsets from [`HEADER_LEN`]; the last must be `records_end`.
 pub fn decode_index(raw: &[u8], inodes: u64, records_end: u64, what: &str) -> Result<Vec<u64>> {
-    let n = usize::try_from(inodes).ok().filter(|&n| n <= raw.len()).ok_or_else(|| bad(what, "index too short"))?;
+    let n = usize::try_from(inodes)
+        .ok()
+        .filter(|&n| n <= raw.len())
+        .ok_or_else(|| bad(what, "index too short"))?;
     let mut out = Vec::with_capacity(n + 1);
     let mut off = HEADER_LEN as u64;
     out.push(off);
     let mut at = 0;
     for _ in 0..n {
         let len = get_varint(raw, &mut at).ok_or_else(|| bad(what, "index too short"))?;
-        off = off.checked_add(len).filter(|&o| o <= records_end).ok_or_else(|| bad(what, "index past the records"))?;
+        off = off
+            .checked_add(len)
+            .filter(|&o| o <= records_end)
+            .ok_or_else(|| bad(what, "index past the records"))?;
         out.push(off);
     }
     if at != raw.len() || off != records_end {
@@ -450,7 +501,11 @@ mod tests {
         let es = vec![
             Entry::Block { index: 0, len: 5, crc: 9 },
             Entry::Block { index: 300, len: 2, crc: 8 },
-            Entry::Dentry { name: b"a-long-name-past-eight".to_vec(), ino: 1 << 40, kind: FileType::Dir },
+            Entry::Dentry {
+                name: b"a-long-name-past-eight".to_vec(),
+                ino: 1 << 40,
+                kind: FileType::Dir,
+            },
             Entry::Dentry { name: b"b".to_vec(), ino: 3, kind: FileType::File },
             Entry::Inline { scope: b'I', suffix: vec![], value: b"attrs".to_vec() },
         ];
@@ -461,7 +516,10 @@ mod tests {
         assert_eq!(m, mlen);
         assert_eq!((slots[0].at, slots[0].len, slots[0].crc), (mlen as u64, 5, 9));
         assert_eq!((slots[1].at, slots[1].prefix), (mlen as u64 + 5, 300));
-        assert_eq!(slots[2].inline_value(&rec).unwrap(), Dentry { ino: 1 << 40, kind: FileType::Dir }.encode());
+        assert_eq!(
+            slots[2].inline_value(&rec).unwrap(),
+            Dentry { ino: 1 << 40, kind: FileType::Dir }.encode()
+        );
         assert_eq!(slots[2].suffix(&rec).as_ref(), b"a-long-name-past-eight");
         assert_eq!(slots[4].inline_value(&rec).unwrap(), b"attrs");
         for (i, s) in slots.iter().enumerate() {
@@ -469,10 +527,32 @@ mod tests {
             assert_eq!(s.cmp_key(&rec, scope, &key, key_prefix(&key)), Ordering::Equal);
         }
         assert_eq!(slots[3].cmp_key(&rec, b'D', b"b\0", key_prefix(b"b\0")), Ordering::Less);
-        assert_eq!(slots[3].cmp_key(&rec, b'D', b"a-long-name-past-eighty", key_prefix(b"a-long-name-past-eighty")), Ordering::Greater);
-        assert_eq!(decode_meta(8, &rec, rec.len() as u64, "t").unwrap_err().kind(), ErrorKind::Corrupt);
-        assert_eq!(decode_meta(7, &rec, rec.len() as u64 + 1, "t").unwrap_err().kind(), ErrorKind::Corrupt);
-        let h = Header { image_len: 1, inodes: 2, globals_off: 3, globals_len: 4, globals_crc: 5, index_off: 6, index_crc: 7 };
+        assert_eq!(
+            slots[3].cmp_key(
+                &rec,
+                b'D',
+                b"a-long-name-past-eighty",
+                key_prefix(b"a-long-name-past-eighty")
+            ),
+            Ordering::Greater
+        );
+        assert_eq!(
+            decode_meta(8, &rec, rec.len() as u64, "t").unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        assert_eq!(
+            decode_meta(7, &rec, rec.len() as u64 + 1, "t").unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        let h = Header {
+            image_len: 1,
+            inodes: 2,
+            globals_off: 3,
+            globals_len: 4,
+            globals_crc: 5,
+            index_off: 6,
+            index_crc: 7,
+        };
         assert_eq!(Header::decode(&h.encode(), "t").unwrap(), h);
     }
 
@@ -494,7 +574,16 @@ mod tests {
 
     #[test]
     fn an_old_format_is_refused_with_a_clear_error() {
-        let mut h = Header { image_len: 1, inodes: 2, globals_off: 3, globals_len: 4, globals_crc: 5, index_off: 6, index_crc: 7 }.encode();
+        let mut h = Header {
+            image_len: 1,
+            inodes: 2,
+            globals_off: 3,
+            globals_len: 4,
+            globals_crc: 5,
+            index_off: 6,
+            index_crc: 7,
+        }
+        .encode();
         h[8..12].copy_from_slice(&1u32.to_le_bytes());
         let crc = crc32c(&h[..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());

@@ -11,14 +11,16 @@
 //! 15 bytes are also kept in one table keyed by (directory, name), so a path component costs
 //! one probe. Every write fails with `ReadOnly` (EROFS).
 
-use super::format::{self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, DENTRY_SCOPE, HEADER_LEN};
-use crate::schema::{Dentry, FileType};
+use super::format::{
+    self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, DENTRY_SCOPE, HEADER_LEN,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, KeyValue, Limits, Txn};
+use crate::schema::{Dentry, FileType};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,7 +97,11 @@ impl NameKey {
         let mut b = [0u8; 16];
         b[0] = name.len() as u8;
         b[1..1 + name.len()].copy_from_slice(name);
-        Some(NameKey([dir, u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..].try_into().unwrap())]))
+        Some(NameKey([
+            dir,
+            u64::from_le_bytes(b[..8].try_into().unwrap()),
+            u64::from_le_bytes(b[8..].try_into().unwrap()),
+        ]))
     }
 }
 
@@ -134,11 +140,28 @@ impl PackBackend {
     pub fn open(path: &Path) -> Result<Arc<PackBackend>> {
         let what = format!("pack:{}", path.display());
         let file = File::open(path).map_err(|e| {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Backend };
+            let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                ErrorKind::NotFound
+            } else {
+                ErrorKind::Backend
+            };
             Error::new(kind, format!("{what}: {e}"))
         })?;
-        let len = file.metadata().map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?.len();
-        let inner = Inner { file, len, what, index: Vec::new(), globals: Vec::new(), dirs: Default::default(), names: Default::default(), recent: Default::default(), preads: AtomicU64::new(0) };
+        let len = file
+            .metadata()
+            .map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {e}")))?
+            .len();
+        let inner = Inner {
+            file,
+            len,
+            what,
+            index: Vec::new(),
+            globals: Vec::new(),
+            dirs: Default::default(),
+            names: Default::default(),
+            recent: Default::default(),
+            preads: AtomicU64::new(0),
+        };
         let mut h = [0u8; HEADER_LEN];
         if len < HEADER_LEN as u64 {
             return Err(format::bad(&inner.what, &format!("truncated: {len} bytes")));
@@ -146,11 +169,20 @@ impl PackBackend {
         inner.read_at(&mut h, 0)?;
         let header = Header::decode(&h, &inner.what)?;
         if len != header.image_len {
-            return Err(format::bad(&inner.what, &format!("truncated or extended: {len} bytes, the header says {}", header.image_len)));
+            return Err(format::bad(
+                &inner.what,
+                &format!(
+                    "truncated or extended: {len} bytes, the header says {}",
+                    header.image_len
+                ),
+            ));
         }
         let index_len = len.checked_sub(header.index_off);
         let globals_end = header.globals_off.checked_add(header.globals_len as u64);
-        if index_len.is_none() || header.globals_off < HEADER_LEN as u64 || globals_end != Some(header.index_off) {
+        if index_len.is_none()
+            || header.globals_off < HEADER_LEN as u64
+            || globals_end != Some(header.index_off)
+        {
             return Err(format::bad(&inner.what, "the header's layout does not fit the image"));
         }
         let mut g = vec![0u8; header.globals_len as usize];
@@ -189,7 +221,8 @@ impl PackBackend {
 
     /// Bytes of directory records cached so far.
     pub fn cached_dir_bytes(&self) -> usize {
-        let names = self.inner.names.lock().capacity() * (std::mem::size_of::<(NameKey, u64)>() + 1);
+        let names =
+            self.inner.names.lock().capacity() * (std::mem::size_of::<(NameKey, u64)>() + 1);
         self.inner.dirs.lock().values().map(|r| r.size()).sum::<usize>() + names
     }
 }
@@ -235,7 +268,10 @@ impl Record {
                 i = (i + 1) & mask;
             }
         }
-        self.slots.binary_search_by(|x| x.cmp_key(&self.bytes, scope, suffix, prefix)).ok().map(|i| &self.slots[i])
+        self.slots
+            .binary_search_by(|x| x.cmp_key(&self.bytes, scope, suffix, prefix))
+            .ok()
+            .map(|i| &self.slots[i])
     }
 
     /// The first slot at or after `(scope, suffix)`.
@@ -289,7 +325,9 @@ impl Inner {
         } else {
             let mut probe = vec![0u8; META_PROBE as usize];
             self.read_at(&mut probe, start)?;
-            let m = format::meta_len(&probe).filter(|&m| m as u64 <= len).ok_or_else(|| self.corrupt(ino, "record too short"))?;
+            let m = format::meta_len(&probe)
+                .filter(|&m| m as u64 <= len)
+                .ok_or_else(|| self.corrupt(ino, "record too short"))?;
             if m > probe.len() {
                 probe = vec![0u8; m];
                 self.read_at(&mut probe, start)?;
@@ -304,7 +342,9 @@ impl Inner {
         if is_dir {
             let mut names = self.names.lock();
             for slot in rec.slots.iter().filter(|x| x.scope == DENTRY_SCOPE) {
-                if let Some(k) = NameKey::new(ino, &slot.suffix(&rec.bytes)).filter(|_| slot.at >> 56 == 0) {
+                if let Some(k) =
+                    NameKey::new(ino, &slot.suffix(&rec.bytes)).filter(|_| slot.at >> 56 == 0)
+                {
                     names.insert(k, slot.at | (slot.kind as u64) << 56);
                 }
             }
@@ -357,12 +397,15 @@ impl Inner {
         let Some(scope) = key.first().filter(|s| RECORD_SCOPES.contains(s)) else {
             return Ok(self.globals.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
         };
-        let Some(ino) = key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())) else { return Ok(None) };
+        let Some(ino) = key.get(1..9).map(|b| u64::from_be_bytes(b.try_into().unwrap())) else {
+            return Ok(None);
+        };
         if ino == 0 || ino > self.inodes() {
             return Ok(None);
         }
         if *scope == DENTRY_SCOPE {
-            let found = NameKey::new(ino, &key[9..]).and_then(|k| self.names.lock().get(&k).copied());
+            let found =
+                NameKey::new(ino, &key[9..]).and_then(|k| self.names.lock().get(&k).copied());
             if let Some(child) = found {
                 let kind = FileType::from_u8((child >> 56) as u8)?;
                 return Ok(Some(Dentry { ino: child & ((1 << 56) - 1), kind }.encode()));
@@ -375,14 +418,21 @@ impl Inner {
         }
     }
 
-    fn get_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn get_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         if let Some(out) = self.one_record_range(start, end, limit, reverse)? {
             return Ok(out);
         }
         let mut out = Vec::new();
         let full = |out: &Vec<KeyValue>| limit != 0 && out.len() >= limit;
         let in_range = |k: &[u8]| start <= k && k < end;
-        let mut scopes: Vec<u8> = RECORD_SCOPES.iter().copied().chain(self.globals.iter().map(|(k, _)| k[0])).collect();
+        let mut scopes: Vec<u8> =
+            RECORD_SCOPES.iter().copied().chain(self.globals.iter().map(|(k, _)| k[0])).collect();
         scopes.sort();
         scopes.dedup();
         if reverse {
@@ -393,7 +443,8 @@ impl Inner {
                 continue;
             }
             if !RECORD_SCOPES.contains(&s) {
-                let mut g: Vec<&KeyValue> = self.globals.iter().filter(|(k, _)| k[0] == s && in_range(k)).collect();
+                let mut g: Vec<&KeyValue> =
+                    self.globals.iter().filter(|(k, _)| k[0] == s && in_range(k)).collect();
                 if reverse {
                     g.reverse();
                 }
@@ -406,7 +457,8 @@ impl Inner {
                 continue;
             }
             let (lo, hi) = self.ino_bounds(s, start, end);
-            let mut inos: Box<dyn Iterator<Item = u64>> = if reverse { Box::new((lo..=hi).rev()) } else { Box::new(lo..=hi) };
+            let mut inos: Box<dyn Iterator<Item = u64>> =
+                if reverse { Box::new((lo..=hi).rev()) } else { Box::new(lo..=hi) };
             for ino in &mut inos {
                 let rec = self.record(ino)?;
                 let mut found: Vec<&Slot> = rec.slots.iter().filter(|x| x.scope == s).collect();
@@ -430,7 +482,13 @@ impl Inner {
     /// The range reads of the file-system layer (an inode's attributes, a directory, its
     /// xattrs or blocks) stay within one record: answered from it directly. `None` for other
     /// ranges.
-    fn one_record_range(&self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Option<Vec<KeyValue>>> {
+    fn one_record_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Option<Vec<KeyValue>>> {
         let (Some(&s), Some(&e)) = (start.first(), end.first()) else { return Ok(None) };
         if !RECORD_SCOPES.contains(&s) || start.len() < 9 || end.len() < 9 {
             return Ok(None);
@@ -448,11 +506,17 @@ impl Inner {
         let rec = self.record(ino)?;
         let from = rec.lower_bound(s, &start[9..]);
         let end_prefix = key_prefix(end.get(9..).unwrap_or_default());
-        let in_end = |x: &Slot| end_ino != ino || x.cmp_key(&rec.bytes, s, &end[9..], end_prefix).is_lt();
-        let within: Vec<&Slot> = rec.slots[from..].iter().take_while(|x| x.scope == s && in_end(x)).collect();
+        let in_end =
+            |x: &Slot| end_ino != ino || x.cmp_key(&rec.bytes, s, &end[9..], end_prefix).is_lt();
+        let within: Vec<&Slot> =
+            rec.slots[from..].iter().take_while(|x| x.scope == s && in_end(x)).collect();
         let n = if limit == 0 { within.len() } else { limit.min(within.len()) };
         let mut out = Vec::with_capacity(n);
-        let picked: Box<dyn Iterator<Item = &&Slot>> = if reverse { Box::new(within.iter().rev().take(n)) } else { Box::new(within.iter().take(n)) };
+        let picked: Box<dyn Iterator<Item = &&Slot>> = if reverse {
+            Box::new(within.iter().rev().take(n))
+        } else {
+            Box::new(within.iter().take(n))
+        };
         for x in picked {
             out.push((rec.key(ino, x), self.value(ino, &rec, x)?));
         }
@@ -472,7 +536,11 @@ impl Inner {
             // Keys of inode X are `s X suffix`: below `end` when X < end's number, or X equals
             // it and `end` goes on past the number.
             let e = padded(end);
-            if end.len() > 9 { e } else { e.saturating_sub(1) }
+            if end.len() > 9 {
+                e
+            } else {
+                e.saturating_sub(1)
+            }
         } else {
             u64::MAX
         };
@@ -515,10 +583,22 @@ impl Txn for PackTxn {
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
-    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.inner.get_range(start, end, limit, reverse)
     }
-    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.inner.get_range(start, end, limit, reverse)
     }
     fn set(&mut self, _: &[u8], _: &[u8]) -> Result<()> {

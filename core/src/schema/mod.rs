@@ -261,8 +261,19 @@ mod tests {
     #[test]
     fn values_round_trip() {
         let ino = Inode {
-            kind: FileType::File, perm: 0o644, uid: 1, gid: 2, nlink: 1, size: 3, atime: -5,
-            mtime: 6, ctime: 7, is_inline: true, has_chunks: true, block_shift: 0, inline: b"abc".to_vec(),
+            kind: FileType::File,
+            perm: 0o644,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size: 3,
+            atime: -5,
+            mtime: 6,
+            ctime: 7,
+            is_inline: true,
+            has_chunks: true,
+            block_shift: 0,
+            inline: b"abc".to_vec(),
         };
         assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
         // A file with its own block size keeps it; an inode without one is encoded as before.

@@ -2,7 +2,8 @@
 //! A key that does not parse gives a `Corrupt` error rather than a panic.
 
 use super::{
-    be_u64_at, block_index, corrupt, DirAttr, BLOCK, CHUNK, DENTRY, INODE, ORPHAN, STAGE, STAGED, XATTR,
+    be_u64_at, block_index, corrupt, DirAttr, BLOCK, CHUNK, DENTRY, INODE, ORPHAN, STAGE, STAGED,
+    XATTR,
 };
 use crate::error::Result;
 
@@ -46,7 +47,9 @@ pub fn parse_inode_key(key: &[u8]) -> Result<(u64, Option<DirAttr>)> {
     let ino = key_number(key, "inode")?;
     match key.len() {
         9 => Ok((ino, None)),
-        10 => DirAttr::from_u8(key[9]).map(|a| (ino, Some(a))).ok_or_else(|| corrupt("unknown inode key suffix")),
+        10 => DirAttr::from_u8(key[9])
+            .map(|a| (ino, Some(a)))
+            .ok_or_else(|| corrupt("unknown inode key suffix")),
         _ => Err(corrupt("inode key of the wrong length")),
     }
 }
@@ -84,12 +87,17 @@ impl DirAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{block_key, chunk_key, dentry_key, dir_attr_key, inode_key, staged_key, xattr_key};
+    use crate::schema::{
+        block_key, chunk_key, dentry_key, dir_attr_key, inode_key, staged_key, xattr_key,
+    };
 
     #[test]
     fn keys_parse_back() {
         assert!(matches!(parse_inode_key(&inode_key(7)).unwrap(), (7, None)));
-        assert!(matches!(parse_inode_key(&dir_attr_key(7, DirAttr::Nlink)).unwrap(), (7, Some(DirAttr::Nlink))));
+        assert!(matches!(
+            parse_inode_key(&dir_attr_key(7, DirAttr::Nlink)).unwrap(),
+            (7, Some(DirAttr::Nlink))
+        ));
         for attr in [DirAttr::Mtime, DirAttr::Ctime, DirAttr::Nlink, DirAttr::Parent] {
             assert_eq!(DirAttr::from_u8(attr as u8).map(|a| a as u8), Some(attr as u8));
         }
@@ -99,7 +107,11 @@ mod tests {
         assert_eq!(parse_chunk_key(&chunk_key(6, 2, 77)).unwrap(), (6, 2, 77));
         assert_eq!(staged_txid(&staged_key(8, 6, 2, 77)).unwrap(), 8);
         for bad in [&b"I"[..], b"I1234567", b"D12", b"B123456789"] {
-            let parsed = [parse_inode_key(bad).is_err(), parse_dentry_key(bad).is_err(), parse_block_key(bad).is_err()];
+            let parsed = [
+                parse_inode_key(bad).is_err(),
+                parse_dentry_key(bad).is_err(),
+                parse_block_key(bad).is_err(),
+            ];
             assert!(parsed.iter().any(|e| *e), "{bad:?}");
         }
         assert!(parse_inode_key(&[b'I', 0, 0, 0, 0, 0, 0, 0, 1, b'z']).is_err());

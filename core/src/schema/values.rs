@@ -83,7 +83,12 @@ impl LockRecord {
         let mut locks = Vec::new();
         for _ in 0..n {
             let flags = r.u8()?;
-            locks.push(LockSpec { whole_file: flags & 1 != 0, exclusive: flags & 2 != 0, start: r.u64()?, end: r.u64()? });
+            locks.push(LockSpec {
+                whole_file: flags & 1 != 0,
+                exclusive: flags & 2 != 0,
+                start: r.u64()?,
+                end: r.u64()?,
+            });
         }
         Ok(LockRecord { expires_ms, locks })
     }
@@ -154,7 +159,12 @@ impl Superblock {
     pub fn decode(v: &[u8]) -> Result<Superblock> {
         check_version(v, "superblock")?;
         let mut r = Reader { buf: v, what: "superblock" };
-        let sb = Superblock { version: r.u8()?, block_size: r.u32()?, inline_limit: r.u32()?, created_ns: r.i64()? };
+        let sb = Superblock {
+            version: r.u8()?,
+            block_size: r.u32()?,
+            inline_limit: r.u32()?,
+            created_ns: r.i64()?,
+        };
         if sb.block_size == 0 {
             return Err(corrupt("block size 0"));
         }
@@ -303,7 +313,11 @@ pub struct Inode {
 impl Inode {
     /// The file's block size in bytes: its own, or `store_default` (the store's).
     pub fn block_size(&self, store_default: u32) -> u64 {
-        if self.block_shift == 0 { store_default as u64 } else { 1u64 << self.block_shift }
+        if self.block_shift == 0 {
+            store_default as u64
+        } else {
+            1u64 << self.block_shift
+        }
     }
 
     /// The device number of a device node (0 for every other type).
@@ -327,7 +341,11 @@ impl Inode {
             v.extend_from_slice(&t.to_le_bytes());
         }
         // Flag 4: a block-shift byte follows (only files with their own block size have it).
-        v.push(self.is_inline as u8 | (self.has_chunks as u8) << 1 | ((self.block_shift != 0) as u8) << 2);
+        v.push(
+            self.is_inline as u8
+                | (self.has_chunks as u8) << 1
+                | ((self.block_shift != 0) as u8) << 2,
+        );
         if self.block_shift != 0 {
             v.push(self.block_shift);
         }
@@ -365,7 +383,24 @@ impl Inode {
             return Err(corrupt("inline data length differs from size"));
         }
         let inline = if kind == FileType::File { Vec::new() } else { data.to_vec() };
-        Ok((Inode { kind, perm, uid, gid, nlink, size, atime, mtime, ctime, is_inline, has_chunks, block_shift, inline }, data))
+        Ok((
+            Inode {
+                kind,
+                perm,
+                uid,
+                gid,
+                nlink,
+                size,
+                atime,
+                mtime,
+                ctime,
+                is_inline,
+                has_chunks,
+                block_shift,
+                inline,
+            },
+            data,
+        ))
     }
 }
 

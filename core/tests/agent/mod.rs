@@ -68,19 +68,28 @@ pub fn agent_main() {
                     ("write", [p, d]) => done(s.write_file(p, d.as_bytes())),
                     ("read", [p]) => shown(s.read_file(p)),
                     ("unlink", [p]) => done(s.unlink(p)),
-                    ("open", [p]) => done(s.open(p, &txvfs::OpenOptions::new().read(true)).map(|f| handle = Some(f))),
-                    ("hread", []) => shown(handle.as_ref().ok_or_else(|| txvfs::Error::new(txvfs::ErrorKind::BadHandle, "none")).and_then(|f| {
-                        let mut buf = vec![0u8; 1 << 16];
-                        let n = f.read_at(&mut buf, 0)?;
-                        buf.truncate(n);
-                        Ok(buf)
-                    })),
+                    ("open", [p]) => done(
+                        s.open(p, &txvfs::OpenOptions::new().read(true)).map(|f| handle = Some(f)),
+                    ),
+                    ("hread", []) => shown(
+                        handle
+                            .as_ref()
+                            .ok_or_else(|| txvfs::Error::new(txvfs::ErrorKind::BadHandle, "none"))
+                            .and_then(|f| {
+                                let mut buf = vec![0u8; 1 << 16];
+                                let n = f.read_at(&mut buf, 0)?;
+                                buf.truncate(n);
+                                Ok(buf)
+                            }),
+                    ),
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
-                    ("flock", [p]) => done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {
-                        f.flock(txvfs::FlockOp::Exclusive, false)?;
-                        locked = Some(f);
-                        Ok(())
-                    })),
+                    ("flock", [p]) => {
+                        done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {
+                            f.flock(txvfs::FlockOp::Exclusive, false)?;
+                            locked = Some(f);
+                            Ok(())
+                        }))
+                    }
                     _ => format!("error unknown command {line:?}"),
                 }
             }
@@ -105,7 +114,8 @@ impl Agent {
     /// Starts an agent on `uri` from the test binary's test `test_path` (the full name of the
     /// test that calls [`agent_main`]) and waits until it has the store open.
     pub fn start(uri: &str, test_path: &str) -> Agent {
-        Agent::try_start(uri, test_path).unwrap_or_else(|e| panic!("agent did not open the store: {e}"))
+        Agent::try_start(uri, test_path)
+            .unwrap_or_else(|e| panic!("agent did not open the store: {e}"))
     }
 
     /// [`Agent::start`], or the agent's first answer when it could not open the store.

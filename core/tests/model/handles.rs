@@ -86,7 +86,8 @@ impl Model {
     pub fn h_open(&mut self, slot: usize, p: &[u8], mode: Mode) -> R {
         let ino = if mode.create_new {
             // O_CREAT|O_EXCL follows no final symlink: anything there is EEXIST.
-            let (parent, name) = self.for_create(p).map_err(|e| if e == EEXIST { EEXIST } else { e })?;
+            let (parent, name) =
+                self.for_create(p).map_err(|e| if e == EEXIST { EEXIST } else { e })?;
             let ino = self.alloc(Kind::File(Vec::new()));
             self.dir_mut(parent).insert(name, ino);
             ino

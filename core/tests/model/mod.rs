@@ -200,7 +200,9 @@ impl Model {
 
     pub fn rmdir(&mut self, p: &[u8]) -> R {
         let r = self.resolve(p, false)?;
-        let Some(name) = r.name else { return Err(if r.entry == Some(ROOT) { EBUSY } else { EINVAL }) };
+        let Some(name) = r.name else {
+            return Err(if r.entry == Some(ROOT) { EBUSY } else { EINVAL });
+        };
         let e = r.entry.ok_or(ENOENT)?;
         match &self.nodes[&e].kind {
             Kind::Dir(d) if !d.is_empty() => return Err(ENOTEMPTY),
@@ -298,7 +300,9 @@ impl Model {
         let r = self.resolve(p, true)?;
         let e = r.entry.ok_or(ENOENT)?;
         match &self.nodes[&e].kind {
-            Kind::Dir(d) => Ok(Val::Names(d.iter().map(|(n, &i)| (n.clone(), self.ftype(i))).collect())),
+            Kind::Dir(d) => {
+                Ok(Val::Names(d.iter().map(|(n, &i)| (n.clone(), self.ftype(i))).collect()))
+            }
             _ => Err(ENOTDIR),
         }
     }
@@ -336,7 +340,9 @@ impl Model {
     pub fn rename(&mut self, from: &[u8], to: &[u8], flags: RenameFlags) -> R {
         let s = self.resolve(from, false)?;
         let d = self.resolve(to, false)?;
-        let (Some(sname), Some(dname)) = (s.name.clone(), d.name.clone()) else { return Err(EBUSY) };
+        let (Some(sname), Some(dname)) = (s.name.clone(), d.name.clone()) else {
+            return Err(EBUSY);
+        };
         let se = s.entry.ok_or(ENOENT)?;
         if flags.no_replace && d.entry.is_some() {
             return Err(EEXIST);

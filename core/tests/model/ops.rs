@@ -107,7 +107,9 @@ pub fn gen_size(rng: &mut SmallRng, o: &Options) -> u64 {
 
 /// `n` bytes, none zero (so holes and zeroed ranges show), different for each `base`.
 pub fn data_of(n: usize, base: u8) -> Vec<u8> {
-    (0..n).map(|i| base.wrapping_add((i as u8).wrapping_mul(7)).wrapping_add((i >> 8) as u8) | 1).collect()
+    (0..n)
+        .map(|i| base.wrapping_add((i as u8).wrapping_mul(7)).wrapping_add((i >> 8) as u8) | 1)
+        .collect()
 }
 
 pub fn gen_data(rng: &mut SmallRng, o: &Options) -> Vec<u8> {
@@ -201,7 +203,8 @@ pub fn gen_op(rng: &mut SmallRng, o: &Options, g: &Gen, m: &Model) -> Op {
         ),
         65..=70 => Op::HSetLen(s, gen_size(rng, o)),
         71..=80 => {
-            let mode = [FallocateMode::Allocate, FallocateMode::KeepSize, FallocateMode::PunchHole][rng.gen_range(0..3)];
+            let mode = [FallocateMode::Allocate, FallocateMode::KeepSize, FallocateMode::PunchHole]
+                [rng.gen_range(0..3)];
             Op::HAllocate(s, mode, gen_size(rng, o), gen_size(rng, o))
         }
         81..=86 => Op::HStat(s),
@@ -243,10 +246,16 @@ pub fn model_apply(m: &mut Model, op: &Op) -> R {
 
 /// Inodes whose data (or size) `op` reads or writes, as the model sees them before it runs.
 pub fn data_touched(m: &Model, op: &Op) -> Vec<u64> {
-    let at = |p: &[u8], follow: bool| m.resolve(p, follow).ok().and_then(|r| r.entry).into_iter().collect();
+    let at = |p: &[u8], follow: bool| {
+        m.resolve(p, follow).ok().and_then(|r| r.entry).into_iter().collect()
+    };
     let h = |s: &usize| m.handles[*s].iter().map(|h| h.ino).collect();
     match op {
-        Op::WriteFile(p, _) | Op::Pwrite(p, ..) | Op::Truncate(p, _) | Op::Read(p) | Op::Stat(p) => at(p, true),
+        Op::WriteFile(p, _)
+        | Op::Pwrite(p, ..)
+        | Op::Truncate(p, _)
+        | Op::Read(p)
+        | Op::Stat(p) => at(p, true),
         Op::Lstat(p) => at(p, false),
         Op::HOpen(_, p, mode) if mode.truncate => at(p, true),
         Op::HRead(s, _) | Op::HPread(s, ..) | Op::HWrite(s, _) | Op::HPwrite(s, ..) => h(s),
@@ -257,8 +266,16 @@ pub fn data_touched(m: &Model, op: &Op) -> Vec<u64> {
 
 pub fn handle_slot(op: &Op) -> Option<usize> {
     match op {
-        Op::HOpen(s, ..) | Op::HClose(s) | Op::HRead(s, _) | Op::HPread(s, ..) | Op::HWrite(s, _) => Some(*s),
-        Op::HPwrite(s, ..) | Op::HSeek(s, _) | Op::HSetLen(s, _) | Op::HAllocate(s, ..) | Op::HStat(s) => Some(*s),
+        Op::HOpen(s, ..)
+        | Op::HClose(s)
+        | Op::HRead(s, _)
+        | Op::HPread(s, ..)
+        | Op::HWrite(s, _) => Some(*s),
+        Op::HPwrite(s, ..)
+        | Op::HSeek(s, _)
+        | Op::HSetLen(s, _)
+        | Op::HAllocate(s, ..)
+        | Op::HStat(s) => Some(*s),
         Op::HSync(s) | Op::HDrop(s) => Some(*s),
         _ => None,
     }
@@ -285,7 +302,11 @@ pub fn fs_lstat<F: FileSystem>(fs: &F, prefix: &[u8], path: &[u8]) -> Result<(u6
 
 /// A symlink target as stored below `prefix` (absolute targets stay inside the subtree).
 pub fn target_in(prefix: &[u8], t: &[u8]) -> Vec<u8> {
-    if t.first() == Some(&b'/') { [prefix, t].concat() } else { t.to_vec() }
+    if t.first() == Some(&b'/') {
+        [prefix, t].concat()
+    } else {
+        t.to_vec()
+    }
 }
 
 /// A target read back, as the model stores it.
@@ -301,7 +322,12 @@ fn file(files: &[Option<File>], s: usize) -> &File {
     files[s].as_ref().expect("slot open in txvfs as in the model")
 }
 
-pub fn fs_apply<F: FileSystem>(fs: &F, files: &mut [Option<File>], prefix: &[u8], op: &Op) -> Result<Val, Error> {
+pub fn fs_apply<F: FileSystem>(
+    fs: &F,
+    files: &mut [Option<File>],
+    prefix: &[u8],
+    op: &Op,
+) -> Result<Val, Error> {
     let unit = |r: Result<(), Error>| r.map(|()| Val::Unit);
     let p = |x: &[u8]| [prefix, x].concat();
     match op {
@@ -317,7 +343,9 @@ pub fn fs_apply<F: FileSystem>(fs: &F, files: &mut [Option<File>], prefix: &[u8]
         Op::Read(a) => fs.read_file(p(a)).map(Val::Bytes),
         Op::Stat(a) => fs.stat(p(a)).map(fs_stat),
         Op::Lstat(a) => fs_lstat(fs, prefix, &p(a)).map(|(_, v)| v),
-        Op::Readdir(a) => fs.readdir(p(a), None, 0).map(|es| Val::Names(es.into_iter().map(|e| (e.name, e.kind)).collect())),
+        Op::Readdir(a) => fs
+            .readdir(p(a), None, 0)
+            .map(|es| Val::Names(es.into_iter().map(|e| (e.name, e.kind)).collect())),
         Op::Unlink(a) => unit(fs.unlink(p(a))),
         Op::Rename(a, b, f) => unit(fs.rename_with(p(a), p(b), *f)),
         Op::Link(a, b) => unit(fs.link(p(a), p(b))),

@@ -1,6 +1,6 @@
 //! Runs random operations on txvfs and the model together and compares every result.
 
-use super::handles::{Mode, STORE_SLOTS, SLOTS};
+use super::handles::{Mode, SLOTS, STORE_SLOTS};
 use super::ops::*;
 use super::tree::compare_trees;
 use super::{Model, R};
@@ -49,7 +49,13 @@ impl Stats {
 /// Keys of the write-ahead machinery: chunks (`C`), staging records (`T`), their index (`U`).
 pub fn staging_keys(b: &dyn Backend) -> [BTreeSet<Vec<u8>>; 3] {
     let mut tx = b.begin().unwrap();
-    [b'C', b'T', b'U'].map(|scope| tx.get_range(&[scope], &[scope + 1], 0, false).unwrap().into_iter().map(|(k, _)| k).collect())
+    [b'C', b'T', b'U'].map(|scope| {
+        tx.get_range(&[scope], &[scope + 1], 0, false)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    })
 }
 
 pub struct Runner {
@@ -102,7 +108,8 @@ impl Runner {
         let touched = data_touched(&self.m, op);
         let own = handle_slot(op);
         for s in 0..STORE_SLOTS {
-            let settle = self.m.handles[s].as_ref().is_some_and(|h| h.dirty && touched.contains(&h.ino));
+            let settle =
+                self.m.handles[s].as_ref().is_some_and(|h| h.dirty && touched.contains(&h.ino));
             if settle && own != Some(s) {
                 self.stats.settles += 1;
                 let store = self.store.clone();
@@ -117,7 +124,13 @@ impl Runner {
         let got = fs_apply(fs, &mut self.files, &self.gen.prefix, op).map_err(|e| e.code());
         self.count(op, &want);
         if want != got {
-            self.mismatches.push(format!("{}: {}: model {} txvfs {}", self.ctx(""), show_op(op), show_val(&want), show_val(&got)));
+            self.mismatches.push(format!(
+                "{}: {}: model {} txvfs {}",
+                self.ctx(""),
+                show_op(op),
+                show_val(&want),
+                show_val(&got)
+            ));
             if let Some(s) = handle_slot(op) {
                 // Keep the slots in step, so one mismatch does not cascade.
                 if self.m.handles[s].is_some() != self.files[s].is_some() {
@@ -162,7 +175,8 @@ impl Runner {
             if self.rng.gen_ratio(1, if self.big.is_some() { 4 } else { 8 }) {
                 self.transaction();
             } else {
-                let open: Vec<usize> = (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
+                let open: Vec<usize> =
+                    (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
                 let op = if self.big.is_some() && !open.is_empty() && self.rng.gen_ratio(1, 4) {
                     // Large writes through store handles: write-back ones pass their 4 MiB
                     // flush point. At most 2.5 MB each, so buffer and write fit in one
@@ -172,7 +186,17 @@ impl Runner {
                 } else if self.big.is_some() && open.is_empty() && self.rng.gen_ratio(1, 8) {
                     // A handle for those, on a name no other call uses (so the open succeeds).
                     let wb = self.rng.gen_ratio(2, 3);
-                    Op::HOpen(0, b"/e".to_vec(), Mode { read: true, write: true, create: true, write_back: wb, ..Mode::default() })
+                    Op::HOpen(
+                        0,
+                        b"/e".to_vec(),
+                        Mode {
+                            read: true,
+                            write: true,
+                            create: true,
+                            write_back: wb,
+                            ..Mode::default()
+                        },
+                    )
                 } else {
                     gen_op(&mut self.rng, &self.options, &self.gen, &self.m)
                 };
@@ -188,12 +212,17 @@ impl Runner {
     fn big_write(&mut self) -> Op {
         let n = self.rng.gen_range(1_000_000..1_400_000);
         let data = data_of(n, self.rng.gen());
-        let open: Vec<usize> = (STORE_SLOTS..SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
+        let open: Vec<usize> =
+            (STORE_SLOTS..SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
         if !open.is_empty() && self.rng.gen_ratio(1, 2) {
             return Op::HWrite(open[self.rng.gen_range(0..open.len())], data);
         }
         // Mostly a name no other call uses, so that most big writes succeed.
-        let path = if self.rng.gen_ratio(2, 3) { b"/e".to_vec() } else { gen_path(&mut self.rng, false, false) };
+        let path = if self.rng.gen_ratio(2, 3) {
+            b"/e".to_vec()
+        } else {
+            gen_path(&mut self.rng, false, false)
+        };
         Op::WriteFile(path, data)
     }
 
@@ -203,15 +232,29 @@ impl Runner {
     fn on_big_file(&mut self) -> Op {
         let slot = STORE_SLOTS;
         if self.m.handles[slot].is_none() {
-            return Op::HOpen(slot, b"/e".to_vec(), Mode { read: true, write: true, create: true, ..Mode::default() });
+            return Op::HOpen(
+                slot,
+                b"/e".to_vec(),
+                Mode { read: true, write: true, create: true, ..Mode::default() },
+            );
         }
         let off = self.rng.gen_range(0..3_000_000);
         match self.rng.gen_range(0..5) {
             0 => Op::HSetLen(slot, off),
-            1 => Op::HAllocate(slot, txvfs::FallocateMode::PunchHole, off, self.rng.gen_range(1..1_500_000)),
+            1 => Op::HAllocate(
+                slot,
+                txvfs::FallocateMode::PunchHole,
+                off,
+                self.rng.gen_range(1..1_500_000),
+            ),
             2 => Op::HPwrite(slot, off, data_of(self.rng.gen_range(1..300_000), self.rng.gen())),
             3 => Op::HPread(slot, off, self.rng.gen_range(1..300_000)),
-            _ => Op::HAllocate(slot, txvfs::FallocateMode::Allocate, off, self.rng.gen_range(1..1_000_000)),
+            _ => Op::HAllocate(
+                slot,
+                txvfs::FallocateMode::Allocate,
+                off,
+                self.rng.gen_range(1..1_000_000),
+            ),
         }
     }
 
@@ -229,7 +272,8 @@ impl Runner {
         // Store handles closed meanwhile: outside the transaction, so a rollback keeps that.
         let mut closed_outside = Vec::new();
         for j in 0..total {
-            let open: Vec<usize> = (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
+            let open: Vec<usize> =
+                (0..STORE_SLOTS).filter(|&s| self.m.handles[s].is_some()).collect();
             if !open.is_empty() && self.rng.gen_ratio(1, 8) {
                 // The last handle of a file the transaction unlinked may close before the
                 // commit: the commit must then free the file.
@@ -254,7 +298,13 @@ impl Runner {
         }
         self.gen.slots = store_slots;
         if self.rng.gen_ratio(1, 4) {
-            compare_trees(&self.m, &tx, &self.gen.prefix, &self.ctx(" (inside a transaction)"), false);
+            compare_trees(
+                &self.m,
+                &tx,
+                &self.gen.prefix,
+                &self.ctx(" (inside a transaction)"),
+                false,
+            );
         }
         let staged = big.as_ref().is_some_and(|b| !staging_keys(&**b)[1].is_empty());
         self.stats.staged += staged as usize;
@@ -305,10 +355,19 @@ impl Runner {
         // Other threads' transactions stage too: then only the end of the run checks chunks.
         if let (Some(b), Some([chunks, ..]), false) = (big, before, self.shared) {
             let [c, t, u] = staging_keys(&*b);
-            assert_eq!((t.len(), u.len()), (0, 0), "{}: staging records left after the transaction ended", self.ctx(""));
+            assert_eq!(
+                (t.len(), u.len()),
+                (0, 0),
+                "{}: staging records left after the transaction ended",
+                self.ctx("")
+            );
             if !committed {
                 // (A handle closed meanwhile may have freed an unlinked file's chunks.)
-                assert!(c.is_subset(&chunks), "{}: a rolled-back transaction left chunks", self.ctx(""));
+                assert!(
+                    c.is_subset(&chunks),
+                    "{}: a rolled-back transaction left chunks",
+                    self.ctx("")
+                );
             }
         }
         self.compare(" (after a transaction)");

@@ -17,10 +17,13 @@ pub fn compare_trees<F: FileSystem>(m: &Model, fs: &F, prefix: &[u8], ctx: &str,
     let mut stack = vec![(top, ROOT)];
     while let Some((path, ino)) = stack.pop() {
         let show = String::from_utf8_lossy(&path).into_owned();
-        let (st_ino, got) = fs_lstat(fs, prefix, &path).unwrap_or_else(|e| panic!("{ctx}: lstat {show}: {e}"));
+        let (st_ino, got) =
+            fs_lstat(fs, prefix, &path).unwrap_or_else(|e| panic!("{ctx}: lstat {show}: {e}"));
         let want = m.stat_val(ino);
         if dirty.contains(&ino) {
-            let (Val::Stat(gk, _, gn), Val::Stat(wk, _, wn)) = (&got, &want) else { unreachable!() };
+            let (Val::Stat(gk, _, gn), Val::Stat(wk, _, wn)) = (&got, &want) else {
+                unreachable!()
+            };
             assert_eq!((gk, gn), (wk, wn), "{ctx}: attributes of {show} (write-back pending)");
         } else {
             assert_eq!(got, want, "{ctx}: attributes of {show}");
@@ -31,15 +34,29 @@ pub fn compare_trees<F: FileSystem>(m: &Model, fs: &F, prefix: &[u8], ctx: &str,
             Kind::File(_) if dirty.contains(&ino) => {}
             Kind::File(d) => {
                 let got = fs.read_file(&path).unwrap();
-                assert!(got == *d, "{ctx}: contents of {show} ({} vs {} bytes)", got.len(), d.len());
+                assert!(
+                    got == *d,
+                    "{ctx}: contents of {show} ({} vs {} bytes)",
+                    got.len(),
+                    d.len()
+                );
             }
             Kind::Symlink(t) => {
-                assert_eq!(&target_out(prefix, fs.readlink(&path).unwrap()), t, "{ctx}: target of {show}")
+                assert_eq!(
+                    &target_out(prefix, fs.readlink(&path).unwrap()),
+                    t,
+                    "{ctx}: target of {show}"
+                )
             }
             Kind::Dir(entries) => {
-                let got: Vec<(Vec<u8>, FileType)> =
-                    fs.readdir(&path, None, 0).unwrap().into_iter().map(|e| (e.name, e.kind)).collect();
-                let want: Vec<(Vec<u8>, FileType)> = entries.iter().map(|(n, &i)| (n.clone(), m.ftype(i))).collect();
+                let got: Vec<(Vec<u8>, FileType)> = fs
+                    .readdir(&path, None, 0)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| (e.name, e.kind))
+                    .collect();
+                let want: Vec<(Vec<u8>, FileType)> =
+                    entries.iter().map(|(n, &i)| (n.clone(), m.ftype(i))).collect();
                 assert_eq!(got, want, "{ctx}: entries of {show}");
                 for (n, &i) in entries {
                     let mut p = if path == b"/" { Vec::new() } else { path.clone() };

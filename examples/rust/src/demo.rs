@@ -34,21 +34,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             store.write_file("/project/index.json", br#"{"chapters": 2, "draft": true}"#)?;
         }
         tx.write_file("/project/chapters/03.md", b"# Three\nIt ends.\n")?;
-        tx.write_file("/project/index.json", index.replace("\"chapters\": 2", "\"chapters\": 3").as_bytes())
+        tx.write_file(
+            "/project/index.json",
+            index.replace("\"chapters\": 2", "\"chapters\": 3").as_bytes(),
+        )
     })?;
-    println!("second transaction committed after {} attempts (conflict detected and retried)", attempts.get());
+    println!(
+        "second transaction committed after {} attempts (conflict detected and retried)",
+        attempts.get()
+    );
 
     // 3. Read everything back.
     for e in store.readdir("/project/chapters", None, 0)? {
         let path = format!("/project/chapters/{}", String::from_utf8_lossy(&e.name));
         let st = store.stat(&path)?;
-        println!("{path} ({} bytes): {:?}", st.size, String::from_utf8_lossy(&store.read_file(&path)?));
+        println!(
+            "{path} ({} bytes): {:?}",
+            st.size,
+            String::from_utf8_lossy(&store.read_file(&path)?)
+        );
     }
-    println!("/project/index.json: {}", String::from_utf8_lossy(&store.read_file("/project/index.json")?));
+    println!(
+        "/project/index.json: {}",
+        String::from_utf8_lossy(&store.read_file("/project/index.json")?)
+    );
 
     // 4. Errors are values with an errno and a message naming the path.
     match store.rmdir("/project") {
-        Err(e) if e.kind() == ErrorKind::NotEmpty => println!("rmdir /project refused: {e} (errno {})", e.code()),
+        Err(e) if e.kind() == ErrorKind::NotEmpty => {
+            println!("rmdir /project refused: {e} (errno {})", e.code())
+        }
         other => return Err(format!("unexpected: {other:?}").into()),
     }
     let fs = store.statfs()?;

@@ -25,7 +25,10 @@ static REPORT_AT_EXIT: Once = Once::new();
 
 extern "C" fn report_skipped() {
     let n = SKIPPED.load(Ordering::Relaxed);
-    let _ = io::stderr().write_all(format!("\nSKIPPED: {n} test(s) of this binary did not run (see the lines above)\n").as_bytes());
+    let _ = io::stderr().write_all(
+        format!("\nSKIPPED: {n} test(s) of this binary did not run (see the lines above)\n")
+            .as_bytes(),
+    );
 }
 
 /// Reports that the running test cannot run here: a `SKIPPED` line on standard error, written
@@ -85,7 +88,8 @@ impl Mount {
         fill(&store);
         if options.read_only {
             drop(store);
-            store = Store::open_with(uri, Options { read_only: true, ..Options::default() }).unwrap();
+            store =
+                Store::open_with(uri, Options { read_only: true, ..Options::default() }).unwrap();
         }
         // The mountpoint is the temporary directory itself, so every user can reach the mount
         // (the directory holding it is /tmp).
@@ -129,7 +133,8 @@ impl Drop for Mount {
         if let Some(session) = self.session.take() {
             if let Err(e) = session.umount_and_join() {
                 eprintln!("unmount of {}: {e}; unmounting lazily", self.mnt.path().display());
-                let _ = Command::new("fusermount3").arg("-u").arg("-z").arg(self.mnt.path()).status();
+                let _ =
+                    Command::new("fusermount3").arg("-u").arg("-z").arg(self.mnt.path()).status();
             }
         }
     }
@@ -192,18 +197,23 @@ pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-
 /// The process's umask, read without changing it (other tests create files meanwhile).
 pub fn current_umask() -> u32 {
     let status = fs::read_to_string("/proc/self/status").unwrap();
-    let mask = status.lines().find_map(|l| l.strip_prefix("Umask:")).expect("no Umask in /proc/self/status");
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .expect("no Umask in /proc/self/status");
     u32::from_str_radix(mask.trim(), 8).unwrap()
 }
 
 pub fn setxattr(p: &Path, name: &str, value: &[u8], flags: libc::c_int) -> Result<(), i32> {
     let (p, name) = (cpath(p), cstr(name));
     // SAFETY: valid C strings and a buffer of `value.len()` bytes.
-    sys(unsafe { libc::setxattr(p.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
+    sys(unsafe {
+        libc::setxattr(p.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+    })
+    .map(drop)
 }
 
 /// getxattr(2) with a buffer of `size` bytes (a null buffer for 0): the value's length, and
@@ -217,4 +227,3 @@ pub fn getxattr(p: &Path, name: &str, size: usize) -> Result<(usize, Vec<u8>), i
     buf.truncate(if size == 0 { 0 } else { n });
     Ok((n, buf))
 }
-

@@ -86,7 +86,8 @@ impl Group {
             match map.get(&key).and_then(Weak::upgrade) {
                 Some(g) => g,
                 None => {
-                    let g = Arc::new(Group { name: name.to_string(), members: Mutex::new(Vec::new()) });
+                    let g =
+                        Arc::new(Group { name: name.to_string(), members: Mutex::new(Vec::new()) });
                     map.insert(key, Arc::downgrade(&g));
                     g
                 }

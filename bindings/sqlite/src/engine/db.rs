@@ -32,7 +32,13 @@ pub struct Db {
 impl Db {
     /// Opens the database `path` (canonical) in `store` (creating it, and its parent
     /// directories, when `create`), joining commit group `group` if given.
-    pub fn open(store: StoreRef, path: &str, create: bool, read_only: bool, group: Option<&str>) -> Result<Db> {
+    pub fn open(
+        store: StoreRef,
+        path: &str,
+        create: bool,
+        read_only: bool,
+        group: Option<&str>,
+    ) -> Result<Db> {
         if create && !read_only {
             if let Some(i) = path.rfind('/') {
                 if i > 0 {
@@ -46,7 +52,15 @@ impl Db {
         let locks = Holder::new(file_lock(&store.id, ino));
         remember_name(path, &store);
         let member = Arc::new(Mutex::new(Member::new(store.clone(), path)));
-        let mut db = Db { store, path: path.to_string(), file, locks, bytes: LockBytes::default(), member, batch: None };
+        let mut db = Db {
+            store,
+            path: path.to_string(),
+            file,
+            locks,
+            bytes: LockBytes::default(),
+            member,
+            batch: None,
+        };
         if let Some(g) = group {
             db.join_group(g)?;
         }
@@ -200,7 +214,12 @@ impl Db {
     pub fn lock(&mut self, want: Level) -> LockResult {
         let result = self.locks.lock(want);
         let level = self.locks.level();
-        let reached = self.bytes.raise(&self.file, level, self.locks.holds_reserved(), self.locks.holds_pending());
+        let reached = self.bytes.raise(
+            &self.file,
+            level,
+            self.locks.holds_reserved(),
+            self.locks.holds_pending(),
+        );
         if reached < level {
             self.locks.fall_back(reached);
             return LockResult::Busy;
@@ -234,7 +253,8 @@ impl Db {
 
     /// xCheckReservedLock: does any handle hold RESERVED or more?
     pub fn reserved_by_anyone(&self) -> bool {
-        self.locks.reserved_by_anyone() || !matches!(self.file.test_lock(true, RESERVED_BYTE, 1), Ok(None))
+        self.locks.reserved_by_anyone()
+            || !matches!(self.file.test_lock(true, RESERVED_BYTE, 1), Ok(None))
     }
 
     /// Closes the handle, releasing its locks. Writes made without a write lock and not yet
@@ -245,7 +265,11 @@ impl Db {
             self.unlock(Level::None)
         } else {
             let dirty = !self.member.lock().overlay.is_empty();
-            let r = if dirty { commit::commit_members(std::slice::from_ref(&self.member), false) } else { Ok(()) };
+            let r = if dirty {
+                commit::commit_members(std::slice::from_ref(&self.member), false)
+            } else {
+                Ok(())
+            };
             self.locks.unlock(Level::None);
             r.and(self.bytes.lower(&self.file, Level::None))
         };

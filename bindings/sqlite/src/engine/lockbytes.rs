@@ -57,7 +57,9 @@ impl LockBytes {
             // read lock on it for the moment; a test is enough, the writer then finds our
             // SHARED byte and waits).
             let pending_held = !matches!(file.test_lock(false, PENDING_BYTE, 1), Ok(None));
-            if pending_held || !granted(file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false)) {
+            if pending_held
+                || !granted(file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false))
+            {
                 return level_of(self);
             }
             self.shared = true;
@@ -87,7 +89,9 @@ impl LockBytes {
     pub fn lower(&mut self, file: &File, to: Level) -> Result<()> {
         if to == Level::None {
             if *self != LockBytes::default() {
-                retry(|| file.lock_range(RangeLockKind::Unlock, PENDING_BYTE, 2 + SHARED_SIZE, false))?;
+                retry(|| {
+                    file.lock_range(RangeLockKind::Unlock, PENDING_BYTE, 2 + SHARED_SIZE, false)
+                })?;
             }
             *self = LockBytes::default();
             return Ok(());

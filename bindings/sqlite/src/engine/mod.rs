@@ -16,7 +16,9 @@ pub use db::Db;
 pub use locks::{Level, LockResult};
 pub use memfile::MemFile;
 pub use overlay::Overlay;
-pub use stores::{canonical_path, is_side_file, known_store, open_store, store_for_name, StoreRef, DEFAULT_STORE};
+pub use stores::{
+    canonical_path, is_side_file, known_store, open_store, store_for_name, StoreRef, DEFAULT_STORE,
+};
 
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
@@ -84,7 +86,11 @@ mod tests {
         assert_eq!(b.lock(Level::Reserved), LockResult::Busy);
         let other = open_store(Some("memory:?capacity=1000000000")).unwrap();
         let mut c = Db::open(other, "/h.db", true, false, None).unwrap();
-        assert_eq!(c.lock(Level::Reserved), LockResult::Ok, "another store's /h.db is another file");
+        assert_eq!(
+            c.lock(Level::Reserved),
+            LockResult::Ok,
+            "another store's /h.db is another file"
+        );
         for d in [a, b, c] {
             d.close().unwrap();
         }

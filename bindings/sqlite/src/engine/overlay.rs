@@ -1,8 +1,8 @@
 //! The writes of one SQLite write transaction, not yet committed: extents over the committed
 //! file, applied to the store in one txvfs transaction at commit.
 
-use txvfs::{File, Result};
 use std::collections::BTreeMap;
+use txvfs::{File, Result};
 
 /// Bytes written since the transaction began, as non-overlapping extents, and the file's
 /// logical size once anything changed it.
@@ -19,7 +19,12 @@ impl Overlay {
     }
 
     /// Records a write; `base` is the committed size (asked for once).
-    pub fn write(&mut self, off: u64, data: &[u8], base: impl FnOnce() -> Result<u64>) -> Result<()> {
+    pub fn write(
+        &mut self,
+        off: u64,
+        data: &[u8],
+        base: impl FnOnce() -> Result<u64>,
+    ) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -91,13 +96,15 @@ impl Overlay {
     /// Reads `buf.len()` bytes at `off` through the overlay; `base` reads committed bytes
     /// (zero-filling what it does not return). Returns how many bytes lie before the end of
     /// file; the rest of `buf` is zeros.
-    pub fn read(&self, off: u64, buf: &mut [u8], base: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<usize> {
+    pub fn read(
+        &self,
+        off: u64,
+        buf: &mut [u8],
+        base: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<usize> {
         let end = off + buf.len() as u64;
-        let covered = self
-            .ext
-            .range(..=off)
-            .next_back()
-            .is_some_and(|(&s, v)| s + v.len() as u64 >= end);
+        let covered =
+            self.ext.range(..=off).next_back().is_some_and(|(&s, v)| s + v.len() as u64 >= end);
         if !covered {
             base(buf)?;
         }
@@ -108,7 +115,8 @@ impl Overlay {
             }
             let from = s.max(off);
             let to = e.min(end);
-            buf[(from - off) as usize..(to - off) as usize].copy_from_slice(&v[(from - s) as usize..(to - s) as usize]);
+            buf[(from - off) as usize..(to - off) as usize]
+                .copy_from_slice(&v[(from - s) as usize..(to - s) as usize]);
         }
         let valid = match self.size {
             Some(size) => size.saturating_sub(off).min(buf.len() as u64) as usize,
@@ -162,7 +170,16 @@ mod tests {
         big.write(0, &header, || Ok(0)).unwrap();
         assert_eq!(big.page_size(), Some(65536));
         let mut journal = Overlay::default();
-        journal.write(0, &[0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], || Ok(0)).unwrap();
+        journal
+            .write(
+                0,
+                &[
+                    0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                    0, 0,
+                ],
+                || Ok(0),
+            )
+            .unwrap();
         assert_eq!(journal.page_size(), None);
         let mut later = Overlay::default();
         later.write(4096, &[1; 4096], || Ok(8192)).unwrap();

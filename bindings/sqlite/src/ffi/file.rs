@@ -1,7 +1,9 @@
 //! The `sqlite3_io_methods` callbacks, and xOpen: a main database is a txvfs file ([`Db`]);
 //! journals, super-journals and temp files live in memory ([`MemFile`]).
 
-use super::{cstr, fail, guard, host_batch_atomic, journal_store_id, set_error, sqlite_string, uri_param};
+use super::{
+    cstr, fail, guard, host_batch_atomic, journal_store_id, set_error, sqlite_string, uri_param,
+};
 use crate::engine::{self, Db, Level, LockResult, MemFile};
 use libsqlite3_sys as ffi;
 use std::ffi::{c_char, c_int, c_void};
@@ -13,7 +15,13 @@ enum Kind {
     Db(Db),
     /// `level`: the lock SQLite holds (memory files are private to their handle; the level is
     /// kept for SQLITE_FCNTL_LOCKSTATE).
-    Mem { file: Arc<MemFile>, store_id: String, name: Option<String>, delete_on_close: bool, level: c_int },
+    Mem {
+        file: Arc<MemFile>,
+        store_id: String,
+        name: Option<String>,
+        delete_on_close: bool,
+        level: c_int,
+    },
 }
 
 #[repr(C)]
@@ -80,7 +88,9 @@ pub(super) unsafe extern "C" fn x_open(
                 // A read-only store (a snapshot): open read-only and say so, as SQLite's unix
                 // VFS does on a read-only file system; SQLite then refuses writes itself.
                 Err(e) if e.kind() == txvfs::ErrorKind::ReadOnly && !read_only => {
-                    opened_flags = (flags & !(ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE)) | ffi::SQLITE_OPEN_READONLY;
+                    opened_flags = (flags
+                        & !(ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE))
+                        | ffi::SQLITE_OPEN_READONLY;
                     Db::open(store, &path, false, true, group)
                 }
                 r => r,
@@ -101,7 +111,13 @@ pub(super) unsafe extern "C" fn x_open(
                 _ => String::new(),
             };
             let file = MemFile::open(&store_id, zname, journal);
-            Kind::Mem { file, store_id, name: zname.map(str::to_string), delete_on_close, level: ffi::SQLITE_LOCK_NONE }
+            Kind::Mem {
+                file,
+                store_id,
+                name: zname.map(str::to_string),
+                delete_on_close,
+                level: ffi::SQLITE_LOCK_NONE,
+            }
         };
         let tf = file as *mut TxFile;
         (*tf).kind = Box::into_raw(Box::new(k));
@@ -136,7 +152,12 @@ pub(super) unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
     })
 }
 
-unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, off: i64) -> c_int {
+unsafe extern "C" fn x_read(
+    file: *mut ffi::sqlite3_file,
+    buf: *mut c_void,
+    amt: c_int,
+    off: i64,
+) -> c_int {
     guard(ffi::SQLITE_IOERR_READ, || {
         let out = std::slice::from_raw_parts_mut(buf as *mut u8, amt as usize);
         let n = match kind(file) {
@@ -158,7 +179,12 @@ unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt:
     })
 }
 
-unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, off: i64) -> c_int {
+unsafe extern "C" fn x_write(
+    file: *mut ffi::sqlite3_file,
+    buf: *const c_void,
+    amt: c_int,
+    off: i64,
+) -> c_int {
     guard(ffi::SQLITE_IOERR_WRITE, || {
         let data = std::slice::from_raw_parts(buf as *const u8, amt as usize);
         match kind(file) {
@@ -188,14 +214,12 @@ unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
 }
 
 unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
-    guard(ffi::SQLITE_IOERR_FSYNC, || {
-        match kind(file) {
-            Kind::Db(db) => match db.sync() {
-                Ok(()) => ffi::SQLITE_OK,
-                Err(e) => fail(&e, ffi::SQLITE_IOERR_FSYNC),
-            },
-            Kind::Mem { .. } => ffi::SQLITE_OK,
-        }
+    guard(ffi::SQLITE_IOERR_FSYNC, || match kind(file) {
+        Kind::Db(db) => match db.sync() {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => fail(&e, ffi::SQLITE_IOERR_FSYNC),
+        },
+        Kind::Mem { .. } => ffi::SQLITE_OK,
     })
 }
 
@@ -293,7 +317,11 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     }
 }
 
-unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn x_file_control(
+    file: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
     guard(ffi::SQLITE_IOERR, || {
         let db = match kind(file) {
             Kind::Db(db) => db,
@@ -353,11 +381,14 @@ unsafe extern "C" fn x_sector_size(_file: *mut ffi::sqlite3_file) -> c_int {
 
 unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
     guard(0, || {
-        let base = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | ffi::SQLITE_IOCAP_SAFE_APPEND | ffi::SQLITE_IOCAP_SEQUENTIAL;
+        let base = ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE
+            | ffi::SQLITE_IOCAP_SAFE_APPEND
+            | ffi::SQLITE_IOCAP_SEQUENTIAL;
         match kind(file) {
-            Kind::Db(db) if db.batch_capable() && host_batch_atomic() => base | ffi::SQLITE_IOCAP_BATCH_ATOMIC,
+            Kind::Db(db) if db.batch_capable() && host_batch_atomic() => {
+                base | ffi::SQLITE_IOCAP_BATCH_ATOMIC
+            }
             _ => base,
         }
     })
 }
-

@@ -5,14 +5,14 @@
 mod file;
 mod vfs;
 
+use crate::engine;
+use file::{x_open, TxFile};
 use libsqlite3_sys as ffi;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::OnceLock;
-use crate::engine;
-use file::{x_open, TxFile};
 use vfs::*;
 
 /// The few SQLite routines the VFS calls, taken from the host's `sqlite3_api_routines` (loaded

@@ -19,7 +19,11 @@ unsafe fn side_store_id(name: *const c_char, n: &str) -> String {
     }
 }
 
-pub(super) unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, sync_dir: c_int) -> c_int {
+pub(super) unsafe extern "C" fn x_delete(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    sync_dir: c_int,
+) -> c_int {
     guard(ffi::SQLITE_IOERR_DELETE, || {
         let Some(n) = cstr(name) else { return ffi::SQLITE_IOERR_DELETE_NOENT };
         if engine::is_side_file(n) {
@@ -53,7 +57,12 @@ pub(super) unsafe extern "C" fn x_delete(_vfs: *mut ffi::sqlite3_vfs, name: *con
     })
 }
 
-pub(super) unsafe extern "C" fn x_access(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, _flags: c_int, out: *mut c_int) -> c_int {
+pub(super) unsafe extern "C" fn x_access(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    _flags: c_int,
+    out: *mut c_int,
+) -> c_int {
     guard(ffi::SQLITE_IOERR_ACCESS, || {
         *out = 0;
         let Some(n) = cstr(name) else { return ffi::SQLITE_OK };
@@ -67,7 +76,9 @@ pub(super) unsafe extern "C" fn x_access(_vfs: *mut ffi::sqlite3_vfs, name: *con
             return ffi::SQLITE_OK;
         }
         let path = engine::canonical_path(n);
-        match engine::store_for_name(&path).and_then(|s| s.map(|s| s.store.exists(&path)).transpose()) {
+        match engine::store_for_name(&path)
+            .and_then(|s| s.map(|s| s.store.exists(&path)).transpose())
+        {
             Ok(e) => *out = e.unwrap_or(false) as c_int,
             Err(e) => return fail(&e, ffi::SQLITE_IOERR_ACCESS),
         }
@@ -75,7 +86,12 @@ pub(super) unsafe extern "C" fn x_access(_vfs: *mut ffi::sqlite3_vfs, name: *con
     })
 }
 
-pub(super) unsafe extern "C" fn x_full_pathname(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char, n_out: c_int, out: *mut c_char) -> c_int {
+pub(super) unsafe extern "C" fn x_full_pathname(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    n_out: c_int,
+    out: *mut c_char,
+) -> c_int {
     guard(ffi::SQLITE_CANTOPEN, || {
         let full = engine::canonical_path(cstr(name).unwrap_or(""));
         if full.len() + 1 > n_out as usize {
@@ -88,7 +104,11 @@ pub(super) unsafe extern "C" fn x_full_pathname(_vfs: *mut ffi::sqlite3_vfs, nam
     })
 }
 
-pub(super) unsafe extern "C" fn x_randomness(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+pub(super) unsafe extern "C" fn x_randomness(
+    _vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
     guard(0, || {
         let buf = std::slice::from_raw_parts_mut(out as *mut u8, n as usize);
         let mut done = 0;
@@ -116,17 +136,27 @@ fn now_jd_ms() -> i64 {
     UNIX_EPOCH_JD_MS + d.as_millis() as i64
 }
 
-pub(super) unsafe extern "C" fn x_current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
+pub(super) unsafe extern "C" fn x_current_time(
+    _vfs: *mut ffi::sqlite3_vfs,
+    out: *mut f64,
+) -> c_int {
     *out = now_jd_ms() as f64 / 86_400_000.0;
     ffi::SQLITE_OK
 }
 
-pub(super) unsafe extern "C" fn x_current_time_int64(_vfs: *mut ffi::sqlite3_vfs, out: *mut i64) -> c_int {
+pub(super) unsafe extern "C" fn x_current_time_int64(
+    _vfs: *mut ffi::sqlite3_vfs,
+    out: *mut i64,
+) -> c_int {
     *out = now_jd_ms();
     ffi::SQLITE_OK
 }
 
-pub(super) unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
+pub(super) unsafe extern "C" fn x_get_last_error(
+    _vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) -> c_int {
     guard(0, || {
         let (errno, msg) = LAST_ERROR.with(|e| e.borrow().clone());
         if n > 0 && !out.is_null() {
@@ -138,7 +168,10 @@ pub(super) unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, n:
     })
 }
 
-pub(super) unsafe extern "C" fn x_dl_open(_vfs: *mut ffi::sqlite3_vfs, name: *const c_char) -> *mut c_void {
+pub(super) unsafe extern "C" fn x_dl_open(
+    _vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+) -> *mut c_void {
     let s = system_vfs();
     match (*s).xDlOpen {
         Some(f) => f(s, name),
@@ -146,7 +179,11 @@ pub(super) unsafe extern "C" fn x_dl_open(_vfs: *mut ffi::sqlite3_vfs, name: *co
     }
 }
 
-pub(super) unsafe extern "C" fn x_dl_error(_vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) {
+pub(super) unsafe extern "C" fn x_dl_error(
+    _vfs: *mut ffi::sqlite3_vfs,
+    n: c_int,
+    out: *mut c_char,
+) {
     let s = system_vfs();
     if let Some(f) = (*s).xDlError {
         f(s, n, out)
@@ -171,4 +208,3 @@ pub(super) unsafe extern "C" fn x_dl_close(_vfs: *mut ffi::sqlite3_vfs, h: *mut 
         f(s, h)
     }
 }
-

@@ -59,7 +59,8 @@ pub(crate) fn decode_entry(mut bytes: Vec<u8>, key: &[u8]) -> Option<Vec<u8>> {
     }
     let (klen, vlen, crc) = (u32_at(8) as usize, u32_at(12) as usize, u32_at(16));
     let body = &bytes[ENTRY_HEADER..];
-    if klen != key.len() || body.len() != klen + vlen || &body[..klen] != key || crc32c(body) != crc {
+    if klen != key.len() || body.len() != klen + vlen || &body[..klen] != key || crc32c(body) != crc
+    {
         return None;
     }
     bytes.drain(..ENTRY_HEADER + klen);
@@ -124,7 +125,9 @@ pub(crate) fn write_atomic(tmp: &Path, path: &Path, bytes: &[u8]) -> std::io::Re
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let t = tmp.join(format!("{}.{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
-    let written = std::fs::File::create(&t).and_then(|mut f| f.write_all(bytes)).and_then(|()| std::fs::rename(&t, path));
+    let written = std::fs::File::create(&t)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&t, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&t);
     }
@@ -153,7 +156,10 @@ mod tests {
     #[test]
     fn index_and_store_files_round_trip() {
         let idx = encode_index(&[(Segment::Probation, b"a"), (Segment::Protected, b"bc")]);
-        assert_eq!(decode_index(&idx), Some(vec![(Segment::Probation, b"a".to_vec()), (Segment::Protected, b"bc".to_vec())]));
+        assert_eq!(
+            decode_index(&idx),
+            Some(vec![(Segment::Probation, b"a".to_vec()), (Segment::Protected, b"bc".to_vec())])
+        );
         assert_eq!(decode_index(&idx[..idx.len() - 1]), None);
         let s = encode_store(b"id");
         assert_eq!(decode_store(&s), Some(b"id".to_vec()));

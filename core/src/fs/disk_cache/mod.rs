@@ -126,7 +126,10 @@ impl Shared {
     }
     fn write_entry(&self, key: &[u8], value: &[u8]) {
         let bytes = encode_entry(key, value);
-        let written = self.faults.apply().and_then(|()| write_atomic(&self.tmp, &entry_path(&self.entries, key), &bytes));
+        let written = self
+            .faults
+            .apply()
+            .and_then(|()| write_atomic(&self.tmp, &entry_path(&self.entries, key), &bytes));
         if written.is_err() {
             self.count(Count::Errors);
             return;
@@ -176,13 +179,26 @@ impl DiskCache {
     /// holding at most `capacity` bytes, reading with `deadline`. Entries of another identity
     /// are deleted, and so are those whose key `keep` refuses. `WouldBlock` if another open
     /// cache uses `dir`.
-    pub fn open(dir: &Path, capacity: u64, identity: &[u8], deadline: Duration, keep: &dyn Fn(&[u8]) -> bool) -> std::io::Result<DiskCache> {
+    pub fn open(
+        dir: &Path,
+        capacity: u64,
+        identity: &[u8],
+        deadline: Duration,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> std::io::Result<DiskCache> {
         let (entries, tmp) = (dir.join("entries"), dir.join("tmp"));
         std::fs::create_dir_all(&entries)?;
-        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))?;
         // SAFETY: flock on a descriptor we own; it conflicts with every other open of the file.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, "in use by another open store"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "in use by another open store",
+            ));
         }
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp)?;
@@ -209,11 +225,15 @@ impl DiskCache {
         let read_rx = Arc::new(Mutex::new(read_rx));
         for _ in 0..READERS {
             let (shared, rx) = (shared.clone(), read_rx.clone());
-            std::thread::Builder::new().name("txvfs-cache-read".into()).spawn(move || reader(&shared, &rx))?;
+            std::thread::Builder::new()
+                .name("txvfs-cache-read".into())
+                .spawn(move || reader(&shared, &rx))?;
         }
         let (writes, write_rx) = mpsc::sync_channel::<WriteJob>(WRITE_QUEUE);
         let s = shared.clone();
-        std::thread::Builder::new().name("txvfs-cache-write".into()).spawn(move || writer(&s, write_rx))?;
+        std::thread::Builder::new()
+            .name("txvfs-cache-write".into())
+            .spawn(move || writer(&s, write_rx))?;
         Ok(DiskCache {
             shared,
             reads,
@@ -270,7 +290,12 @@ impl DiskCache {
     }
 
     /// The answer of one read job, waiting for it until `until`.
-    fn answer(&self, key: &[u8], answer: Receiver<Option<Vec<u8>>>, until: Instant) -> Option<Vec<u8>> {
+    fn answer(
+        &self,
+        key: &[u8],
+        answer: Receiver<Option<Vec<u8>>>,
+        until: Instant,
+    ) -> Option<Vec<u8>> {
         match answer.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Some(v)) => {
                 self.shared.index.lock().touch(key);
@@ -352,7 +377,12 @@ impl Drop for DiskCache {
 /// Loads the index of the entries on disk: in the saved order, then the files the saved index
 /// does not know (written after it was saved), oldest first; trimmed to `capacity`. Files that
 /// are no entry's, or whose key `keep` refuses, are deleted.
-fn load_index(dir: &Path, entries: &Path, capacity: u64, keep: &dyn Fn(&[u8]) -> bool) -> std::io::Result<Slru> {
+fn load_index(
+    dir: &Path,
+    entries: &Path,
+    capacity: u64,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> std::io::Result<Slru> {
     let mut sizes = std::collections::HashMap::new();
     let mut unknown = Vec::new();
     for e in std::fs::read_dir(entries)? {
@@ -368,7 +398,10 @@ fn load_index(dir: &Path, entries: &Path, capacity: u64, keep: &dyn Fn(&[u8]) ->
             }
         }
     }
-    let saved = std::fs::read(dir.join("index")).ok().and_then(|b| files::decode_index(&b)).unwrap_or_default();
+    let saved = std::fs::read(dir.join("index"))
+        .ok()
+        .and_then(|b| files::decode_index(&b))
+        .unwrap_or_default();
     unknown.sort();
     let order = saved.into_iter().chain(unknown.into_iter().map(|(_, k)| (Segment::Probation, k)));
     let mut bounded = Slru::new(capacity);

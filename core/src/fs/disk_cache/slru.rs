@@ -39,7 +39,13 @@ pub(crate) struct Slru {
 impl Slru {
     /// An empty index holding at most `capacity` bytes.
     pub(crate) fn new(capacity: u64) -> Slru {
-        Slru { capacity, entries: HashMap::new(), order: Default::default(), bytes: [0; 2], tick: 0 }
+        Slru {
+            capacity,
+            entries: HashMap::new(),
+            order: Default::default(),
+            bytes: [0; 2],
+            tick: 0,
+        }
     }
 
     /// Whether `key` is in the index.
@@ -154,7 +160,11 @@ mod tests {
         }
         assert_eq!(s.insert(&k(10), 100, Segment::Probation), vec![k(0)]);
         assert_eq!(s.bytes(), 1000);
-        assert_eq!(s.insert(&k(11), 1001, Segment::Probation), vec![k(11)], "larger than the whole cache");
+        assert_eq!(
+            s.insert(&k(11), 1001, Segment::Probation),
+            vec![k(11)],
+            "larger than the whole cache"
+        );
         assert!(!s.contains(&k(11)));
     }
 
@@ -171,7 +181,11 @@ mod tests {
             s.insert(&k(i), 100, Segment::Probation);
         }
         for i in 0..50 {
-            assert_eq!(s.segment(&k(i)), Some(Segment::Protected), "hot entry {i} evicted by a scan");
+            assert_eq!(
+                s.segment(&k(i)),
+                Some(Segment::Protected),
+                "hot entry {i} evicted by a scan"
+            );
         }
         assert!(s.bytes() <= 100 * 100);
     }

@@ -53,7 +53,9 @@ impl Operation<'_> {
 
     pub(super) fn owner_or_root(&self, inode: &Inode, what: &[u8]) -> Result<()> {
         match self.cred {
-            Some(c) if c.uid != 0 && c.uid != inode.uid => Err(Error::at(ErrorKind::NotPermitted, what)),
+            Some(c) if c.uid != 0 && c.uid != inode.uid => {
+                Err(Error::at(ErrorKind::NotPermitted, what))
+            }
             _ => Ok(()),
         }
     }

@@ -1,7 +1,7 @@
 //! Attributes: stat, mode, owner, times, extended attributes and store-wide usage.
 
 use super::access::{R_OK, W_OK};
-use super::{now_ns, Operation, FileRef};
+use super::{now_ns, FileRef, Operation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
 use crate::fs::types::{SetTime, Stat, StatFs, XattrFlags};
@@ -57,7 +57,13 @@ impl Operation<'_> {
         self.chmod_inode(ino, inode, mode, b"")
     }
 
-    pub(super) fn chmod_inode(&mut self, ino: u64, mut inode: Inode, mode: u32, p: &[u8]) -> Result<()> {
+    pub(super) fn chmod_inode(
+        &mut self,
+        ino: u64,
+        mut inode: Inode,
+        mode: u32,
+        p: &[u8],
+    ) -> Result<()> {
         self.owner_or_root(&inode, p)?;
         inode.perm = mode & 0o7777;
         inode.ctime = now_ns();
@@ -65,7 +71,13 @@ impl Operation<'_> {
     }
 
     /// Changes owner and/or group (`None` leaves one unchanged).
-    pub fn chown(&mut self, p: &[u8], uid: Option<u32>, gid: Option<u32>, follow: bool) -> Result<()> {
+    pub fn chown(
+        &mut self,
+        p: &[u8],
+        uid: Option<u32>,
+        gid: Option<u32>,
+        follow: bool,
+    ) -> Result<()> {
         let (ino, inode) = self.existing(p, follow)?;
         self.chown_inode(ino, inode, uid, gid, p)
     }
@@ -76,7 +88,14 @@ impl Operation<'_> {
         self.chown_inode(ino, inode, uid, gid, b"")
     }
 
-    pub(super) fn chown_inode(&mut self, ino: u64, mut inode: Inode, uid: Option<u32>, gid: Option<u32>, p: &[u8]) -> Result<()> {
+    pub(super) fn chown_inode(
+        &mut self,
+        ino: u64,
+        mut inode: Inode,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        p: &[u8],
+    ) -> Result<()> {
         if let Some(c) = self.cred.filter(|c| c.uid != 0) {
             let uid_ok = uid.is_none_or(|u| u == inode.uid);
             let gid_ok = gid.is_none_or(|g| g == inode.gid || c.in_group(g));
@@ -91,7 +110,13 @@ impl Operation<'_> {
     }
 
     /// Sets access and modification times.
-    pub fn utimens(&mut self, p: &[u8], atime: SetTime, mtime: SetTime, follow: bool) -> Result<()> {
+    pub fn utimens(
+        &mut self,
+        p: &[u8],
+        atime: SetTime,
+        mtime: SetTime,
+        follow: bool,
+    ) -> Result<()> {
         let (ino, inode) = self.existing(p, follow)?;
         self.utimens_inode(ino, inode, atime, mtime, p)
     }
@@ -102,7 +127,14 @@ impl Operation<'_> {
         self.utimens_inode(ino, inode, atime, mtime, b"")
     }
 
-    pub(super) fn utimens_inode(&mut self, ino: u64, mut inode: Inode, atime: SetTime, mtime: SetTime, p: &[u8]) -> Result<()> {
+    pub(super) fn utimens_inode(
+        &mut self,
+        ino: u64,
+        mut inode: Inode,
+        atime: SetTime,
+        mtime: SetTime,
+        p: &[u8],
+    ) -> Result<()> {
         let explicit = matches!(atime, SetTime::At(_)) || matches!(mtime, SetTime::At(_));
         if explicit {
             self.owner_or_root(&inode, p)?;
@@ -120,7 +152,10 @@ impl Operation<'_> {
         inode.ctime = now;
         if inode.kind == FileType::Dir && mtime != SetTime::Omit {
             // A plain set overrides the atomic max that creates keep on the hot key.
-            self.set(&schema::dir_attr_key(ino, DirAttr::Mtime), &(inode.mtime.max(0) as u64).to_le_bytes())?;
+            self.set(
+                &schema::dir_attr_key(ino, DirAttr::Mtime),
+                &(inode.mtime.max(0) as u64).to_le_bytes(),
+            )?;
             self.atomic_max(&schema::dir_attr_key(ino, DirAttr::Ctime), now)?;
         }
         self.store_inode(ino, &inode)
@@ -128,8 +163,10 @@ impl Operation<'_> {
 
     /// Store-wide usage, from counters (O(1)).
     pub fn statfs(&mut self) -> Result<StatFs> {
-        let files = decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Inodes))?.as_deref());
-        let bytes = decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Bytes))?.as_deref());
+        let files =
+            decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Inodes))?.as_deref());
+        let bytes =
+            decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Bytes))?.as_deref());
         let bs = self.inner.block_size as u64;
         let used_blocks = bytes.div_ceil(bs);
         let (total, free) = self.inner.space.unwrap_or((u64::MAX / 2, u64::MAX / 2 - bytes));
@@ -154,7 +191,8 @@ impl Operation<'_> {
             FileRef::Ino(ino) => (ino, self.inode(ino)?, &b""[..]),
         };
         if write {
-            self.owner_or_root(&inode, p).or_else(|_| self.access(&inode, W_OK))
+            self.owner_or_root(&inode, p)
+                .or_else(|_| self.access(&inode, W_OK))
                 .map_err(|_| Error::at(ErrorKind::Access, p))?;
         } else {
             self.access(&inode, R_OK).map_err(|_| Error::at(ErrorKind::Access, p))?;
@@ -167,7 +205,10 @@ impl Operation<'_> {
             return Err(Error::new(ErrorKind::Invalid, "invalid extended attribute name"));
         }
         if name.len() > XATTR_NAME_MAX {
-            return Err(Error::new(ErrorKind::Range, "extended attribute name longer than 255 bytes"));
+            return Err(Error::new(
+                ErrorKind::Range,
+                "extended attribute name longer than 255 bytes",
+            ));
         }
         Ok(())
     }
@@ -183,10 +224,19 @@ impl Operation<'_> {
     }
 
     /// Sets an extended attribute.
-    pub fn setxattr(&mut self, at: FileRef<'_>, name: &[u8], value: &[u8], flags: XattrFlags) -> Result<()> {
+    pub fn setxattr(
+        &mut self,
+        at: FileRef<'_>,
+        name: &[u8],
+        value: &[u8],
+        flags: XattrFlags,
+    ) -> Result<()> {
         Self::check_xattr_name(name)?;
         if value.len() > XATTR_SIZE_MAX {
-            return Err(Error::new(ErrorKind::TooBig, "extended attribute value larger than 64 KiB"));
+            return Err(Error::new(
+                ErrorKind::TooBig,
+                "extended attribute value larger than 64 KiB",
+            ));
         }
         let p = at.path();
         let ino = self.xattr_target(at, true)?;
@@ -194,10 +244,16 @@ impl Operation<'_> {
         let exists = self.tx.get(&key)?.is_some();
         match flags {
             XattrFlags::Create if exists => {
-                return Err(Error::new(ErrorKind::Exists, format!("{}: attribute {} exists", show(p), show(name))))
+                return Err(Error::new(
+                    ErrorKind::Exists,
+                    format!("{}: attribute {} exists", show(p), show(name)),
+                ))
             }
             XattrFlags::Replace if !exists => {
-                return Err(Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name))))
+                return Err(Error::new(
+                    ErrorKind::NoData,
+                    format!("{}: no attribute {}", show(p), show(name)),
+                ))
             }
             _ => {}
         }
@@ -209,7 +265,12 @@ impl Operation<'_> {
     pub fn listxattr(&mut self, at: FileRef<'_>) -> Result<Vec<Vec<u8>>> {
         let ino = self.xattr_target(at, false)?;
         let (s, e) = schema::xattr_range(ino);
-        Ok(self.tx.get_range(&s, &e, 0, false)?.into_iter().map(|(k, _)| schema::xattr_name(&k).to_vec()).collect())
+        Ok(self
+            .tx
+            .get_range(&s, &e, 0, false)?
+            .into_iter()
+            .map(|(k, _)| schema::xattr_name(&k).to_vec())
+            .collect())
     }
 
     /// Removes an extended attribute.
@@ -219,7 +280,10 @@ impl Operation<'_> {
         let ino = self.xattr_target(at, true)?;
         let key = schema::xattr_key(ino, name);
         if self.tx.get(&key)?.is_none() {
-            return Err(Error::new(ErrorKind::NoData, format!("{}: no attribute {}", show(p), show(name))));
+            return Err(Error::new(
+                ErrorKind::NoData,
+                format!("{}: no attribute {}", show(p), show(name)),
+            ));
         }
         self.clear(&key)?;
         self.touch_ctime(ino, now_ns())

@@ -24,7 +24,11 @@ impl Operation<'_> {
     /// by block index, as [`Operation::block_bytes`] gives them, fetched together: from the
     /// disk cache (read in parallel), and the others in one range read of this transaction's
     /// snapshot instead of one read each (chunks of consecutive blocks are adjacent keys).
-    pub(super) fn fetch_chunks(&mut self, ino: u64, blocks: &[KeyValue]) -> Result<HashMap<u64, Vec<u8>>> {
+    pub(super) fn fetch_chunks(
+        &mut self,
+        ino: u64,
+        blocks: &[KeyValue],
+    ) -> Result<HashMap<u64, Vec<u8>>> {
         let mut refs = Vec::new();
         for (k, v) in blocks {
             if v.first() == Some(&1) {
@@ -50,7 +54,8 @@ impl Operation<'_> {
         let mut found: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
         if missing.len() > 1 {
             let (first, last) = (missing[0].0, missing[missing.len() - 1].0);
-            let (from, to) = (schema::chunk_key(ino, first, 0), schema::chunk_key(ino, last + 1, 0));
+            let (from, to) =
+                (schema::chunk_key(ino, first, 0), schema::chunk_key(ino, last + 1, 0));
             found = self.tx.snapshot_get_range(&from, &to, 0, false)?.into_iter().collect();
         }
         for (idx, key, offset, len) in missing {
@@ -68,7 +73,14 @@ impl Operation<'_> {
 
     /// The bytes `offset..offset + len` of chunk `id` of block `idx` of `ino`: from the disk
     /// cache, else from the backend ([`Operation::stored_chunk`]).
-    pub(super) fn chunk_bytes(&mut self, ino: u64, idx: u64, id: u64, offset: u32, len: u32) -> Result<Vec<u8>> {
+    pub(super) fn chunk_bytes(
+        &mut self,
+        ino: u64,
+        idx: u64,
+        id: u64,
+        offset: u32,
+        len: u32,
+    ) -> Result<Vec<u8>> {
         let key = schema::chunk_key(ino, idx, id);
         let cache = self.inner.disk_cache.as_ref();
         let chunk = match cache.and_then(|c| c.get(&key)) {
@@ -92,7 +104,10 @@ impl Operation<'_> {
             Some(v) => v,
             None => self.inner.backend.begin()?.snapshot_get(key)?.ok_or_else(|| {
                 // Deleted with its block by a transaction newer than this one's snapshot.
-                Error::new(ErrorKind::Conflict, "transaction conflict: the file's data changed while reading")
+                Error::new(
+                    ErrorKind::Conflict,
+                    "transaction conflict: the file's data changed while reading",
+                )
             })?,
         };
         decode_chunk(&stored)
@@ -113,7 +128,13 @@ impl Operation<'_> {
     /// Writes `data` as block `idx` of `ino`: in the block's key, or, when this store keeps a
     /// disk cache, as a new chunk that the block key refers to (written in this transaction).
     /// The caller has deleted the chunk the block referred to (`drop_chunks`, `drop_block_chunk`).
-    pub(super) fn set_block(&mut self, ino: u64, inode: &mut Inode, idx: u64, data: &[u8]) -> Result<()> {
+    pub(super) fn set_block(
+        &mut self,
+        ino: u64,
+        inode: &mut Inode,
+        idx: u64,
+        data: &[u8],
+    ) -> Result<()> {
         let key = schema::block_key(ino, idx);
         if self.inner.disk_cache.is_none() {
             return self.set(&key, &Block::encode_data(data));
@@ -131,16 +152,17 @@ impl Operation<'_> {
 fn decode_chunk(stored: &[u8]) -> Result<Vec<u8>> {
     match Block::decode(stored)? {
         Block::Data(chunk) => Ok(chunk),
-        Block::Chunk { .. } => Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk")),
+        Block::Chunk { .. } => {
+            Err(Error::new(ErrorKind::Corrupt, "corrupt store: a chunk refers to another chunk"))
+        }
     }
 }
 
 /// The `offset..offset + len` part of `chunk` that a block refers to.
 fn slice(chunk: &[u8], offset: u32, len: u32) -> Result<Vec<u8>> {
-    chunk
-        .get(offset as usize..offset as usize + len as usize)
-        .map(<[u8]>::to_vec)
-        .ok_or_else(|| Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"))
+    chunk.get(offset as usize..offset as usize + len as usize).map(<[u8]>::to_vec).ok_or_else(
+        || Error::new(ErrorKind::Corrupt, "corrupt store: chunk shorter than reference"),
+    )
 }
 
 impl StoreState {
@@ -168,7 +190,9 @@ impl StoreState {
     pub(crate) fn disk_cache_stats(&self) -> Option<DiskCacheStats> {
         match (&self.disk_cache, &self.disk_cache_off) {
             (Some(c), _) => Some(c.stats()),
-            (None, Some(why)) => Some(DiskCacheStats { disabled: Some(why.clone()), ..Default::default() }),
+            (None, Some(why)) => {
+                Some(DiskCacheStats { disabled: Some(why.clone()), ..Default::default() })
+            }
             (None, None) => None,
         }
     }
@@ -176,7 +200,11 @@ impl StoreState {
 
 /// Opens the disk cache `options` ask for, for the store on `backend`: `Ok(None)` without
 /// one; `Err(why)` when it cannot be used (the store then reads the backend without it).
-pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retries: u32) -> std::result::Result<Option<DiskCache>, String> {
+pub(crate) fn open_disk_cache(
+    backend: &dyn Backend,
+    options: &Options,
+    max_retries: u32,
+) -> std::result::Result<Option<DiskCache>, String> {
     let Some(dir) = &options.disk_cache else { return Ok(None) };
     let id_key = schema::meta_key(Meta::StoreId);
     let read_only = options.read_only || backend.read_only();
@@ -193,13 +221,16 @@ pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retr
         }
     })
     .map_err(|e| format!("cannot read the store's identity: {e}"))?;
-    let id = id.ok_or("a read-only store without an identity (open it writable once with a disk cache)")?;
+    let id = id
+        .ok_or("a read-only store without an identity (open it writable once with a disk cache)")?;
     let identity = [id.as_slice(), backend.describe().as_bytes()].concat();
     let deadline = options.disk_cache_deadline.max(Duration::from_millis(1));
     // A chunk id whose transaction id the store's counter has not reached yet was handed out
     // in a history the store no longer has (its files were restored from older ones): the
     // same id may come again for other data.
-    let keep = move |key: &[u8]| schema::parse_chunk_key(key).is_ok_and(|(_, _, id)| id >> CHUNK_SEQ_BITS < counter);
+    let keep = move |key: &[u8]| {
+        schema::parse_chunk_key(key).is_ok_and(|(_, _, id)| id >> CHUNK_SEQ_BITS < counter)
+    };
     // Opened by a thread of its own: a cache disk that does not answer must not hang the open.
     let (dir, size) = (dir.clone(), options.disk_cache_size);
     let (done, opened) = std::sync::mpsc::sync_channel(1);
@@ -212,7 +243,10 @@ pub(crate) fn open_disk_cache(backend: &dyn Backend, options: &Options, max_retr
         .map_err(|e| format!("{shown}: {e}"))?;
     match opened.recv_timeout(deadline * OPEN_WAIT_DEADLINES) {
         Ok(cache) => cache.map(Some).map_err(|e| format!("{shown}: {e}")),
-        Err(_) => Err(format!("{shown}: the cache directory did not answer within {:?}", deadline * OPEN_WAIT_DEADLINES)),
+        Err(_) => Err(format!(
+            "{shown}: the cache directory did not answer within {:?}",
+            deadline * OPEN_WAIT_DEADLINES
+        )),
     }
 }
 

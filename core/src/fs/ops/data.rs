@@ -16,18 +16,30 @@ const READ_PIECE_BLOCKS: u64 = 16;
 /// Checks a file's own block size: a power of two from 512 to 65536.
 pub(crate) fn check_block_size(b: u32) -> Result<()> {
     let shift = b.trailing_zeros() as u8;
-    if !b.is_power_of_two() || !(schema::MIN_BLOCK_SHIFT..=schema::MAX_BLOCK_SHIFT).contains(&shift) {
-        return Err(Error::new(ErrorKind::Invalid, format!("block size {b} is not a power of two from 512 to 65536")));
+    if !b.is_power_of_two() || !(schema::MIN_BLOCK_SHIFT..=schema::MAX_BLOCK_SHIFT).contains(&shift)
+    {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            format!("block size {b} is not a power of two from 512 to 65536"),
+        ));
     }
     Ok(())
 }
 
 /// Copies what block data `data` (the file's bytes from `bstart`) holds of `[off, end)` into
 /// `out` (the file's bytes from `off`), and records the range copied.
-fn copy_block(out: &mut [u8], covered: &mut Vec<(u64, u64)>, off: u64, end: u64, bstart: u64, data: &[u8]) {
+fn copy_block(
+    out: &mut [u8],
+    covered: &mut Vec<(u64, u64)>,
+    off: u64,
+    end: u64,
+    bstart: u64,
+    data: &[u8],
+) {
     let (from, to) = (off.max(bstart), end.min(bstart + data.len() as u64));
     if from < to {
-        out[(from - off) as usize..(to - off) as usize].copy_from_slice(&data[(from - bstart) as usize..(to - bstart) as usize]);
+        out[(from - off) as usize..(to - off) as usize]
+            .copy_from_slice(&data[(from - bstart) as usize..(to - bstart) as usize]);
         covered.push((from, to));
     }
 }
@@ -42,13 +54,20 @@ impl Operation<'_> {
 
     pub(super) fn check_open_options(o: &OpenOptions, p: &[u8]) -> Result<()> {
         if o.truncate && !o.write {
-            return Err(Error::new(ErrorKind::Invalid, format!("{}: truncate needs write access", show(p))));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{}: truncate needs write access", show(p)),
+            ));
         }
         if !o.read && !o.write {
-            return Err(Error::new(ErrorKind::Invalid, format!("{}: open for neither reading nor writing", show(p))));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{}: open for neither reading nor writing", show(p)),
+            ));
         }
         if let Some(b) = o.block_size {
-            check_block_size(b).map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
+            check_block_size(b)
+                .map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
         }
         Ok(())
     }
@@ -66,7 +85,12 @@ impl Operation<'_> {
         self.open_existing(ino, o, b"")
     }
 
-    pub(super) fn open_resolved(&mut self, r: Resolved, o: &OpenOptions, p: &[u8]) -> Result<(u64, FileType)> {
+    pub(super) fn open_resolved(
+        &mut self,
+        r: Resolved,
+        o: &OpenOptions,
+        p: &[u8],
+    ) -> Result<(u64, FileType)> {
         let e = match (r.entry, o.create || o.create_new) {
             (Some(_), _) if o.create_new => return Err(Error::at(ErrorKind::Exists, p)),
             (Some(e), _) => e,
@@ -109,7 +133,10 @@ impl Operation<'_> {
             return Ok(());
         }
         if !inode.is_inline {
-            return Err(Error::new(ErrorKind::Busy, "the file has blocks already; its block size stays"));
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "the file has blocks already; its block size stays",
+            ));
         }
         inode.block_shift = if bytes == self.inner.block_size { 0 } else { shift };
         self.store_inode(ino, &inode)
@@ -117,20 +144,29 @@ impl Operation<'_> {
 
     /// Opens the existing inode `ino` (found as `p`) for `o`: checks its type and the
     /// caller's access, and truncates if asked.
-    pub(super) fn open_existing(&mut self, ino: u64, o: &OpenOptions, p: &[u8]) -> Result<(u64, FileType)> {
+    pub(super) fn open_existing(
+        &mut self,
+        ino: u64,
+        o: &OpenOptions,
+        p: &[u8],
+    ) -> Result<(u64, FileType)> {
         // Only a truncate changes the inode here; the rest needs its attributes alone.
         let mut inode = if o.truncate { self.inode(ino)? } else { self.inode_meta(ino)? };
         match inode.kind {
             FileType::Symlink => return Err(Error::at(ErrorKind::Loop, p)),
             FileType::Dir if o.write => return Err(Error::at(ErrorKind::IsDir, p)),
             kind if kind.is_special() => {
-                return Err(Error::new(ErrorKind::Invalid, format!("{}: a {kind:?} has no data to open in a store", show(p))))
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("{}: a {kind:?} has no data to open in a store", show(p)),
+                ))
             }
             _ => {}
         }
         if o.write {
             // As open(2) on a read-only file system: EROFS at once, not at the first write.
-            self.writable().map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
+            self.writable()
+                .map_err(|e| Error::new(e.kind(), format!("{}: {}", show(p), e.message())))?;
         }
         let mask = if o.read { R_OK } else { 0 } | if o.write { W_OK } else { 0 };
         self.access(&inode, mask).map_err(|_| Error::at(ErrorKind::Access, p))?;
@@ -165,9 +201,9 @@ impl Operation<'_> {
                 inode
             }));
         })?;
-        let inode = meta
-            .transpose()?
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))?;
+        let inode = meta.transpose()?.ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists"))
+        })?;
         if inode.kind == FileType::Dir {
             return Err(Error::new(ErrorKind::IsDir, "read of a directory"));
         }
@@ -186,7 +222,13 @@ impl Operation<'_> {
     }
 
     /// Copies file data straight from the block values into `buf` (holes read as zeros).
-    pub(super) fn read_data(&mut self, ino: u64, inode: &Inode, off: u64, buf: &mut [u8]) -> Result<usize> {
+    pub(super) fn read_data(
+        &mut self,
+        ino: u64,
+        inode: &Inode,
+        off: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
         if off >= inode.size || buf.is_empty() {
             return Ok(0);
         }
@@ -253,7 +295,10 @@ impl Operation<'_> {
             let (s, _) = schema::block_range(ino, first);
             let mut others = Vec::new();
             let mut bad = None;
-            self.tx.visit_range(&s, &schema::block_key(ino, last + 1), &mut |k, v| match (v.split_first(), schema::block_index(k)) {
+            self.tx.visit_range(&s, &schema::block_key(ino, last + 1), &mut |k, v| match (
+                v.split_first(),
+                schema::block_index(k),
+            ) {
                 (Some((0, data)), Ok(idx)) => copy_block(out, covered, off, end, idx * bs, data),
                 (_, Err(e)) => bad = Some(e),
                 _ => others.push((k.to_vec(), v.to_vec())),
@@ -293,7 +338,13 @@ impl Operation<'_> {
 
     /// Before blocks `first..end` (`None`: to the end) of `ino` are overwritten or deleted:
     /// deletes the chunks they refer to. Only files that ever had a chunk pay for this.
-    pub(super) fn drop_chunks(&mut self, ino: u64, inode: &Inode, first: u64, end: Option<u64>) -> Result<()> {
+    pub(super) fn drop_chunks(
+        &mut self,
+        ino: u64,
+        inode: &Inode,
+        first: u64,
+        end: Option<u64>,
+    ) -> Result<()> {
         if !inode.has_chunks {
             return Ok(());
         }
@@ -317,10 +368,9 @@ impl Operation<'_> {
         if data.is_empty() {
             return Ok(off);
         }
-        let end = off
-            .checked_add(data.len() as u64)
-            .filter(|&e| e <= MAX_FILE_SIZE)
-            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "write beyond the maximum file size"))?;
+        let end = off.checked_add(data.len() as u64).filter(|&e| e <= MAX_FILE_SIZE).ok_or_else(
+            || Error::new(ErrorKind::FileTooBig, "write beyond the maximum file size"),
+        )?;
         let old_size = inode.size;
         if inode.is_inline && end > self.inner.inline_limit as u64 {
             self.spill_inline(ino, &mut inode)?;
@@ -354,7 +404,13 @@ impl Operation<'_> {
 
     /// Writes `data` at `off` into the blocks of `ino`. In a transaction that has written
     /// enough, full blocks are written ahead as chunks and only referenced here (staging.rs).
-    pub(super) fn write_blocks(&mut self, ino: u64, inode: &mut Inode, off: u64, data: &[u8]) -> Result<()> {
+    pub(super) fn write_blocks(
+        &mut self,
+        ino: u64,
+        inode: &mut Inode,
+        off: u64,
+        data: &[u8],
+    ) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -424,7 +480,9 @@ impl Operation<'_> {
         match inode.kind {
             FileType::Dir => return Err(Error::new(ErrorKind::IsDir, "truncate of a directory")),
             FileType::File => {}
-            _ => return Err(Error::new(ErrorKind::Invalid, "truncate of a symlink or special file")),
+            _ => {
+                return Err(Error::new(ErrorKind::Invalid, "truncate of a symlink or special file"))
+            }
         }
         if size > MAX_FILE_SIZE {
             return Err(Error::new(ErrorKind::FileTooBig, "size beyond the maximum file size"));
@@ -472,18 +530,28 @@ impl Operation<'_> {
 
     /// `fallocate`: mode 0 extends the size; `keep_size` does not; `punch_hole` (with
     /// `keep_size`) zeroes the range.
-    pub fn fallocate_ino(&mut self, ino: u64, mode: FallocateMode, off: u64, len: u64) -> Result<()> {
+    pub fn fallocate_ino(
+        &mut self,
+        ino: u64,
+        mode: FallocateMode,
+        off: u64,
+        len: u64,
+    ) -> Result<()> {
         if len == 0 {
             return Err(Error::new(ErrorKind::Invalid, "fallocate: length must be positive"));
         }
         // Like Linux: a range past the largest file size, even one that overflows, is EFBIG.
         let end = off.checked_add(len).unwrap_or(u64::MAX);
         if end > MAX_FILE_SIZE {
-            return Err(Error::new(ErrorKind::FileTooBig, "fallocate beyond the maximum file size"));
+            return Err(Error::new(
+                ErrorKind::FileTooBig,
+                "fallocate beyond the maximum file size",
+            ));
         }
         let mut inode = self.inode(ino)?;
         if inode.kind != FileType::File {
-            let kind = if inode.kind == FileType::Dir { ErrorKind::IsDir } else { ErrorKind::Invalid };
+            let kind =
+                if inode.kind == FileType::Dir { ErrorKind::IsDir } else { ErrorKind::Invalid };
             return Err(Error::new(kind, "fallocate of a non-file"));
         }
         match mode {
@@ -510,11 +578,21 @@ impl Operation<'_> {
                     // Zero the partial blocks at either end.
                     let head_end = end.min(full_from * bs);
                     if off < head_end {
-                        self.write_blocks(ino, &mut inode, off, &vec![0; (head_end - off) as usize])?;
+                        self.write_blocks(
+                            ino,
+                            &mut inode,
+                            off,
+                            &vec![0; (head_end - off) as usize],
+                        )?;
                     }
                     let tail_start = off.max(full_to * bs);
                     if full_to >= full_from && tail_start < end {
-                        self.write_blocks(ino, &mut inode, tail_start, &vec![0; (end - tail_start) as usize])?;
+                        self.write_blocks(
+                            ino,
+                            &mut inode,
+                            tail_start,
+                            &vec![0; (end - tail_start) as usize],
+                        )?;
                     }
                 }
                 inode.mtime = now_ns();

@@ -12,15 +12,15 @@ mod namespace;
 mod reap;
 mod resolve;
 
-pub use data::MAX_FILE_SIZE;
-pub(crate) use data::check_block_size;
 pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
-pub(crate) use resolve::{Resolved, FileRef};
 pub(crate) use chunks::open_disk_cache;
+pub(crate) use data::check_block_size;
+pub use data::MAX_FILE_SIZE;
+pub(crate) use resolve::{FileRef, Resolved};
 
 use super::staging::Staging;
-use super::types::Credential;
 use super::state::StoreState;
+use super::types::Credential;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::Txn;
 use crate::schema::{self, Dentry, DirAttr, FileType, Inode};
@@ -101,7 +101,9 @@ impl<'a> Operation<'a> {
     /// for stat and access checks, which would otherwise copy up to 4 KiB of data each.
     pub(crate) fn inode_meta(&mut self, ino: u64) -> Result<Inode> {
         let mut inode = None;
-        self.tx.get_with(&schema::inode_key(ino), &mut |v| inode = Some(Inode::decode_meta(v).map(|(i, _)| i)))?;
+        self.tx.get_with(&schema::inode_key(ino), &mut |v| {
+            inode = Some(Inode::decode_meta(v).map(|(i, _)| i))
+        })?;
         inode
             .transpose()?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))

@@ -10,7 +10,10 @@ use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta, ROOT_INO};
 
 fn check_symlink_target(target: &[u8]) -> Result<()> {
     if target.is_empty() || target.contains(&0) || target.len() > path::PATH_MAX {
-        return Err(Error::new(ErrorKind::Invalid, format!("{}: invalid symlink target", show(target))));
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            format!("{}: invalid symlink target", show(target)),
+        ));
     }
     Ok(())
 }
@@ -22,7 +25,15 @@ impl Operation<'_> {
         self.inner.alloc_ino()
     }
 
-    pub(super) fn create_node(&mut self, parent: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8], rdev: u64) -> Result<u64> {
+    pub(super) fn create_node(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        data: &[u8],
+        rdev: u64,
+    ) -> Result<u64> {
         let ino = self.alloc_ino()?;
         let now = now_ns();
         let (uid, gid) = self.new_owner();
@@ -41,7 +52,13 @@ impl Operation<'_> {
             is_inline: !kind.is_special(),
             has_chunks: false,
             block_shift: 0,
-            inline: if device { rdev.to_le_bytes().to_vec() } else if kind.is_special() { Vec::new() } else { data.to_vec() },
+            inline: if device {
+                rdev.to_le_bytes().to_vec()
+            } else if kind.is_special() {
+                Vec::new()
+            } else {
+                data.to_vec()
+            },
         };
         self.store_inode(ino, &inode)?;
         self.set(&schema::dentry_key(parent, name), &Dentry { ino, kind }.encode())?;
@@ -59,7 +76,15 @@ impl Operation<'_> {
 
     /// Creates a node of `kind` named `name` in `dir`: a directory, an empty file, a symlink
     /// (`data` is its target) or a special file (`rdev` is a device's number).
-    pub fn mknod_at(&mut self, dir: u64, name: &[u8], kind: FileType, perm: u32, data: &[u8], rdev: u64) -> Result<u64> {
+    pub fn mknod_at(
+        &mut self,
+        dir: u64,
+        name: &[u8],
+        kind: FileType,
+        perm: u32,
+        data: &[u8],
+        rdev: u64,
+    ) -> Result<u64> {
         if kind == FileType::Symlink {
             check_symlink_target(data)?;
         }
@@ -77,7 +102,10 @@ impl Operation<'_> {
     /// Creates a special file (FIFO, device node or socket) at `p`.
     pub fn mknod(&mut self, p: &[u8], kind: FileType, mode: u32, rdev: u64) -> Result<()> {
         if !kind.is_special() {
-            return Err(Error::new(ErrorKind::Invalid, format!("{}: mknod makes only special files", show(p))));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{}: mknod makes only special files", show(p)),
+            ));
         }
         let (parent, name) = self.for_create(p)?;
         self.create_node(parent, &name, kind, mode, &[], rdev)?;
@@ -106,9 +134,19 @@ impl Operation<'_> {
         self.add_link(ino, inode, dir, name, name)
     }
 
-    pub(super) fn add_link(&mut self, ino: u64, mut inode: Inode, parent: u64, name: &[u8], from: &[u8]) -> Result<()> {
+    pub(super) fn add_link(
+        &mut self,
+        ino: u64,
+        mut inode: Inode,
+        parent: u64,
+        name: &[u8],
+        from: &[u8],
+    ) -> Result<()> {
         if inode.kind == FileType::Dir {
-            return Err(Error::new(ErrorKind::NotPermitted, format!("{}: cannot hard-link a directory", show(from))));
+            return Err(Error::new(
+                ErrorKind::NotPermitted,
+                format!("{}: cannot hard-link a directory", show(from)),
+            ));
         }
         inode.nlink += 1;
         inode.ctime = now_ns();
@@ -131,7 +169,10 @@ impl Operation<'_> {
 
     pub(super) fn link_target(inode: Inode, p: &[u8]) -> Result<Vec<u8>> {
         if inode.kind != FileType::Symlink {
-            return Err(Error::new(ErrorKind::Invalid, format!("{}: not a symbolic link", show(p))));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{}: not a symbolic link", show(p)),
+            ));
         }
         Ok(inode.inline)
     }
@@ -174,7 +215,11 @@ impl Operation<'_> {
     pub(super) fn removable_entry(&mut self, p: &[u8]) -> Result<(u64, Vec<u8>, Dentry)> {
         let r = self.resolve(p, false)?;
         let Some(name) = r.name else {
-            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
+            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) {
+                ErrorKind::Busy
+            } else {
+                ErrorKind::Invalid
+            };
             return Err(Error::at(kind, p));
         };
         let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, p))?;
@@ -194,7 +239,13 @@ impl Operation<'_> {
         self.rmdir_entry(dir, name, e, name)
     }
 
-    pub(super) fn rmdir_entry(&mut self, parent: u64, name: &[u8], e: Dentry, p: &[u8]) -> Result<()> {
+    pub(super) fn rmdir_entry(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        e: Dentry,
+        p: &[u8],
+    ) -> Result<()> {
         if e.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, p));
         }
@@ -233,7 +284,10 @@ impl Operation<'_> {
     /// Renames atomically; see [`RenameFlags`].
     pub fn rename(&mut self, from: &[u8], to: &[u8], flags: RenameFlags) -> Result<()> {
         if flags.no_replace && flags.exchange {
-            return Err(Error::new(ErrorKind::Invalid, "rename: no_replace and exchange exclude each other"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "rename: no_replace and exchange exclude each other",
+            ));
         }
         let s = self.resolve(from, false)?;
         let d = self.resolve(to, false)?;
@@ -243,18 +297,39 @@ impl Operation<'_> {
     /// Renames `name` of `dir` to `new_name` of `new_dir`. Unlike the path form, this cannot
     /// see whether `new_dir` lies inside a directory being moved (the tree keeps no parent
     /// links): a caller such as the kernel must refuse such a move first.
-    pub fn rename_at(&mut self, dir: u64, name: &[u8], new_dir: u64, new_name: &[u8], flags: RenameFlags) -> Result<()> {
+    pub fn rename_at(
+        &mut self,
+        dir: u64,
+        name: &[u8],
+        new_dir: u64,
+        new_name: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
         if flags.no_replace && flags.exchange {
-            return Err(Error::new(ErrorKind::Invalid, "rename: no_replace and exchange exclude each other"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "rename: no_replace and exchange exclude each other",
+            ));
         }
         let s = self.resolved_at(dir, name)?;
         let d = self.resolved_at(new_dir, new_name)?;
         self.rename_resolved(s, d, name, new_name, flags)
     }
 
-    pub(super) fn rename_resolved(&mut self, s: Resolved, d: Resolved, from: &[u8], to: &[u8], flags: RenameFlags) -> Result<()> {
+    pub(super) fn rename_resolved(
+        &mut self,
+        s: Resolved,
+        d: Resolved,
+        from: &[u8],
+        to: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
         let bad_end = |r: &Resolved, p: &[u8]| {
-            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) { ErrorKind::Busy } else { ErrorKind::Invalid };
+            let kind = if r.entry.is_some_and(|e| e.ino == ROOT_INO) {
+                ErrorKind::Busy
+            } else {
+                ErrorKind::Invalid
+            };
             Error::at(kind, p)
         };
         let sname = s.name.clone().ok_or_else(|| bad_end(&s, from))?;
@@ -274,9 +349,18 @@ impl Operation<'_> {
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
         let into_itself = || {
-            Error::new(ErrorKind::Invalid, format!("rename {} -> {}: cannot move a directory into itself", show(from), show(to)))
+            Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "rename {} -> {}: cannot move a directory into itself",
+                    show(from),
+                    show(to)
+                ),
+            )
         };
-        if se.kind == FileType::Dir && (d.ancestors.contains(&se.ino) || self.is_below(d.parent, se.ino)?) {
+        if se.kind == FileType::Dir
+            && (d.ancestors.contains(&se.ino) || self.is_below(d.parent, se.ino)?)
+        {
             return Err(into_itself());
         }
         if flags.exchange {
@@ -359,7 +443,10 @@ impl Operation<'_> {
                 None => return self.in_subtree(dir, cur),
             }
         }
-        Err(Error::new(ErrorKind::Corrupt, format!("corrupt store: directory {start} has a loop of parents")))
+        Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("corrupt store: directory {start} has a loop of parents"),
+        ))
     }
 
     /// Is directory `target` somewhere below directory `top`? (A search, for directories made
@@ -382,18 +469,35 @@ impl Operation<'_> {
     }
 
     /// Lists a directory: up to `limit` entries (0: all) with names after `after`.
-    pub fn readdir(&mut self, p: &[u8], after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+    pub fn readdir(
+        &mut self,
+        p: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<DirEntry>> {
         let (ino, inode) = self.existing(p, true)?;
         self.list_dir(ino, inode, after, limit, p)
     }
 
     /// Lists directory `ino` like [`Operation::readdir`].
-    pub fn readdir_ino(&mut self, ino: u64, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
+    pub fn readdir_ino(
+        &mut self,
+        ino: u64,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<DirEntry>> {
         let inode = self.inode(ino)?;
         self.list_dir(ino, inode, after, limit, b"")
     }
 
-    pub(super) fn list_dir(&mut self, ino: u64, inode: Inode, after: Option<&[u8]>, limit: usize, p: &[u8]) -> Result<Vec<DirEntry>> {
+    pub(super) fn list_dir(
+        &mut self,
+        ino: u64,
+        inode: Inode,
+        after: Option<&[u8]>,
+        limit: usize,
+        p: &[u8],
+    ) -> Result<Vec<DirEntry>> {
         if inode.kind != FileType::Dir {
             return Err(Error::at(ErrorKind::NotDir, p));
         }

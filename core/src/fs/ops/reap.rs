@@ -2,11 +2,11 @@
 
 use super::access::{W_OK, X_OK};
 use super::{now_ns, Operation};
+use crate::error::Result;
 use crate::fs::state::StoreState;
 use crate::fs::REMOVE_BATCH;
-use std::sync::Arc;
-use crate::error::Result;
 use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta};
+use std::sync::Arc;
 
 impl Operation<'_> {
     /// Deletes an inode and everything it owns.
@@ -92,8 +92,12 @@ impl Operation<'_> {
     /// Checks, without changing anything, that the caller may delete every entry of `dir`
     /// from `after` on (write and search permission on `dir`); returns the page's
     /// subdirectories and the cursor for the next page (`None` at the end).
-    pub(crate) fn check_removable(&mut self, dir: u64, after: Option<&[u8]>, batch: usize)
-        -> Result<(Vec<u64>, Option<Vec<u8>>)> {
+    pub(crate) fn check_removable(
+        &mut self,
+        dir: u64,
+        after: Option<&[u8]>,
+        batch: usize,
+    ) -> Result<(Vec<u64>, Option<Vec<u8>>)> {
         self.access_ino(dir, W_OK | X_OK, b"directory in the tree")?;
         let (mut start, end) = schema::dentry_range(dir);
         if let Some(a) = after {
@@ -120,7 +124,13 @@ impl Operation<'_> {
         }
         match self.load_inode(ino)? {
             // Open in another process (or maybe, seen from a secondary): kept, reaped later.
-            Some(inode) if inode.nlink == 0 && inode.kind != crate::FileType::Dir && self.open_elsewhere(ino)? => Ok(false),
+            Some(inode)
+                if inode.nlink == 0
+                    && inode.kind != crate::FileType::Dir
+                    && self.open_elsewhere(ino)? =>
+            {
+                Ok(false)
+            }
             Some(inode) if inode.nlink == 0 => self.delete_inode(ino, &inode).map(|()| true),
             Some(_) | None => self.clear(&schema::orphan_key(ino)).map(|()| false),
         }
@@ -144,11 +154,15 @@ impl StoreState {
             start.push(0);
             for (k, _) in &batch {
                 let ino = schema::orphan_ino(k)?;
-                let is_dir = self.auto_commit(None, |op| Ok(op.load_inode(ino)?.is_some_and(|i| i.kind == crate::FileType::Dir)))?;
+                let is_dir = self.auto_commit(None, |op| {
+                    Ok(op.load_inode(ino)?.is_some_and(|i| i.kind == crate::FileType::Dir))
+                })?;
                 if is_dir {
                     self.reap_tree(ino, &mut |_| {})?;
                 } else {
-                    self.open_files.reap_unless_open(ino, || self.auto_commit(None, |op| op.reap_orphan(ino)))?;
+                    self.open_files.reap_unless_open(ino, || {
+                        self.auto_commit(None, |op| op.reap_orphan(ino))
+                    })?;
                 }
             }
         }
@@ -161,7 +175,8 @@ impl StoreState {
         let mut pending = vec![ino];
         let mut removed = 0;
         while let Some(&dir) = pending.last() {
-            let (subdirs, entries, done) = self.auto_commit(None, |op| op.reap_batch(dir, REMOVE_BATCH))?;
+            let (subdirs, entries, done) =
+                self.auto_commit(None, |op| op.reap_batch(dir, REMOVE_BATCH))?;
             removed += entries as u64 + u64::from(done && dir == ino);
             progress(removed);
             if done {
@@ -177,7 +192,9 @@ impl StoreState {
     /// A failure here leaves the record for the next open to reap.
     pub(crate) fn reap_closed(&self, inos: &[u64]) {
         for &ino in inos {
-            let _ = self.open_files.reap_unless_open(ino, || self.auto_commit(None, |op| op.reap_orphan(ino)));
+            let _ = self
+                .open_files
+                .reap_unless_open(ino, || self.auto_commit(None, |op| op.reap_orphan(ino)));
         }
     }
 }

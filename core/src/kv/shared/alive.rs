@@ -57,13 +57,19 @@ impl Alive {
             .open(&path)
             .map_err(|e| Error::new(ErrorKind::Backend, format!("{}: {e}", path.display())))?;
         let slot = close_in_children(file.as_raw_fd());
-        Ok(Alive { file: ManuallyDrop::new(file), slot, own: HashSet::new(), generation: fork_generation() })
+        Ok(Alive {
+            file: ManuallyDrop::new(file),
+            slot,
+            own: HashSet::new(),
+            generation: fork_generation(),
+        })
     }
 
     /// Marks `id` alive for as long as this process keeps the store open.
     pub(crate) fn register(&mut self, id: u64) -> Result<()> {
-        range_lock(self.file.as_raw_fd(), libc::F_WRLCK, libc::F_OFD_SETLK, offset(id))
-            .map_err(|e| Error::new(ErrorKind::Backend, format!("{ALIVE_FILE}: cannot lock: {e}")))?;
+        range_lock(self.file.as_raw_fd(), libc::F_WRLCK, libc::F_OFD_SETLK, offset(id)).map_err(
+            |e| Error::new(ErrorKind::Backend, format!("{ALIVE_FILE}: cannot lock: {e}")),
+        )?;
         self.own.insert(id);
         Ok(())
     }

@@ -51,7 +51,9 @@ impl Conn {
         let reply = protocol::read_frame(&mut self.reader).map_err(|_| lost)?.ok_or(lost)?;
         match reply.first() {
             Some(&op::OK) => Ok(Ok(reply)),
-            Some(&op::ERR) => Ok(Err(protocol::decode_error(Fields::of(&reply).map_err(|_| lost)?.1))),
+            Some(&op::ERR) => {
+                Ok(Err(protocol::decode_error(Fields::of(&reply).map_err(|_| lost)?.1)))
+            }
             _ => Err(lost),
         }
     }
@@ -63,7 +65,14 @@ impl Conn {
         while sent < self.out.len() {
             let rest = &self.out[sent..];
             // SAFETY: the descriptor is open and `rest` readable for its length.
-            let n = unsafe { libc::send(self.stream.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
+            let n = unsafe {
+                libc::send(
+                    self.stream.as_raw_fd(),
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::Interrupted {
@@ -83,7 +92,12 @@ impl Conn {
         let mut b = 0u8;
         // SAFETY: peeks at most one byte into `b`, without blocking.
         let n = unsafe {
-            libc::recv(self.stream.as_raw_fd(), (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut b as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
         };
         n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
     }
@@ -100,7 +114,10 @@ fn to_io(e: Error) -> std::io::Error {
 }
 
 fn lost_io(_: Lost) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection to the store's server broke")
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "connection to the store's server broke",
+    )
 }
 
 /// A connection to a store's serving process.
@@ -119,12 +136,18 @@ impl Client {
     /// Connects to the process serving the store in `dir` and checks the protocol version.
     pub(crate) fn connect(dir: &Path) -> std::io::Result<Arc<Client>> {
         let mut conn = Conn::open(dir)?;
-        let reply = conn.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64)).map_err(lost_io)?.map_err(to_io)?;
+        let reply = conn
+            .call(Frame::new(op::HELLO).u64(protocol::VERSION as u64))
+            .map_err(lost_io)?
+            .map_err(to_io)?;
         let parse = || -> Result<(Limits, u32, String)> {
             let (_, mut f) = Fields::of(&reply)?;
             let version = f.u64()?;
             if version != protocol::VERSION as u64 {
-                return Err(Error::new(ErrorKind::Invalid, format!("server speaks protocol {version}")));
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("server speaks protocol {version}"),
+                ));
             }
             let limits = Limits {
                 max_key: protocol::unopt(f.u64()?),
@@ -169,7 +192,9 @@ impl Client {
             return Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "server gone"));
         }
         let mut c = Conn::open(&self.dir)?;
-        c.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64)).map_err(lost_io)?.map_err(to_io)?;
+        c.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64))
+            .map_err(lost_io)?
+            .map_err(to_io)?;
         Ok(c)
     }
 
@@ -289,10 +314,22 @@ impl ClientTxn {
         })
     }
 
-    fn range_op(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool, snapshot: bool) -> Result<Vec<KeyValue>> {
+    fn range_op(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.check_key(start)?;
         self.check_key(end)?;
-        let frame = Frame::new(op::GET_RANGE).u8(snapshot as u8).bytes(start).bytes(end).u64(limit as u64).u8(reverse as u8);
+        let frame = Frame::new(op::GET_RANGE)
+            .u8(snapshot as u8)
+            .bytes(start)
+            .bytes(end)
+            .u64(limit as u64)
+            .u8(reverse as u8);
         let reply = self.call(frame, false)?;
         let (_, mut f) = Fields::of(&reply)?;
         let n = f.u64()? as usize;
@@ -325,10 +362,22 @@ impl Txn for ClientTxn {
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_op(key, true)
     }
-    fn get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.range_op(start, end, limit, reverse, false)
     }
-    fn snapshot_get_range(&mut self, start: &[u8], end: &[u8], limit: usize, reverse: bool) -> Result<Vec<KeyValue>> {
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
         self.range_op(start, end, limit, reverse, true)
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -77,7 +77,10 @@ impl Sharing {
 
 enum Mode {
     /// This process owns the files; `server` is None in exclusive mode.
-    Owner { local: Arc<RocksBackend>, server: Option<Server> },
+    Owner {
+        local: Arc<RocksBackend>,
+        server: Option<Server>,
+    },
     Client(Arc<Client>),
     /// Being dropped.
     Gone,
@@ -127,8 +130,16 @@ impl SharedBackend {
         if matches!(mode, Mode::Client(_)) {
             sharing.become_shared();
         }
-        let backend =
-            Arc::new(SharedBackend { dir: canon.to_path_buf(), exclusive, mode: Mutex::new(mode), generation: fork_generation(), pid: std::process::id(), alive: Mutex::new(None), sharing, cache_bytes: AtomicU64::new(0) });
+        let backend = Arc::new(SharedBackend {
+            dir: canon.to_path_buf(),
+            exclusive,
+            mode: Mutex::new(mode),
+            generation: fork_generation(),
+            pid: std::process::id(),
+            alive: Mutex::new(None),
+            sharing,
+            cache_bytes: AtomicU64::new(0),
+        });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
         Ok(backend)
@@ -171,7 +182,10 @@ impl SharedBackend {
                     return Ok(());
                 }
                 None if Instant::now() >= deadline => {
-                    return Err(busy(&self.dir, format!("no process serves the store after {RECOVERY_TIMEOUT:?}")));
+                    return Err(busy(
+                        &self.dir,
+                        format!("no process serves the store after {RECOVERY_TIMEOUT:?}"),
+                    ));
                 }
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
@@ -212,7 +226,12 @@ fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Mod
             return Ok(m);
         }
         if Instant::now() >= deadline {
-            return Err(busy(dir, format!("the process holding the store does not serve it (waited {RECOVERY_TIMEOUT:?})")));
+            return Err(busy(
+                dir,
+                format!(
+                    "the process holding the store does not serve it (waited {RECOVERY_TIMEOUT:?})"
+                ),
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -243,7 +262,8 @@ fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Optio
         Err(_) => {
             let (pid, holder_exclusive) = owner_info(dir);
             if exclusive || holder_exclusive {
-                let who = pid.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into());
+                let who =
+                    pid.map(|p| format!("process {p}")).unwrap_or_else(|| "another process".into());
                 let why = if exclusive {
                     format!("exclusive use asked, but the store is in use by {who}")
                 } else {
@@ -261,7 +281,9 @@ fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Optio
 
 impl Drop for SharedBackend {
     fn drop(&mut self) {
-        if let Mode::Owner { local, server: Some(server) } = std::mem::replace(self.mode.get_mut(), Mode::Gone) {
+        if let Mode::Owner { local, server: Some(server) } =
+            std::mem::replace(self.mode.get_mut(), Mode::Gone)
+        {
             if self.generation != fork_generation() {
                 // A forked child's copy: its sockets are the parent's; leave them alone.
                 server.abandon();
@@ -279,7 +301,10 @@ impl Drop for SharedBackend {
 impl Backend for SharedBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
         if self.generation != fork_generation() {
-            return Err(super::owner::forked_error(&format!("rocksdb:{}", self.dir.display()), self.pid));
+            return Err(super::owner::forked_error(
+                &format!("rocksdb:{}", self.dir.display()),
+                self.pid,
+            ));
         }
         self.on_current(|local| local.begin(), |c| c.begin())
     }

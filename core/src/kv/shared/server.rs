@@ -40,7 +40,11 @@ impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
     /// a previous owner (the caller holds the owner lock, so no live server uses it).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
-    pub(crate) fn start(dir: &Path, backend: Arc<dyn Backend>, sharing: Arc<Sharing>) -> Result<Server> {
+    pub(crate) fn start(
+        dir: &Path,
+        backend: Arc<dyn Backend>,
+        sharing: Arc<Sharing>,
+    ) -> Result<Server> {
         let listener = socket_path(dir, |p| {
             match std::fs::remove_file(p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -48,12 +52,22 @@ impl Server {
             }
             UnixListener::bind(p)
         })
-        .map_err(|e| Error::new(ErrorKind::Backend, format!("{}: cannot serve other processes: {e}", backend.describe())))?;
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Backend,
+                format!("{}: cannot serve other processes: {e}", backend.describe()),
+            )
+        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
         let accept = {
-            let (listener, stop, conns, threads) = (listener.try_clone().map_err(io_err)?, stop.clone(), conns.clone(), threads.clone());
+            let (listener, stop, conns, threads) = (
+                listener.try_clone().map_err(io_err)?,
+                stop.clone(),
+                conns.clone(),
+                threads.clone(),
+            );
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
                 .spawn(move || accept_loop(listener, backend, sharing, stop, conns, threads))
@@ -116,7 +130,10 @@ fn accept_loop(
         let stream = match listener.accept() {
             Ok((s, _)) => s,
             Err(_) if stop.load(Ordering::SeqCst) => return,
-            Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EMFILE)
+                    || e.raw_os_error() == Some(libc::ENFILE) =>
+            {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
@@ -219,7 +236,8 @@ impl Session<'_> {
             }
             op::GET => {
                 let (snapshot, k) = (f.u8()? != 0, f.bytes()?);
-                let r = self.txn().and_then(|t| if snapshot { t.snapshot_get(k) } else { t.get(k) });
+                let r =
+                    self.txn().and_then(|t| if snapshot { t.snapshot_get(k) } else { t.get(k) });
                 Some(r.map(|v| match v {
                     Some(v) => Frame::new(op::OK).u8(1).bytes(&v).finish(),
                     None => Frame::new(op::OK).u8(0).finish(),
@@ -238,7 +256,10 @@ impl Session<'_> {
                 Some(r.and_then(|pairs| {
                     let size: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
                     if size + 16 > protocol::MAX_FRAME {
-                        return Err(Error::new(ErrorKind::TooLarge, "range read too large for one reply: read it with a limit"));
+                        return Err(Error::new(
+                            ErrorKind::TooLarge,
+                            "range read too large for one reply: read it with a limit",
+                        ));
                     }
                     let mut fr = Frame::new(op::OK).u64(pairs.len() as u64);
                     for (k, v) in &pairs {
@@ -249,17 +270,30 @@ impl Session<'_> {
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
-                let r = self.txn().map(|_| ()).and_then(|()| self.txn.take().ok_or_else(no_txn)?.commit(durable));
+                let r = self
+                    .txn()
+                    .map(|_| ())
+                    .and_then(|()| self.txn.take().ok_or_else(no_txn)?.commit(durable));
                 self.txn = None;
                 self.failed = None;
                 Some(r.map(|()| Frame::new(op::OK).finish()))
             }
-            op::REFRESH => Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish())),
+            op::REFRESH => {
+                Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish()))
+            }
             op::SYNC => Some(self.backend.sync().map(|()| Frame::new(op::OK).finish())),
-            _ => return Err(Error::new(ErrorKind::Invalid, format!("unknown request {code} on the store's socket"))),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    format!("unknown request {code} on the store's socket"),
+                ))
+            }
         };
         if !f.done() {
-            return Err(Error::new(ErrorKind::Invalid, "trailing bytes in a request on the store's socket"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "trailing bytes in a request on the store's socket",
+            ));
         }
         Ok(reply.map(|r| r.unwrap_or_else(|e| protocol::error_frame(&e))))
     }
@@ -292,7 +326,10 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
                 }
             }
             _ => {
-                let e = Error::new(ErrorKind::Invalid, format!("expected a hello of protocol version {}", protocol::VERSION));
+                let e = Error::new(
+                    ErrorKind::Invalid,
+                    format!("expected a hello of protocol version {}", protocol::VERSION),
+                );
                 let _ = writer.write_all(&protocol::error_frame(&e));
                 return;
             }

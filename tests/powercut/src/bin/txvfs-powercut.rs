@@ -118,7 +118,13 @@ fn current_step(store: &Store, p: &str) -> txvfs::Result<u64> {
     }
 }
 
-fn run_step(store: &Store, p: &str, g: u64, durable: bool, balances: &mut [u64; ACCOUNTS]) -> txvfs::Result<()> {
+fn run_step(
+    store: &Store,
+    p: &str,
+    g: u64,
+    durable: bool,
+    balances: &mut [u64; ACCOUNTS],
+) -> txvfs::Result<()> {
     let tx = store.begin()?;
     if g == 1 {
         for d in ["", "/tx", "/bank", "/auto"] {
@@ -193,9 +199,11 @@ fn read_acks(path: &str, lanes: usize) -> Vec<Acks> {
     let mut acks: Vec<Acks> = (0..lanes).map(|_| Acks::default()).collect();
     for line in text.lines() {
         let words: Vec<&str> = line.split(' ').collect();
-        let (Some(kind), Some(Ok(lane)), Some(Ok(g))) =
-            (words.first(), words.get(1).map(|w| w.parse::<usize>()), words.get(2).map(|w| w.parse::<u64>()))
-        else {
+        let (Some(kind), Some(Ok(lane)), Some(Ok(g))) = (
+            words.first(),
+            words.get(1).map(|w| w.parse::<usize>()),
+            words.get(2).map(|w| w.parse::<u64>()),
+        ) else {
             continue;
         };
         let Some(a) = acks.get_mut(lane) else { continue };
@@ -211,14 +219,23 @@ fn read_acks(path: &str, lanes: usize) -> Vec<Acks> {
 }
 
 /// Checks lane `p` against its acks. Adds to (lost acknowledged commits, other problems).
-fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: &mut Vec<String>) -> txvfs::Result<()> {
+fn check_lane(
+    store: &Store,
+    p: &str,
+    acks: &Acks,
+    lost: &mut Vec<String>,
+    bad: &mut Vec<String>,
+) -> txvfs::Result<()> {
     let g = current_step(store, p)?;
     if g == u64::MAX {
         bad.push(format!("{p}/tx/gen does not hold a step number"));
         return Ok(());
     }
     if acks.tx > g {
-        lost.push(format!("{p}: step {} was acknowledged durable, the store is at step {g}", acks.tx));
+        lost.push(format!(
+            "{p}: step {} was acknowledged durable, the store is at step {g}",
+            acks.tx
+        ));
     }
     if g == 0 {
         if store.exists(p)? {
@@ -231,7 +248,10 @@ fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: 
             let v = store.read_file(&path)?;
             match step_of(&path, &v) {
                 Some(s) if s == g => {}
-                other => bad.push(format!("{path} holds step {other:?} ({} bytes), {p}/tx/gen says {g}", v.len())),
+                other => bad.push(format!(
+                    "{path} holds step {other:?} ({} bytes), {p}/tx/gen says {g}",
+                    v.len()
+                )),
             }
         }
         if store.read_file(format!("{p}/tx/big"))? != expected_big(g) {
@@ -242,7 +262,11 @@ fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: 
             .into_iter()
             .map(|e| String::from_utf8_lossy(&e.name).into_owned())
             .collect();
-        let want: BTreeSet<String> = ["big", "f0", "f1", "f2", "gen"].iter().map(|s| s.to_string()).chain([format!("r{g}")]).collect();
+        let want: BTreeSet<String> = ["big", "f0", "f1", "f2", "gen"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([format!("r{g}")])
+            .collect();
         if names != want {
             bad.push(format!("{p}/tx holds {names:?}, want {want:?}"));
         }
@@ -266,7 +290,9 @@ fn check_lane(store: &Store, p: &str, acks: &Acks, lost: &mut Vec<String>, bad: 
     };
     for &k in &acks.auto {
         if k + KEEP > g && !present.contains(&k) {
-            lost.push(format!("{p}/auto/a{k} was acknowledged durable and is missing (store at step {g})"));
+            lost.push(format!(
+                "{p}/auto/a{k} was acknowledged durable and is missing (store at step {g})"
+            ));
         }
     }
     for &k in &present {
@@ -324,7 +350,10 @@ fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex
         append_ack(&log, &format!("auto {lane} {g}"));
         held.extend(f);
         if held.len() > KEEP as usize + 2 {
-            held.pop_front().unwrap().close().unwrap_or_else(|e| panic!("{p} closing an orphan: {e}"));
+            held.pop_front()
+                .unwrap()
+                .close()
+                .unwrap_or_else(|e| panic!("{p} closing an orphan: {e}"));
         }
     }
 }
@@ -332,7 +361,9 @@ fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (mode, store_path, ack_path) = match args.as_slice() {
-        [_, mode, s, a, ..] if mode == "cycle" || mode == "check" => (mode.as_str(), s.as_str(), a.as_str()),
+        [_, mode, s, a, ..] if mode == "cycle" || mode == "check" => {
+            (mode.as_str(), s.as_str(), a.as_str())
+        }
         _ => {
             eprintln!("usage: txvfs-powercut cycle|check STORE ACKLOG [--nosync] [--lanes N]");
             std::process::exit(2);
@@ -340,7 +371,11 @@ fn main() {
     };
     let durable = !args[4..].iter().any(|a| a == "--nosync");
     let lanes: usize = match args[4..].iter().position(|a| a == "--lanes") {
-        Some(i) => args.get(5 + i).and_then(|n| n.parse().ok()).filter(|&n| n >= 1).expect("--lanes N, N >= 1"),
+        Some(i) => args
+            .get(5 + i)
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n >= 1)
+            .expect("--lanes N, N >= 1"),
         None => 2,
     };
     let opened = txvfs::kv::open(store_path).and_then(|raw| {
@@ -380,12 +415,21 @@ fn main() {
     if !lost.is_empty() {
         std::process::exit(3);
     }
-    let acked: Vec<String> = acks.iter().map(|a| format!("tx {} auto {}", a.tx, a.auto.len())).collect();
-    println!("check: ok: lanes at steps {steps:?}, acknowledged {}, {orphans} orphans reaped", acked.join(", "));
+    let acked: Vec<String> =
+        acks.iter().map(|a| format!("tx {} auto {}", a.tx, a.auto.len())).collect();
+    println!(
+        "check: ok: lanes at steps {steps:?}, acknowledged {}, {orphans} orphans reaped",
+        acked.join(", ")
+    );
     if mode == "check" {
         return;
     }
-    let log = std::fs::OpenOptions::new().create(true).append(true).mode(0o644).open(ack_path).expect("ack log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .open(ack_path)
+        .expect("ack log");
     let log = Arc::new(Mutex::new(log));
     println!("running from steps {steps:?}");
     std::io::stdout().flush().unwrap();

@@ -28,8 +28,9 @@
 
 use fuser::{
     AccessFlags, Config, Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, LockOwner,
-    MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow, WriteFlags,
+    MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session, TimeOrNow,
+    WriteFlags,
 };
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -42,7 +43,9 @@ use std::time::{Duration, SystemTime};
 
 mod state;
 
-use state::{ctl_attr, err, kind_of, logical_size, NameOp, Op, State, CTL_INO, CTL_NAME, ROOT, STASH_NAME};
+use state::{
+    ctl_attr, err, kind_of, logical_size, NameOp, Op, State, CTL_INO, CTL_NAME, ROOT, STASH_NAME,
+};
 
 /// Nothing is cached by the kernel: a cut changes sizes and names behind its back.
 const TTL: Duration = Duration::ZERO;
@@ -125,7 +128,9 @@ impl fuser::Filesystem for LazyFs {
                 st.pending.entry(ino.0).or_default().push(Op::Truncate(len));
             }
             if let Some(m) = mode {
-                let r = st.path(ino.0).and_then(|p| fs::set_permissions(p, fs::Permissions::from_mode(m & 0o7777)).map_err(err));
+                let r = st.path(ino.0).and_then(|p| {
+                    fs::set_permissions(p, fs::Permissions::from_mode(m & 0o7777)).map_err(err)
+                });
                 if let Err(e) = r {
                     return reply.error(e);
                 }
@@ -137,7 +142,15 @@ impl fuser::Filesystem for LazyFs {
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let mut st = self.state.lock().unwrap();
         let path = match st.child(parent.0, name) {
             Ok(p) => p,
@@ -258,7 +271,16 @@ impl fuser::Filesystem for LazyFs {
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let mut st = self.state.lock().unwrap();
         let path = match st.child(parent.0, name) {
             Ok(p) => p,
@@ -284,7 +306,9 @@ impl fuser::Filesystem for LazyFs {
         }
         let fh = st.add_handle(f);
         match st.attr(ino, Some(fh)) {
-            Ok(a) => reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            Ok(a) => {
+                reply.created(&TTL, &a, Generation(0), FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -331,7 +355,9 @@ impl fuser::Filesystem for LazyFs {
                             .copy_from_slice(&data[(s - off) as usize..(e - off) as usize]);
                     }
                 }
-                Op::Truncate(len) if *len < end => buf[(len.saturating_sub(offset)) as usize..].fill(0),
+                Op::Truncate(len) if *len < end => {
+                    buf[(len.saturating_sub(offset)) as usize..].fill(0)
+                }
                 Op::Truncate(_) => {}
             }
         }
@@ -362,7 +388,14 @@ impl fuser::Filesystem for LazyFs {
         reply.written(data.len() as u32)
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
@@ -381,7 +414,14 @@ impl fuser::Filesystem for LazyFs {
         reply.ok()
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply_empty(reply, self.state.lock().unwrap().sync_file(ino.0, fh.0))
     }
 
@@ -389,18 +429,31 @@ impl fuser::Filesystem for LazyFs {
         reply.opened(FileHandle(0), FopenFlags::empty())
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let mut st = self.state.lock().unwrap();
         let path = match st.path(ino.0) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let mut names: Vec<(PathBuf, FileType)> = match fs::read_dir(&path) {
-            Ok(rd) => rd.filter_map(Result::ok).map(|e| (e.path(), e.file_type().map(kind_of).unwrap_or(FileType::RegularFile))).collect(),
+            Ok(rd) => rd
+                .filter_map(Result::ok)
+                .map(|e| (e.path(), e.file_type().map(kind_of).unwrap_or(FileType::RegularFile)))
+                .collect(),
             Err(e) => return reply.error(err(e)),
         };
         names.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut list = vec![(ino.0, FileType::Directory, OsStr::new(".").to_owned()), (ROOT, FileType::Directory, "..".into())];
+        let mut list = vec![
+            (ino.0, FileType::Directory, OsStr::new(".").to_owned()),
+            (ROOT, FileType::Directory, "..".into()),
+        ];
         for (p, kind) in names {
             let name = p.file_name().unwrap_or_default().to_owned();
             if ino.0 == ROOT && name == STASH_NAME {
@@ -416,7 +469,14 @@ impl fuser::Filesystem for LazyFs {
         reply.ok()
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // Every change to this directory is now durable.
         self.state.lock().unwrap().dir_synced(ino.0);
         reply.ok()
@@ -430,12 +490,25 @@ impl fuser::Filesystem for LazyFs {
         if unsafe { libc::statvfs(root.as_ptr(), &mut s) } != 0 {
             return reply.error(err(io::Error::last_os_error()));
         }
-        reply.statfs(s.f_blocks, s.f_bfree, s.f_bavail, s.f_files, s.f_ffree, s.f_bsize as u32, s.f_namemax as u32, s.f_frsize as u32)
+        reply.statfs(
+            s.f_blocks,
+            s.f_bfree,
+            s.f_bavail,
+            s.f_files,
+            s.f_ffree,
+            s.f_bsize as u32,
+            s.f_namemax as u32,
+            s.f_frsize as u32,
+        )
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         let st = self.state.lock().unwrap();
-        let r = if ino.0 == CTL_INO { Ok(()) } else { st.path(ino.0).and_then(|p| fs::symlink_metadata(p).map(|_| ()).map_err(err)) };
+        let r = if ino.0 == CTL_INO {
+            Ok(())
+        } else {
+            st.path(ino.0).and_then(|p| fs::symlink_metadata(p).map(|_| ()).map_err(err))
+        };
         reply_empty(reply, r)
     }
 }
@@ -465,7 +538,11 @@ fn main() {
     state.inos.insert(backing, ROOT);
     let fs = LazyFs { state: Mutex::new(state) };
     let mut config = Config::default();
-    config.mount_options = vec![MountOption::FSName("lazyfs".into()), MountOption::Subtype("lazyfs".into()), MountOption::RW];
+    config.mount_options = vec![
+        MountOption::FSName("lazyfs".into()),
+        MountOption::Subtype("lazyfs".into()),
+        MountOption::RW,
+    ];
     // One thread: requests (and the cut) are handled one at a time, in order.
     config.n_threads = Some(1);
     match Session::new(fs, &args[2], &config).and_then(Session::run) {

@@ -210,7 +210,8 @@ impl State {
     /// An fsync of directory `dir`: every change to it is durable.
     pub fn dir_synced(&mut self, dir: u64) {
         self.syncs.1 += 1;
-        let (done, keep) = std::mem::take(&mut self.names).into_iter().partition(|(_, dirs)| dirs.contains(&dir));
+        let (done, keep) =
+            std::mem::take(&mut self.names).into_iter().partition(|(_, dirs)| dirs.contains(&dir));
         self.names = keep;
         for (op, _) in done {
             op.finish();
@@ -295,7 +296,11 @@ impl State {
                 let (n, i) = (ops.len(), (rng.next() % ops.len() as u64) as usize);
                 let mut kept: Vec<Op> = ops.drain(..=i).collect();
                 let path = self.paths[&ino].clone();
-                let mut note = format!("{} kept {} of {n} changes", path.file_name().unwrap_or_default().to_string_lossy(), i + 1);
+                let mut note = format!(
+                    "{} kept {} of {n} changes",
+                    path.file_name().unwrap_or_default().to_string_lossy(),
+                    i + 1
+                );
                 if let Some(Op::Write { data, .. }) = kept.last_mut() {
                     let len = data.len();
                     data.truncate((rng.next() % len.max(1) as u64) as usize);
@@ -303,7 +308,9 @@ impl State {
                 }
                 // Only if the name still exists (an unlinked file has nowhere to go).
                 if self.inos.get(&path) == Some(&ino) {
-                    if let Err(e) = OpenOptions::new().write(true).open(&path).and_then(|f| persist(&f, &kept)) {
+                    if let Err(e) =
+                        OpenOptions::new().write(true).open(&path).and_then(|f| persist(&f, &kept))
+                    {
                         note += &format!(" (could not write them: {e})");
                     }
                 }
@@ -368,4 +375,3 @@ impl State {
         }
     }
 }
-
