@@ -316,9 +316,11 @@ pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
                     capacity =
                         Some(n.parse().map_err(|_| bad("capacity must be a number of bytes"))?)
                 }
-                _ => return Err(bad(&format!(
+                _ => {
+                    return Err(bad(&format!(
                     "unknown memory option {param:?} (known: limits=foundationdb, capacity=BYTES)"
-                ))),
+                )))
+                }
             }
         }
         return Ok(Arc::new(MemoryBackend::with_capacity(limits, capacity)));
