@@ -1,6 +1,12 @@
 //! Unit tests of the resolver: range arithmetic, refresh, and a failed fsync.
 
+use super::ranges::{coalesce, ranges_contain, ranges_overlap};
 use super::*;
+use crate::error::{Error, ErrorKind};
+use crate::kv::{Limits, Txn};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 
 /// An engine over one map whose fsync fails once `fail_sync` is set.
 #[derive(Default)]

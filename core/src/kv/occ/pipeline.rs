@@ -1,0 +1,97 @@
+//! The commit pipeline: commits that passed the resolver are applied to the engine in version
+//! order, several at a time by whichever committer finds the next version ready (the leader),
+//! and each becomes visible only with every earlier one.
+
+use super::txn::{apply_atomic, AtomicOp};
+use super::{Engine, Mutation, OccStore};
+use crate::error::Result;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+
+/// A commit that passed the resolver, waiting to be applied in version order.
+pub(super) struct Staged {
+    pub(super) batch: Vec<Mutation>,
+    /// Atomic operations, resolved against the latest state when the batch is applied.
+    pub(super) atomics: Vec<(Vec<u8>, Vec<AtomicOp>)>,
+}
+
+/// Commits between the resolver and the engine.
+#[derive(Default)]
+pub(super) struct Pipeline {
+    /// The last version applied (or failed to apply).
+    applied: u64,
+    staged: BTreeMap<u64, Staged>,
+    /// Outcomes of applied commits not yet collected by their committer.
+    done: HashMap<u64, Result<()>>,
+    /// A committer is applying a group.
+    leading: bool,
+}
+
+impl<E: Engine> OccStore<E> {
+    /// Applies commit `version` once every earlier one is, and returns its outcome. The
+    /// committer that finds the next version ready applies every consecutive ready commit
+    /// (its own and others'), so the engine sees them in order and one at a time.
+    pub(super) fn publish(&self, version: u64, staged: Staged) -> Result<()> {
+        let mut p = self.pipeline.lock();
+        p.staged.insert(version, staged);
+        loop {
+            if let Some(r) = p.done.remove(&version) {
+                return r;
+            }
+            let next = p.applied + 1;
+            if !p.leading && p.staged.contains_key(&next) {
+                p.leading = true;
+                let mut group = Vec::new();
+                let mut v = next;
+                while let Some(s) = p.staged.remove(&v) {
+                    group.push((v, s));
+                    v += 1;
+                }
+                drop(p);
+                let outcomes = self.apply_group(group);
+                p = self.pipeline.lock();
+                for (v, r) in outcomes {
+                    p.done.insert(v, r);
+                    p.applied = v;
+                }
+                p.leading = false;
+                self.pipeline_moved.notify_all();
+                continue;
+            }
+            self.pipeline_moved.wait(&mut p);
+        }
+    }
+
+    /// Applies consecutive commits in order, each made visible (with the cache updated) as it
+    /// lands. A commit that fails to apply changed nothing; later ones still apply (they were
+    /// checked against its write set, which only makes them more cautious).
+    fn apply_group(&self, group: Vec<(u64, Staged)>) -> Vec<(u64, Result<()>)> {
+        let mut out = Vec::with_capacity(group.len());
+        for (version, staged) in group {
+            let mut vis = self.visible.write();
+            let oldest = self.live.lock().keys().next().copied().unwrap_or(version);
+            let oldest = self.pinned.lock().keys().next().map_or(oldest, |&p| p.min(oldest));
+            let mut batch = staged.batch;
+            let mut r = Ok(());
+            for (k, ops) in staged.atomics {
+                match self.engine.get_latest(&k) {
+                    Ok(base) => batch.push(Mutation::Set(k, apply_atomic(base.as_deref(), &ops))),
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            if r.is_ok() {
+                r = self.engine.apply(&batch, version, oldest);
+            }
+            self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
+            *vis = version;
+            self.visible_now.store(version, Ordering::SeqCst);
+            self.update_oldest(&self.live.lock());
+            drop(vis);
+            out.push((version, r));
+        }
+        out
+    }
+}

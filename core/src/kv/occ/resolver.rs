@@ -1,0 +1,77 @@
+//! The resolver: the conflict check and version assignment of every commit, in one short
+//! critical section (the shape of FoundationDB's resolvers).
+
+use super::ranges::{ranges_contain, ranges_overlap};
+use crate::error::{Error, ErrorKind, Result};
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::Bound;
+
+/// Keys and ranges written by one committed transaction.
+#[derive(Default)]
+pub(super) struct WriteSet {
+    pub(super) points: Vec<Vec<u8>>,
+    pub(super) ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The resolver's state: the conflict check and version assignment happen under its lock.
+pub(super) struct Resolver {
+    /// The last version given to a commit (applied or not yet).
+    pub(super) assigned: u64,
+    /// Write sets of commits newer than the oldest live snapshot.
+    pub(super) log: VecDeque<(u64, WriteSet)>,
+}
+
+impl Resolver {
+    pub(super) fn new() -> Self {
+        Resolver { assigned: 0, log: VecDeque::new() }
+    }
+
+    /// Fails with a conflict if a commit after `read_version` wrote anything a transaction
+    /// read: its points, or its `read_ranges` (sorted and disjoint, see `coalesce`).
+    pub(super) fn check(
+        &self,
+        read_version: u64,
+        read_points: &BTreeSet<Vec<u8>>,
+        read_ranges: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<()> {
+        for (v, other) in self.log.iter() {
+            if *v <= read_version {
+                continue;
+            }
+            let hit = other
+                .points
+                .iter()
+                .any(|k| read_points.contains(k) || ranges_contain(read_ranges, k))
+                || other.ranges.iter().any(|(s, e)| {
+                    read_points
+                        .range::<[u8], _>((
+                            Bound::Included(s.as_slice()),
+                            Bound::Excluded(e.as_slice()),
+                        ))
+                        .next()
+                        .is_some()
+                        || ranges_overlap(read_ranges, s, e)
+                });
+            if hit {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    "transaction conflict: data it read was changed by a concurrent commit",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the next version for a commit that passed [`Resolver::check`] and logs its
+    /// write set, dropping write sets no live snapshot can conflict with (`oldest` and older).
+    /// The version must then reach the pipeline, or the pipeline waits for it forever.
+    pub(super) fn assign(&mut self, ws: WriteSet, oldest: u64) -> u64 {
+        self.assigned += 1;
+        let version = self.assigned;
+        self.log.push_back((version, ws));
+        while self.log.front().is_some_and(|(v, _)| *v <= oldest) {
+            self.log.pop_front();
+        }
+        version
+    }
+}

@@ -1,0 +1,155 @@
+//! The optimistic layer's shared state: versions, live snapshots, the read cache, durability.
+
+use super::pipeline::Pipeline;
+use super::resolver::Resolver;
+use super::txn::OccTxn;
+use super::Engine;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::cache::ReadCache;
+use crate::kv::{Limits, Txn};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The optimistic layer over one engine.
+pub(crate) struct OccStore<E: Engine> {
+    pub(crate) engine: E,
+    pub(super) limits: Limits,
+    pub(super) resolver: Mutex<Resolver>,
+    /// Every commit up to this version is applied and visible; none after it is. Snapshots
+    /// are taken under its read lock and commits applied under its write lock, so a snapshot
+    /// and its version always agree. Lock order: `visible`, the resolver, `live`, `cache`.
+    pub(super) visible: RwLock<u64>,
+    /// `visible`'s value, readable without waiting for an engine write.
+    pub(super) visible_now: AtomicU64,
+    /// Read versions of live transactions, with counts.
+    pub(super) live: Mutex<BTreeMap<u64, usize>>,
+    /// Versions pinned by snapshots ([`OccStore::pin`]), with counts. They keep the engine's
+    /// old versions, but no write sets: a snapshot never commits.
+    pub(super) pinned: Mutex<BTreeMap<u64, usize>>,
+    /// The oldest version a live snapshot reads (or the visible version when none is live);
+    /// it never decreases, so the resolver may read it without `live`'s lock.
+    pub(super) oldest: AtomicU64,
+    pub(super) pipeline: Mutex<Pipeline>,
+    pub(super) pipeline_moved: Condvar,
+    /// What reads fetched.
+    pub(super) cache: Mutex<ReadCache>,
+    /// Highest version known durable (group commit: one fsync covers every earlier commit).
+    pub(super) synced: Mutex<u64>,
+    /// Set when an fsync failed. After a failed fsync the kernel may have dropped the dirty
+    /// pages it could not write and report success to the next fsync (PostgreSQL learned this
+    /// in 2018), so nothing written since the last good sync can be trusted to be durable:
+    /// the store refuses every transaction until it is reopened (RocksDB then replays its
+    /// WAL from what is really on disk).
+    pub(super) failed: Mutex<Option<String>>,
+}
+
+impl<E: Engine> OccStore<E> {
+    pub(crate) fn new(engine: E, limits: Limits) -> Arc<Self> {
+        Arc::new(OccStore {
+            engine,
+            limits,
+            resolver: Mutex::new(Resolver::new()),
+            visible: RwLock::new(0),
+            visible_now: AtomicU64::new(0),
+            live: Mutex::new(BTreeMap::new()),
+            pinned: Mutex::new(BTreeMap::new()),
+            oldest: AtomicU64::new(0),
+            pipeline: Mutex::new(Pipeline::default()),
+            pipeline_moved: Condvar::new(),
+            cache: Mutex::new(ReadCache::new(0, 0)),
+            synced: Mutex::new(0),
+            failed: Mutex::new(None),
+        })
+    }
+
+    /// Sets the read cache's size in bytes (0 turns it off), evicting down to it.
+    pub(crate) fn set_cache_capacity(&self, bytes: usize) {
+        self.cache.lock().set_capacity(bytes);
+    }
+
+    /// The read cache's (hits, misses, bytes held); `None` while it is off.
+    pub(crate) fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+        let c = self.cache.lock();
+        c.enabled().then(|| (c.hits, c.misses, c.used() as u64))
+    }
+
+    /// Registers a snapshot reader at `version` (called under `visible`'s read lock, so no
+    /// commit lands between taking the version and registering it).
+    pub(super) fn add_live(&self, version: u64) {
+        let mut live = self.live.lock();
+        *live.entry(version).or_insert(0) += 1;
+        self.update_oldest(&live);
+    }
+
+    pub(super) fn remove_live(&self, version: u64) {
+        let mut live = self.live.lock();
+        if let Some(n) = live.get_mut(&version) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&version);
+            }
+        }
+        self.update_oldest(&live);
+    }
+
+    pub(super) fn update_oldest(&self, live: &BTreeMap<u64, usize>) {
+        let oldest = live.keys().next().copied().unwrap_or(self.visible_now.load(Ordering::SeqCst));
+        self.oldest.fetch_max(oldest, Ordering::SeqCst);
+    }
+
+    /// Fails once an fsync has failed; see `failed`.
+    pub(super) fn check_healthy(&self) -> Result<()> {
+        match &*self.failed.lock() {
+            None => Ok(()),
+            Some(why) => Err(Error::new(
+                ErrorKind::Backend,
+                format!("the store stopped after a failed fsync ({why}); close every handle and reopen it"),
+            )),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Starts a transaction; fails once an fsync has failed.
+    pub(crate) fn begin(self: &Arc<Self>) -> Result<Box<dyn Txn>> {
+        self.check_healthy()?;
+        let (version, snap) = {
+            let vis = self.visible.read();
+            let v = *vis;
+            self.add_live(v);
+            (v, self.engine.snapshot(v))
+        };
+        Ok(Box::new(OccTxn::new(self.clone(), version, snap)))
+    }
+
+    /// Group commit: makes every commit up to `version` durable with at most one fsync shared
+    /// by all callers waiting at the same time.
+    /// A failed fsync stops the store (see `failed`).
+    pub(crate) fn sync_to(&self, version: u64) -> Result<()> {
+        let mut synced = self.synced.lock();
+        self.check_healthy()?;
+        if *synced >= version {
+            return Ok(());
+        }
+        let target = self.visible_now.load(Ordering::SeqCst);
+        if let Err(e) = self.engine.sync() {
+            *self.failed.lock() = Some(e.message().to_string());
+            return Err(e);
+        }
+        *synced = target;
+        Ok(())
+    }
+
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        let v = self.visible_now.load(Ordering::SeqCst);
+        self.sync_to(v)
+    }
+}
