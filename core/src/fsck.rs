@@ -412,7 +412,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         if i.kind == FileType::Dir {
             let want = 2 + subdirs.get(&ino).copied().unwrap_or(0);
             let have = (i.nlink as u64).wrapping_add(nlink_delta.get(&ino).copied().unwrap_or(0));
-            if have != want && n > 0 || ino == ROOT_INO && have != want {
+            if have != want && (n > 0 || ino == ROOT_INO) {
                 let delta = want.wrapping_sub(i.nlink as u64);
                 r.problem(
                     P::LinkCount,

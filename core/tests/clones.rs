@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use txvfs::kv::{self, Backend, LayeredBackend, Limits, MemoryBackend, Txn};
+use txvfs::kv::{self, Backend, LayeredBackend, Limits, MemoryBackend, Snapshots, Txn};
 use txvfs::{ErrorKind, FileSystem, Options, Store};
 
 /// Every key and value of a backend.
@@ -255,7 +255,7 @@ fn layered_backend_over_a_memory_snapshot() {
     let mem_snapshot = {
         let store = Store::with_backend(backend.clone(), Options::default(), None).unwrap();
         store.write_file("/a", b"lower").unwrap();
-        backend.snapshot().unwrap()
+        backend.snapshots().unwrap().snapshot().unwrap()
     };
     let upper: Arc<dyn Backend> = Arc::new(kv::MemoryBackend::new(kv::Limits::UNLIMITED));
     let layered = kv::LayeredBackend::new(upper, mem_snapshot).unwrap();

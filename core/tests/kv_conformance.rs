@@ -2,7 +2,7 @@
 //! when its `backend_suite!` line passes.
 
 use std::sync::Arc;
-use txvfs::kv::{self, Backend, Limits, MemoryBackend};
+use txvfs::kv::{self, Backend, CacheStats, Limits, MemoryBackend, Snapshots};
 use txvfs::ErrorKind;
 
 fn set(b: &dyn Backend, pairs: &[(&[u8], &[u8])]) {
@@ -372,7 +372,7 @@ pub fn reads_after_commits_see_them(b: &dyn Backend) {
     t1.set(b"out", b"1").unwrap();
     set(b, &[(b"late", b"newer")]);
     expect_conflict(t1.commit(false));
-    if let Some((hits, _, _)) = b.cache_stats() {
+    if let Some(CacheStats { hits, .. }) = b.read_cache().and_then(|c| c.stats()) {
         assert!(
             hits > 0,
             "the read cache answered nothing: the cached configuration tests nothing"
@@ -497,7 +497,7 @@ fn agent_main() {
 }
 /// A backend with its read cache set to `bytes` (the suites above run without one).
 fn cached(b: Arc<dyn Backend>, bytes: u64) -> Arc<dyn Backend> {
-    b.set_cache_capacity(bytes);
+    b.read_cache().expect("a backend with a read cache").set_capacity(bytes);
     b
 }
 /// Enough for a handful of small entries: the cache evicts on nearly every fill.

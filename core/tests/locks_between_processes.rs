@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use txvfs::kv::{Backend, Limits, MemoryBackend, Txn};
+use txvfs::kv::{Backend, Limits, MemoryBackend, Role, Sharing, Txn};
 use txvfs::{ErrorKind, FileSystem, FlockOp, OpenOptions, Options, RangeLockKind, Store};
 
 /// One process's connection to the shared backend.
@@ -24,8 +24,15 @@ impl Backend for Shared {
     fn describe(&self) -> String {
         "shared memory".into()
     }
-    fn shared(&self) -> bool {
-        true
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        Some(self)
+    }
+}
+
+/// Shared like FoundationDB: no primary, liveness through leases.
+impl Sharing for Shared {
+    fn role(&self) -> Role {
+        Role::Peer
     }
 }
 

@@ -39,7 +39,7 @@ fn second_process_is_a_client_and_sees_commits_both_ways() {
     assert_eq!(owner.ask("set a 1"), "ok");
     let b = kv::open(&uri).unwrap();
     assert!(!is_owner(d.path()), "the second process must be a client");
-    assert!(b.shared());
+    assert!(b.role().is_shared());
     assert_eq!(get(&*b, b"a").as_deref(), Some(&b"1"[..]));
     set(&*b, b"b", b"2").unwrap();
     assert_eq!(owner.ask("get b"), "2");

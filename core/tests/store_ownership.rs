@@ -52,9 +52,9 @@ fn a_store_held_by_a_txvfs_that_does_not_share_is_refused_with_the_holder_named(
     let dir = tempfile::tempdir().unwrap();
     Store::open(dir.path().to_str().unwrap()).unwrap().write_file("/kept", b"data").unwrap();
     let fd = lock_like_another_copy(dir.path()).unwrap();
-    let e = Store::open(dir.path().to_str().unwrap())
-        .err()
-        .expect("refused while another copy owns it");
+    let Err(e) = Store::open(dir.path().to_str().unwrap()) else {
+        panic!("refused while another copy owns it")
+    };
     assert_eq!(e.kind(), ErrorKind::Busy);
     assert!(e.message().contains("exclusive use by process 4242"), "{}", e.message());
     // SAFETY: our descriptor.

@@ -22,6 +22,7 @@
 use super::ops::Operation;
 use super::state::StoreState;
 use crate::error::Result;
+use crate::kv::Role;
 use crate::schema;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -39,18 +40,18 @@ fn now_ms() -> u64 {
 impl StoreState {
     /// True when this process must mark the files it opens (a secondary, or no primary).
     pub(crate) fn marks_handles(&self) -> bool {
-        self.backend.primary() != Some(true)
+        !self.backend.role().is_primary()
     }
 
     /// True when this process may free an unlinked file's data (not a secondary).
     pub(crate) fn may_free(&self) -> bool {
-        self.backend.primary() != Some(false)
+        self.backend.role() != Role::Secondary
     }
 
     /// Writes or renews this process's liveness record (on shared backends that cannot tell
     /// liveness themselves).
     pub(crate) fn renew_liveness(&self) -> Result<()> {
-        if !self.backend.shared() || self.backend.process_alive(self.process).is_some() {
+        if !self.backend.role().is_shared() || self.backend.process_alive(self.process).is_some() {
             return Ok(());
         }
         let key = schema::process_key(self.process);
@@ -62,7 +63,7 @@ impl StoreState {
     /// free data, reaps orphans that no handle holds any more (closed in other processes, or
     /// held by processes that died). It stops when the store is closed.
     pub(crate) fn start_liveness(self: &Arc<Self>) {
-        if !self.backend.shared() {
+        if !self.backend.role().is_shared() {
             return;
         }
         let weak: Weak<StoreState> = Arc::downgrade(self);
@@ -113,7 +114,7 @@ impl Operation<'_> {
     /// Reads the marks with a conflict range, so an open committing meanwhile conflicts.
     /// Marks of dead processes are deleted on the way.
     pub(crate) fn open_elsewhere(&mut self, ino: u64) -> Result<bool> {
-        if !self.inner.backend.shared() {
+        if !self.inner.backend.role().is_shared() {
             return Ok(false);
         }
         if !self.inner.may_free() {

@@ -176,7 +176,7 @@ impl StoreState {
         }
         let (s, e) = schema::stage_range();
         let records = self.kv_transact(|tx| tx.get_range(&s, &e, 0, false), false)?;
-        let only_expired_at = self.backend.shared().then(now_ms);
+        let only_expired_at = self.backend.role().is_shared().then(now_ms);
         for (k, _) in records {
             self.collect_stage(schema::stage_txid(&k)?, only_expired_at)?;
         }

@@ -125,7 +125,9 @@ impl Store {
             return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
         }
         let sb = format_or_read(&*backend, &options, create)?;
-        backend.set_cache_capacity(options.cache_size);
+        if let Some(cache) = backend.read_cache() {
+            cache.set_capacity(options.cache_size);
+        }
         let (disk_cache, disk_cache_off) =
             match open_disk_cache(&*backend, &options, options.max_retries) {
                 Ok(cache) => (cache, None),
@@ -133,7 +135,7 @@ impl Store {
             };
         // SAFETY: getuid/getgid cannot fail.
         let owner = unsafe { (libc::getuid(), libc::getgid()) };
-        let shared_locks = backend.shared().then(|| {
+        let shared_locks = backend.role().is_shared().then(|| {
             let table = LeaseTable::new(backend.clone(), Arc::new(SystemClock), DEFAULT_LEASE);
             table.start_renewer();
             table
@@ -157,15 +159,17 @@ impl Store {
             disk_cache_off,
             chunk_ids: Mutex::new((0, 0)),
         });
-        inner.backend.register_process(inner.process)?;
-        if let Some(table) = inner.locks.lease_table() {
-            inner.backend.register_process(table.process_id())?;
-            let weak = Arc::downgrade(table);
-            inner.backend.on_sharing(Box::new(move || {
-                if let Some(t) = weak.upgrade() {
-                    t.publish_all();
-                }
-            }));
+        if let Some(sharing) = inner.backend.sharing() {
+            sharing.register_process(inner.process)?;
+            if let Some(table) = inner.locks.lease_table() {
+                sharing.register_process(table.process_id())?;
+                let weak = Arc::downgrade(table);
+                sharing.on_sharing(Box::new(move || {
+                    if let Some(t) = weak.upgrade() {
+                        t.publish_all();
+                    }
+                }));
+            }
         }
         inner.renew_liveness()?;
         inner.start_liveness();
@@ -184,7 +188,8 @@ impl Store {
     /// clones of them; it lasts until the returned store (and its clones) are dropped. For a
     /// snapshot that survives reopening, see [`Store::create_named_snapshot`].
     pub fn snapshot(&self) -> Result<Store> {
-        let backend = self.inner.backend.snapshot()?;
+        let b = &self.inner.backend;
+        let backend = b.require(b.snapshots(), "snapshots")?.snapshot()?;
         let options = Options {
             read_only: true,
             credential: self.cred.as_deref().cloned(),
@@ -199,25 +204,30 @@ impl Store {
     /// checkpoint under the store directory (`snapshots/NAME`): hard links to the store's
     /// table files, no data copied. `Exists` if the name is taken.
     pub fn create_named_snapshot(&self, name: &str) -> Result<()> {
-        self.inner.backend.create_named_snapshot(name)
+        self.named()?.create(name)
     }
 
     /// The names of this store's named snapshots, sorted.
     pub fn named_snapshots(&self) -> Result<Vec<String>> {
-        self.inner.backend.named_snapshots()
+        self.named()?.list()
     }
 
     /// Deletes the named snapshot `name`: `NotFound` if there is none, `Busy` while it is
     /// open (by this or another process, a clone over it included). A clone whose lower
     /// layer it is cannot be opened afterwards.
     pub fn delete_named_snapshot(&self, name: &str) -> Result<()> {
-        self.inner.backend.delete_named_snapshot(name)
+        self.named()?.delete(name)
     }
 
     /// The URI that opens the named snapshot `name` read-only, with [`Store::open`] or any
     /// binding: `rocksdb:/path?snapshot=NAME`.
     pub fn named_snapshot_uri(&self, name: &str) -> Result<String> {
-        self.inner.backend.named_snapshot_uri(name)
+        self.named()?.uri(name)
+    }
+
+    fn named(&self) -> Result<&dyn crate::kv::NamedSnapshots> {
+        let b = &self.inner.backend;
+        b.require(b.named_snapshots(), "named snapshots")
     }
 
     /// Makes the new, empty store at `upper_uri` a writable clone of the read-only store at

@@ -2,7 +2,7 @@
 //! delays every read by a set latency (a "slow remote" backend, for the disk cache's tests
 //! and benchmark).
 
-use super::{Backend, KeyValue, Limits, Txn};
+use super::{Backend, KeyValue, Limits, ReadCacheControl, Sharing, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -215,31 +215,13 @@ impl Backend for FaultyBackend {
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())
     }
-    fn shared(&self) -> bool {
-        self.inner.shared()
-    }
-    fn primary(&self) -> Option<bool> {
-        self.inner.primary()
-    }
-    fn register_process(&self, process: u64) -> Result<()> {
-        self.inner.register_process(process)
-    }
-    fn process_alive(&self, process: u64) -> Option<bool> {
-        self.inner.process_alive(process)
-    }
-    fn alone(&self) -> bool {
-        self.inner.alone()
-    }
-    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
-        self.inner.on_sharing(hook)
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        self.inner.sharing()
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.inner.disk_space()
     }
-    fn set_cache_capacity(&self, bytes: u64) {
-        self.inner.set_cache_capacity(bytes)
-    }
-    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
-        self.inner.cache_stats()
+    fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
+        self.inner.read_cache()
     }
 }

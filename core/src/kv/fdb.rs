@@ -10,7 +10,7 @@
 //! The client's network thread is started once per process, on the first open, and stopped
 //! when the process exits (an `atexit` hook), as FoundationDB requires.
 
-use super::{Backend, KeyValue, Limits, Txn};
+use super::{Backend, KeyValue, Limits, Role, Sharing, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use foundationdb::options::{MutationType, StreamingMode, TransactionOption};
 use foundationdb::tuple::Subspace;
@@ -133,9 +133,15 @@ impl Backend for FdbBackend {
         self.uri.clone()
     }
 
-    /// Many processes and machines share a cluster.
-    fn shared(&self) -> bool {
-        true
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        Some(self)
+    }
+}
+
+/// Many processes and machines share a cluster, with no primary among them.
+impl Sharing for FdbBackend {
+    fn role(&self) -> Role {
+        Role::Peer
     }
 }
 

@@ -2,7 +2,7 @@
 //! (pinned at one version) or a named snapshot opened from disk. Their transactions read,
 //! never conflict, and refuse every write with [`ErrorKind::ReadOnly`].
 
-use super::{Backend, KeyValue, Limits, Txn};
+use super::{Backend, KeyValue, Limits, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::Arc;
 
@@ -79,6 +79,12 @@ impl Backend for FrozenBackend {
     fn read_only(&self) -> bool {
         true
     }
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        Some(self)
+    }
+}
+
+impl Snapshots for FrozenBackend {
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         let copy = FrozenBackend::new(
             self.view.clone(),

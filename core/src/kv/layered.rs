@@ -15,7 +15,7 @@
 //! A key reads as: its upper data if any; else absent if whited out; else the lower value.
 //! Conflicts come from the upper's transactions only: the lower layer never changes.
 
-use super::{Backend, KeyValue, Limits, Txn};
+use super::{Backend, KeyValue, Limits, NamedSnapshots, Sharing, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -163,23 +163,8 @@ impl Backend for LayeredBackend {
     fn describe(&self) -> String {
         format!("{} (clone of {})", self.upper.describe(), self.lower.describe())
     }
-    fn shared(&self) -> bool {
-        self.upper.shared()
-    }
-    fn primary(&self) -> Option<bool> {
-        self.upper.primary()
-    }
-    fn register_process(&self, process: u64) -> Result<()> {
-        self.upper.register_process(process)
-    }
-    fn process_alive(&self, process: u64) -> Option<bool> {
-        self.upper.process_alive(process)
-    }
-    fn alone(&self) -> bool {
-        self.upper.alone()
-    }
-    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
-        self.upper.on_sharing(hook)
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        self.upper.sharing()
     }
     fn disk_space(&self) -> Option<(u64, u64)> {
         self.upper.disk_space()
@@ -187,21 +172,20 @@ impl Backend for LayeredBackend {
     fn read_only(&self) -> bool {
         self.upper.read_only()
     }
-    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(LayeredBackend { upper: self.upper.snapshot()?, lower: self.lower.clone() }))
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        self.upper.snapshots().map(|_| self as &dyn Snapshots)
     }
-    fn create_named_snapshot(&self, name: &str) -> Result<()> {
-        // The upper's snapshot holds the clone record, so it opens as a clone of the same lower.
-        self.upper.create_named_snapshot(name)
-    }
-    fn named_snapshots(&self) -> Result<Vec<String>> {
+    /// The upper's named snapshots: each holds the clone record, so it opens as a clone of the
+    /// same lower layer.
+    fn named_snapshots(&self) -> Option<&dyn NamedSnapshots> {
         self.upper.named_snapshots()
     }
-    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
-        self.upper.delete_named_snapshot(name)
-    }
-    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
-        self.upper.named_snapshot_uri(name)
+}
+
+impl Snapshots for LayeredBackend {
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+        let upper = self.upper.require(self.upper.snapshots(), "snapshots")?.snapshot()?;
+        Ok(Arc::new(LayeredBackend { upper, lower: self.lower.clone() }))
     }
 }
 

@@ -2,7 +2,7 @@
 //! enforce FoundationDB's limits so that code which would fail there fails here too.
 
 use super::occ::{Engine, Mutation, OccStore};
-use super::{Backend, Limits, Txn};
+use super::{Backend, Limits, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
@@ -194,11 +194,11 @@ impl Backend for MemoryBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
         self.occ.begin()
     }
-    fn set_cache_capacity(&self, bytes: u64) {
-        self.occ.set_cache_capacity(usize::try_from(bytes).unwrap_or(usize::MAX))
+    fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
+        Some(&*self.occ)
     }
-    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
-        self.occ.cache_stats()
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        Some(self)
     }
     fn limits(&self) -> Limits {
         self.occ.limits()
@@ -220,6 +220,9 @@ impl Backend for MemoryBackend {
             format!("memory:?{}", params.join("&"))
         }
     }
+}
+
+impl Snapshots for MemoryBackend {
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         let view = Arc::new(self.occ.pin()?);
         let what = format!("{} (snapshot)", self.describe());

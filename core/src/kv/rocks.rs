@@ -7,7 +7,7 @@
 
 use super::occ::{Engine, Mutation, OccStore};
 use super::owner::{forked_error, OwnerLock};
-use super::{Backend, Limits, Txn};
+use super::{Backend, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{
@@ -259,11 +259,14 @@ impl Backend for RocksBackend {
         self.occ.engine.check_owner()?;
         self.occ.begin()
     }
-    fn set_cache_capacity(&self, bytes: u64) {
-        self.occ.set_cache_capacity(usize::try_from(bytes).unwrap_or(usize::MAX))
+    fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
+        Some(&*self.occ)
     }
-    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
-        self.occ.cache_stats()
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        Some(self)
+    }
+    fn named_snapshots(&self) -> Option<&dyn NamedSnapshots> {
+        Some(self)
     }
     fn limits(&self) -> Limits {
         self.occ.limits()
@@ -277,6 +280,9 @@ impl Backend for RocksBackend {
     fn disk_space(&self) -> Option<(u64, u64)> {
         disk_space(&self.occ.engine.path)
     }
+}
+
+impl Snapshots for RocksBackend {
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         self.occ.engine.check_owner()?;
         let view = Arc::new(self.occ.pin()?);
@@ -291,18 +297,20 @@ impl Backend for RocksBackend {
                 .keeping(source),
         ))
     }
-    fn create_named_snapshot(&self, name: &str) -> Result<()> {
+}
+
+impl NamedSnapshots for RocksBackend {
+    fn create(&self, name: &str) -> Result<()> {
         super::rocks_named::create(self, name)
     }
-    fn named_snapshots(&self) -> Result<Vec<String>> {
+    fn list(&self) -> Result<Vec<String>> {
         super::rocks_named::list(self.dir())
     }
-    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+    fn delete(&self, name: &str) -> Result<()> {
         super::rocks_named::delete(self.dir(), name)
     }
-    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
-        super::rocks_named::check_name(name)?;
-        Ok(format!("rocksdb:{}?snapshot={name}", self.dir().display()))
+    fn uri(&self, name: &str) -> Result<String> {
+        super::rocks_named::uri(self.dir(), name)
     }
 }
 

@@ -122,6 +122,12 @@ pub(crate) fn delete(store_dir: &Path, name: &str) -> Result<()> {
     std::fs::remove_dir_all(&doomed).map_err(|e| io_error(&doomed, e))
 }
 
+/// The URI that opens the named snapshot `name` of the store in `store_dir`.
+pub(crate) fn uri(store_dir: &Path, name: &str) -> Result<String> {
+    check_name(name)?;
+    Ok(format!("rocksdb:{}?snapshot={name}", store_dir.display()))
+}
+
 /// True if `dir` is a named snapshot's directory.
 pub(crate) fn is_snapshot_dir(dir: &Path) -> bool {
     dir.join(MARKER).is_file()

@@ -35,6 +35,9 @@ pub type ProgressFn<'a> = &'a mut dyn FnMut(&PackStats);
 /// Blocks buffered in memory per file before the builder reads them a second time instead.
 const BUFFER_LIMIT: usize = 4 << 20;
 
+/// Produces a file's blocks by calling its argument with each (block index, bytes).
+type BlockSource<'a> = dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()> + 'a;
+
 /// Writes records in inode order, then the globals, the index and the header.
 struct Writer {
     out: BufWriter<File>,
@@ -92,11 +95,7 @@ impl Writer {
 
     /// Writes the record of the next inode: `entries` (no blocks) and its blocks, produced by
     /// `blocks` (called twice when the first pass was too large to buffer).
-    fn record(
-        &mut self,
-        entries: Vec<Entry>,
-        blocks: &mut dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>,
-    ) -> Result<()> {
+    fn record(&mut self, entries: Vec<Entry>, blocks: &mut BlockSource<'_>) -> Result<()> {
         let ino = self.index.len() as u64;
         let mut sizes: Vec<(u64, u32, u32)> = Vec::new();
         let mut buffer: Option<Vec<u8>> = Some(Vec::new());

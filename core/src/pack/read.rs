@@ -36,6 +36,9 @@ const RECENT: usize = 16;
 /// The scopes whose keys belong to an inode record, in key order.
 const RECORD_SCOPES: [u8; 4] = [b'B', b'D', b'I', b'X'];
 
+/// Records decoded lately, by inode, with the next slot to replace.
+type RecentRecords = (usize, Vec<(u64, Arc<Record>)>);
+
 /// A hasher for inode numbers (dense small integers; SipHash's protection is not needed).
 #[derive(Default)]
 struct InoHasher(u64);
@@ -126,7 +129,7 @@ struct Inner {
     /// own table, which miss the CPU caches at every step once the directories are many.
     /// The child's inode, with its type byte in the top 8 bits.
     names: Mutex<HashMap<NameKey, u64, BuildHasherDefault<InoHasher>>>,
-    recent: Mutex<(usize, Vec<(u64, Arc<Record>)>)>,
+    recent: Mutex<RecentRecords>,
     preads: AtomicU64,
 }
 

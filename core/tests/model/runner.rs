@@ -286,7 +286,7 @@ impl Runner {
                 closed_outside.push(s);
                 continue;
             }
-            let op = if bigs > 0 && self.rng.gen_ratio(bigs, ((total - j) as u32).max(bigs)) {
+            let op = if bigs > 0 && self.rng.gen_ratio(bigs, (total - j).max(bigs)) {
                 bigs -= 1;
                 self.big_write()
             } else if big.is_some() && self.rng.gen_ratio(1, 4) {

@@ -541,7 +541,7 @@ impl Operation<'_> {
             return Err(Error::new(ErrorKind::Invalid, "fallocate: length must be positive"));
         }
         // Like Linux: a range past the largest file size, even one that overflows, is EFBIG.
-        let end = off.checked_add(len).unwrap_or(u64::MAX);
+        let end = off.saturating_add(len);
         if end > MAX_FILE_SIZE {
             return Err(Error::new(
                 ErrorKind::FileTooBig,

@@ -19,8 +19,6 @@ mod resolver;
 mod store;
 mod txn;
 
-#[cfg_attr(not(feature = "rocksdb"), allow(unused_imports))]
-pub(crate) use pinned::Pinned;
 pub(crate) use store::OccStore;
 
 use crate::error::Result;

@@ -6,7 +6,7 @@ use super::txn::OccTxn;
 use super::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::cache::ReadCache;
-use crate::kv::{Limits, Txn};
+use crate::kv::{CacheStats, Limits, ReadCacheControl, Txn};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,17 +62,6 @@ impl<E: Engine> OccStore<E> {
             synced: Mutex::new(0),
             failed: Mutex::new(None),
         })
-    }
-
-    /// Sets the read cache's size in bytes (0 turns it off), evicting down to it.
-    pub(crate) fn set_cache_capacity(&self, bytes: usize) {
-        self.cache.lock().set_capacity(bytes);
-    }
-
-    /// The read cache's (hits, misses, bytes held); `None` while it is off.
-    pub(crate) fn cache_stats(&self) -> Option<(u64, u64, u64)> {
-        let c = self.cache.lock();
-        c.enabled().then(|| (c.hits, c.misses, c.used() as u64))
     }
 
     /// Registers a snapshot reader at `version` (called under `visible`'s read lock, so no
@@ -151,5 +140,15 @@ impl<E: Engine> OccStore<E> {
     pub(crate) fn sync_all(&self) -> Result<()> {
         let v = self.visible_now.load(Ordering::SeqCst);
         self.sync_to(v)
+    }
+}
+
+impl<E: Engine> ReadCacheControl for OccStore<E> {
+    fn set_capacity(&self, bytes: u64) {
+        self.cache.lock().set_capacity(usize::try_from(bytes).unwrap_or(usize::MAX));
+    }
+    fn stats(&self) -> Option<CacheStats> {
+        let c = self.cache.lock();
+        c.enabled().then(|| CacheStats { hits: c.hits, misses: c.misses, bytes: c.used() as u64 })
     }
 }

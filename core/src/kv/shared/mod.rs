@@ -21,7 +21,9 @@ mod server;
 
 use super::owner::{fork_generation, owner_info};
 use super::rocks::RocksBackend;
-use super::{Backend, Limits, Txn};
+use super::{
+    Backend, CacheStats, Limits, NamedSnapshots, ReadCacheControl, Role, Sharing, Snapshots, Txn,
+};
 use crate::error::{Error, ErrorKind, Result};
 use alive::Alive;
 use client::Client;
@@ -52,14 +54,14 @@ fn socket_path<T>(dir: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> st
 }
 
 /// Whether this process is still alone on the store, and what to do when it stops being so.
-pub(crate) struct Sharing {
+pub(crate) struct AloneState {
     alone: AtomicBool,
     hooks: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
-impl Sharing {
-    fn new() -> Arc<Sharing> {
-        Arc::new(Sharing { alone: AtomicBool::new(true), hooks: Mutex::new(Vec::new()) })
+impl AloneState {
+    fn new() -> Arc<AloneState> {
+        Arc::new(AloneState { alone: AtomicBool::new(true), hooks: Mutex::new(Vec::new()) })
     }
 
     /// Another process (or copy of the library) is or may be here: runs the hooks once, before
@@ -96,7 +98,7 @@ pub struct SharedBackend {
     pid: u32,
     /// This process's liveness locks (opened at the first registration).
     alive: Mutex<Option<Alive>>,
-    sharing: Arc<Sharing>,
+    sharing: Arc<AloneState>,
     /// The read cache's size (`Options::cache_size`), applied whenever this process owns the
     /// store (at open, and after a failover makes it the owner). Clients keep no cache: they
     /// do not see the other processes' commits.
@@ -125,7 +127,7 @@ impl SharedBackend {
                 return Ok(b);
             }
         }
-        let sharing = Sharing::new();
+        let sharing = AloneState::new();
         let mode = first_mode(canon, exclusive, &sharing)?;
         if matches!(mode, Mode::Client(_)) {
             sharing.become_shared();
@@ -176,7 +178,9 @@ impl SharedBackend {
             match try_mode(&self.dir, self.exclusive, &self.sharing)? {
                 Some(m) => {
                     if let Mode::Owner { local, .. } = &m {
-                        local.set_cache_capacity(self.cache_bytes.load(Ordering::SeqCst));
+                        if let Some(c) = local.read_cache() {
+                            c.set_capacity(self.cache_bytes.load(Ordering::SeqCst));
+                        }
                     }
                     *mode = m;
                     return Ok(());
@@ -219,7 +223,7 @@ impl SharedBackend {
 }
 
 /// The first mode of a new open: owner, or client (waiting for an owner that is starting).
-fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Mode> {
+fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<AloneState>) -> Result<Mode> {
     let deadline = Instant::now() + RECOVERY_TIMEOUT;
     loop {
         if let Some(m) = try_mode(dir, exclusive, sharing)? {
@@ -239,7 +243,7 @@ fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Mod
 
 /// One attempt: become the owner, or connect to the owner. `Ok(None)`: try again shortly (the
 /// owner is starting, or has just gone away).
-fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<Sharing>) -> Result<Option<Mode>> {
+fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<AloneState>) -> Result<Option<Mode>> {
     match RocksBackend::open_owned(dir, exclusive) {
         Ok(local) => {
             let server = if exclusive {
@@ -324,11 +328,30 @@ impl Backend for SharedBackend {
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.dir.display())
     }
-    fn shared(&self) -> bool {
-        !self.exclusive
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        super::rocks::disk_space(&self.dir)
     }
-    fn primary(&self) -> Option<bool> {
-        Some(self.is_owner())
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        (!self.exclusive).then_some(self)
+    }
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        Some(self)
+    }
+    fn named_snapshots(&self) -> Option<&dyn NamedSnapshots> {
+        Some(self)
+    }
+    fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
+        Some(self)
+    }
+}
+
+impl Sharing for SharedBackend {
+    fn role(&self) -> Role {
+        if self.is_owner() {
+            Role::Primary
+        } else {
+            Role::Secondary
+        }
     }
     fn alone(&self) -> bool {
         self.exclusive || self.sharing.alone.load(Ordering::SeqCst)
@@ -350,35 +373,42 @@ impl Backend for SharedBackend {
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.alive.lock().as_ref().map(|a| a.is_alive(process))
     }
-    fn set_cache_capacity(&self, bytes: u64) {
+}
+
+impl ReadCacheControl for SharedBackend {
+    fn set_capacity(&self, bytes: u64) {
         self.cache_bytes.store(bytes, Ordering::SeqCst);
         if let Mode::Owner { local, .. } = &*self.mode.lock() {
-            local.set_cache_capacity(bytes);
+            if let Some(c) = local.read_cache() {
+                c.set_capacity(bytes);
+            }
         }
     }
-    fn cache_stats(&self) -> Option<(u64, u64, u64)> {
+    fn stats(&self) -> Option<CacheStats> {
         match &*self.mode.lock() {
-            Mode::Owner { local, .. } => local.cache_stats(),
+            Mode::Owner { local, .. } => local.read_cache().and_then(|c| c.stats()),
             _ => None,
         }
     }
-    fn disk_space(&self) -> Option<(u64, u64)> {
-        super::rocks::disk_space(&self.dir)
-    }
+}
+
+impl Snapshots for SharedBackend {
     fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         self.owned("an in-process snapshot")?.snapshot()
     }
-    fn create_named_snapshot(&self, name: &str) -> Result<()> {
-        self.owned("creating a named snapshot")?.create_named_snapshot(name)
+}
+
+impl NamedSnapshots for SharedBackend {
+    fn create(&self, name: &str) -> Result<()> {
+        NamedSnapshots::create(&*self.owned("creating a named snapshot")?, name)
     }
-    fn named_snapshots(&self) -> Result<Vec<String>> {
+    fn list(&self) -> Result<Vec<String>> {
         super::rocks_named::list(&self.dir)
     }
-    fn delete_named_snapshot(&self, name: &str) -> Result<()> {
+    fn delete(&self, name: &str) -> Result<()> {
         super::rocks_named::delete(&self.dir, name)
     }
-    fn named_snapshot_uri(&self, name: &str) -> Result<String> {
-        super::rocks_named::check_name(name)?;
-        Ok(format!("rocksdb:{}?snapshot={name}", self.dir.display()))
+    fn uri(&self, name: &str) -> Result<String> {
+        super::rocks_named::uri(&self.dir, name)
     }
 }

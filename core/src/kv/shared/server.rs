@@ -8,7 +8,7 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
-use super::{socket_path, Sharing};
+use super::{socket_path, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
@@ -43,7 +43,7 @@ impl Server {
     pub(crate) fn start(
         dir: &Path,
         backend: Arc<dyn Backend>,
-        sharing: Arc<Sharing>,
+        sharing: Arc<AloneState>,
     ) -> Result<Server> {
         let listener = socket_path(dir, |p| {
             match std::fs::remove_file(p) {
@@ -120,7 +120,7 @@ fn io_err(e: std::io::Error) -> Error {
 fn accept_loop(
     listener: UnixListener,
     backend: Arc<dyn Backend>,
-    sharing: Arc<Sharing>,
+    sharing: Arc<AloneState>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,

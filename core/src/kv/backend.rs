@@ -1,0 +1,275 @@
+//! The backend traits: [`Backend`] (serializable transactions, the one thing every backend
+//! gives) and the capabilities some backends add, each behind an accessor that returns `None`
+//! where it is missing: [`Sharing`] (several processes), [`Snapshots`], [`NamedSnapshots`] and
+//! [`ReadCacheControl`].
+
+use crate::error::{Error, ErrorKind, Result};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The size and time limits of a backend. `None` means unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest key, in bytes.
+    pub max_key: Option<usize>,
+    /// Largest value, in bytes.
+    pub max_value: Option<usize>,
+    /// Largest total of keys and values written by one transaction.
+    pub max_txn_bytes: Option<usize>,
+    /// Longest time from `begin` to `commit`.
+    pub max_txn_duration: Option<Duration>,
+}
+
+impl Limits {
+    /// No limits at all.
+    pub const UNLIMITED: Limits =
+        Limits { max_key: None, max_value: None, max_txn_bytes: None, max_txn_duration: None };
+
+    /// FoundationDB's documented limits: keys 10,000 B, values 100,000 B, 10,000,000 B of
+    /// affected data per transaction, 5 seconds.
+    pub const FOUNDATIONDB: Limits = Limits {
+        max_key: Some(10_000),
+        max_value: Some(100_000),
+        max_txn_bytes: Some(10_000_000),
+        max_txn_duration: Some(Duration::from_secs(5)),
+    };
+}
+
+/// A backend: a source of serializable transactions.
+pub trait Backend: Send + Sync + 'static {
+    /// Starts a transaction reading at a fresh snapshot.
+    fn begin(&self) -> Result<Box<dyn Txn>>;
+    /// The backend's limits.
+    fn limits(&self) -> Limits;
+    /// Makes every transaction committed so far durable (one fsync, shared by callers).
+    fn sync(&self) -> Result<()>;
+    /// A short description for messages, such as `rocksdb:/path`.
+    fn describe(&self) -> String;
+    /// The (total, free) bytes of the disk that holds the backend's data, if it has one of
+    /// its own (RocksDB: the file system of its directory). `statfs` reports it.
+    fn disk_space(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// True if every write fails with [`ErrorKind::ReadOnly`] (a snapshot, a pack): a store
+    /// on it opens read-only.
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// How this process shares the backend with others; `None`: it does not (memory, an
+    /// exclusive RocksDB store, a snapshot, a pack), so its role is [`Role::Sole`].
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        None
+    }
+    /// Read-only views of everything committed so far, where the backend keeps versions.
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        None
+    }
+    /// Snapshots kept under a name and surviving reopening (RocksDB checkpoints).
+    fn named_snapshots(&self) -> Option<&dyn NamedSnapshots> {
+        None
+    }
+    /// The in-process read cache, on backends that see every commit (memory, RocksDB).
+    fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
+        None
+    }
+}
+
+/// Where this process stands among the processes that use one backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// No other process uses it: this process sees every commit and every open file.
+    Sole,
+    /// Shared, and this process is the primary (the owner of a shared RocksDB store): it sees
+    /// every commit, but not the files other processes have open.
+    Primary,
+    /// Shared with a primary in another process (a client of a shared RocksDB store).
+    Secondary,
+    /// Shared with no primary (FoundationDB): every process is a peer.
+    Peer,
+}
+
+impl Role {
+    /// True unless the backend is used by this process alone: file locks, open-file marks and
+    /// staged data must then be recorded in the backend, where other processes see them.
+    pub fn is_shared(self) -> bool {
+        self != Role::Sole
+    }
+    /// True where this process sees every commit and may free an unlinked file's data.
+    pub fn is_primary(self) -> bool {
+        matches!(self, Role::Sole | Role::Primary)
+    }
+}
+
+/// The capability of a backend that several processes use at once.
+pub trait Sharing: Send + Sync {
+    /// This process's role (it changes when a secondary takes over from a dead primary).
+    fn role(&self) -> Role;
+    /// True while this process is certainly the only one using the backend (the owner of a
+    /// shared RocksDB store that nobody has connected to): locks need not be written to the
+    /// backend until [`Sharing::on_sharing`]'s hooks run. False when it cannot tell.
+    fn alone(&self) -> bool {
+        false
+    }
+    /// Registers `hook` to run once, when [`Sharing::alone`] stops being true, before any
+    /// other process is served (the file layer then writes the locks it kept to itself).
+    fn on_sharing(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = hook;
+    }
+    /// Registers `process` (the random id of one open store in this process) as alive for as
+    /// long as the backend is open in this process, where the backend can tell liveness itself
+    /// (a shared RocksDB store: a lock the kernel drops when the process dies).
+    fn register_process(&self, process: u64) -> Result<()> {
+        let _ = process;
+        Ok(())
+    }
+    /// Whether the process that registered `process` is alive, if the backend can tell at
+    /// once (`None`: it cannot; the caller relies on leases).
+    fn process_alive(&self, process: u64) -> Option<bool> {
+        let _ = process;
+        None
+    }
+}
+
+/// The capability of taking read-only views.
+pub trait Snapshots: Send + Sync {
+    /// A read-only view of everything committed so far, kept until it is dropped: its
+    /// transactions all read at that one instant. Cheap (no data is copied); it keeps the old
+    /// versions of what later commits change.
+    fn snapshot(&self) -> Result<Arc<dyn Backend>>;
+}
+
+/// The capability of keeping snapshots by name.
+pub trait NamedSnapshots: Send + Sync {
+    /// Keeps a snapshot of everything committed so far under `name`, surviving reopening; it
+    /// opens read-only by the URI [`NamedSnapshots::uri`] gives.
+    fn create(&self, name: &str) -> Result<()>;
+    /// The names of the named snapshots, sorted.
+    fn list(&self) -> Result<Vec<String>>;
+    /// Deletes the named snapshot `name`; [`ErrorKind::Busy`] while it is open.
+    fn delete(&self, name: &str) -> Result<()>;
+    /// The URI that opens the named snapshot `name` (read-only).
+    fn uri(&self, name: &str) -> Result<String>;
+}
+
+/// What the read cache has done, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads answered from the cache.
+    pub hits: u64,
+    /// Reads that went to the engine.
+    pub misses: u64,
+    /// Bytes of keys and values held.
+    pub bytes: u64,
+}
+
+/// The capability of an in-process read cache.
+pub trait ReadCacheControl: Send + Sync {
+    /// Sets the cache's size in bytes (0: off), evicting down to it.
+    fn set_capacity(&self, bytes: u64);
+    /// What the cache has done; `None` while it is off.
+    fn stats(&self) -> Option<CacheStats>;
+}
+
+impl dyn Backend {
+    /// This process's role; [`Role::Sole`] on a backend without [`Sharing`].
+    pub fn role(&self) -> Role {
+        self.sharing().map_or(Role::Sole, |s| s.role())
+    }
+    /// [`Sharing::alone`]; false on a backend without [`Sharing`].
+    pub fn alone(&self) -> bool {
+        self.sharing().is_some_and(|s| s.alone())
+    }
+    /// [`Sharing::process_alive`]; `None` on a backend without [`Sharing`].
+    pub fn process_alive(&self, process: u64) -> Option<bool> {
+        self.sharing().and_then(|s| s.process_alive(process))
+    }
+    /// The capability `what` of `cap`, or the error of a backend that lacks it.
+    pub fn require<'a, T: ?Sized>(&self, cap: Option<&'a T>, what: &str) -> Result<&'a T> {
+        cap.ok_or_else(|| unsupported(&self.describe(), what))
+    }
+}
+
+/// The error of a backend that lacks a feature.
+pub(crate) fn unsupported(what: &str, feature: &str) -> Error {
+    Error::new(ErrorKind::Invalid, format!("{what}: this backend has no {feature}"))
+}
+
+impl std::fmt::Debug for dyn Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({})", self.describe())
+    }
+}
+
+/// A key-value pair returned by range reads.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// One transaction of a [`Backend`]. Dropping it without `commit` rolls it back.
+pub trait Txn: Send {
+    /// Reads a key (adds it to the read conflict set).
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads a key without adding a read conflict.
+    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads a key like [`Txn::get`], lending the value to `read` instead of returning a copy
+    /// (a 4 KiB read of a 64 KiB block copies 4 KiB, not 64). Returns false, without calling
+    /// `read`, when the key is absent. The default copies through `get`.
+    fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(self.get(key)?.map(|v| read(&v)).is_some())
+    }
+    /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
+    /// or descending from `end` when `reverse`. Adds the range actually covered to the read
+    /// conflict set, so a later insert into it conflicts (no phantoms).
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>>;
+    /// Adds `start <= key < end` to the read conflict set without reading it: the commit fails
+    /// if a concurrent commit writes there. The default reads the range (same conflicts).
+    fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.get_range(start, end, 0, false).map(|_| ())
+    }
+    /// Reads every pair with `start <= key < end` in ascending order like [`Txn::get_range`]
+    /// (the whole range enters the read conflict set), lending each to `visit` instead of
+    /// returning copies. The default copies through `get_range`.
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        for (k, v) in self.get_range(start, end, 0, false)? {
+            visit(&k, &v);
+        }
+        Ok(())
+    }
+    /// [`Txn::get_range`] without adding a read conflict.
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>>;
+    /// Writes a key.
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Deletes a key.
+    fn clear(&mut self, key: &[u8]) -> Result<()>;
+    /// Deletes every key with `start <= key < end`.
+    fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()>;
+    /// Adds `delta` to the 8-byte little-endian integer at `key` (absent reads as 0) at commit
+    /// time, without a read conflict.
+    fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()>;
+    /// Sets the 8-byte little-endian unsigned integer at `key` to the larger of it and `value`
+    /// at commit time, without a read conflict.
+    fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()>;
+    /// Commits. With `durable`, the commit survives power loss once this returns.
+    fn commit(self: Box<Self>, durable: bool) -> Result<()>;
+    /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and
+    /// its writes), so that its next reads see every commit made so far. The default does
+    /// nothing; [`JournalTxn`] renews itself.
+    fn refresh(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
