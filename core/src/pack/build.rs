@@ -10,12 +10,13 @@
 use super::format::{self, crc32c, Entry, Header, HEADER_LEN};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{self, Backend, Txn};
-use crate::schema::{self, Block, Dentry, DirAttr, FileType, Inode, Meta, Superblock, ROOT_INO};
+use crate::schema::{
+    self, scope, Block, Dentry, DirAttr, FileType, Inode, Meta, Superblock, ROOT_INO,
+};
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// What a build has done so far (passed to the progress callback) or did in all.
@@ -39,7 +40,7 @@ const BUFFER_LIMIT: usize = 4 << 20;
 type BlockSource<'a> = dyn FnMut(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()> + 'a;
 
 /// Writes records in inode order, then the globals, the index and the header.
-struct Writer {
+pub(super) struct Writer {
     out: BufWriter<File>,
     /// The temporary name: only during the final link when the file is unnamed (`O_TMPFILE`),
     /// from the start otherwise.
@@ -47,12 +48,12 @@ struct Writer {
     /// The file has no name yet (`O_TMPFILE`).
     unnamed: bool,
     dest: PathBuf,
-    index: Vec<u64>,
-    stats: PackStats,
+    pub(super) index: Vec<u64>,
+    pub(super) stats: PackStats,
 }
 
 impl Writer {
-    fn create(dest: &Path) -> Result<Writer> {
+    pub(super) fn create(dest: &Path) -> Result<Writer> {
         let name = dest.file_name().ok_or_else(|| {
             Error::new(ErrorKind::Invalid, format!("{}: not a file name", dest.display()))
         })?;
@@ -95,7 +96,11 @@ impl Writer {
 
     /// Writes the record of the next inode: `entries` (no blocks) and its blocks, produced by
     /// `blocks` (called twice when the first pass was too large to buffer).
-    fn record(&mut self, entries: Vec<Entry>, blocks: &mut BlockSource<'_>) -> Result<()> {
+    pub(super) fn record(
+        &mut self,
+        entries: Vec<Entry>,
+        blocks: &mut BlockSource<'_>,
+    ) -> Result<()> {
         let ino = self.index.len() as u64;
         let mut sizes: Vec<(u64, u32, u32)> = Vec::new();
         let mut buffer: Option<Vec<u8>> = Some(Vec::new());
@@ -149,7 +154,7 @@ impl Writer {
     }
 
     /// Writes globals, index and header, syncs, and renames the image into place.
-    fn finish(mut self, globals: &[(Vec<u8>, Vec<u8>)]) -> Result<PackStats> {
+    pub(super) fn finish(mut self, globals: &[(Vec<u8>, Vec<u8>)]) -> Result<PackStats> {
         let g = format::encode_globals(globals);
         let globals_off = self.stats.image_bytes;
         self.write(&g)?;
@@ -250,7 +255,7 @@ impl Drop for Writer {
     }
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> Error {
+pub(super) fn io_err(path: &Path, e: std::io::Error) -> Error {
     let kind = match e.kind() {
         std::io::ErrorKind::NotFound => ErrorKind::NotFound,
         std::io::ErrorKind::PermissionDenied => ErrorKind::Access,
@@ -260,12 +265,12 @@ fn io_err(path: &Path, e: std::io::Error) -> Error {
     Error::new(kind, format!("{}: {e}", path.display()))
 }
 
-fn inline(scope: u8, suffix: &[u8], value: Vec<u8>) -> Entry {
+pub(super) fn inline(scope: u8, suffix: &[u8], value: Vec<u8>) -> Entry {
     Entry::Inline { scope, suffix: suffix.to_vec(), value }
 }
 
 /// The store-wide keys of an image of `inodes` inodes holding `bytes` of file data.
-fn globals(sb: &Superblock, inodes: u64, bytes: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(super) fn globals(sb: &Superblock, inodes: u64, bytes: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut g = vec![
         (schema::meta_key(Meta::NextIno), (inodes + 1).to_le_bytes().to_vec()),
         (schema::meta_key(Meta::Inodes), inodes.to_le_bytes().to_vec()),
@@ -277,14 +282,18 @@ fn globals(sb: &Superblock, inodes: u64, bytes: u64) -> Vec<(Vec<u8>, Vec<u8>)> 
 }
 
 /// Gives inode numbers 1, 2, ... in the order inodes are first seen.
-struct Numbering<K> {
+pub(super) struct Numbering<K> {
     map: HashMap<K, u64>,
-    next: u64,
+    pub(super) next: u64,
 }
 
 impl<K: std::hash::Hash + Eq> Numbering<K> {
+    pub(super) fn new() -> Self {
+        Numbering { map: HashMap::new(), next: 0 }
+    }
+
     /// The new number of `old`, and whether it was just given.
-    fn get(&mut self, old: K) -> (u64, bool) {
+    pub(super) fn get(&mut self, old: K) -> (u64, bool) {
         let next = &mut self.next;
         let mut fresh = false;
         let n = *self.map.entry(old).or_insert_with(|| {
@@ -305,7 +314,7 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
         Error::new(ErrorKind::NotFound, format!("{}: no store there", backend.describe()))
     })?)?;
     let mut w = Writer::create(dest)?;
-    let mut numbers = Numbering { map: HashMap::new(), next: 0 };
+    let mut numbers = Numbering::new();
     numbers.get(ROOT_INO);
     let mut queue = VecDeque::from([ROOT_INO]);
     let mut file_bytes = 0u64;
@@ -328,7 +337,7 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
                 }
                 _ => v,
             };
-            entries.push(inline(b'I', suffix, value));
+            entries.push(inline(scope::INODE, suffix, value));
         }
         if entries.is_empty() {
             return Err(Error::new(
@@ -351,7 +360,7 @@ pub fn pack_backend(backend: &dyn Backend, dest: &Path, progress: ProgressFn) ->
         }
         let (s, e) = schema::xattr_range(old);
         for (k, v) in scan(&mut *tx, &s, &e)? {
-            entries.push(inline(b'X', schema::xattr_name(&k), v));
+            entries.push(inline(scope::XATTR, schema::xattr_name(&k), v));
         }
         w.record(entries, &mut |emit| {
             let (s, e) = schema::block_range(old, 0);
@@ -415,234 +424,4 @@ fn chunk_slice(
             format!("corrupt store: bad chunk for block {idx} of inode {ino}"),
         )
     })
-}
-
-/// Packs the host directory `src` into `dest`, keeping modes, owners, times, symlinks, hard
-/// links (within the tree), device numbers and extended attributes. A file's link count is
-/// the host's (links outside the tree count too). `block_size` and `inline_limit` are the
-/// store layout the image presents (as in [`crate::Options`]).
-pub fn pack_dir(
-    src: &Path,
-    dest: &Path,
-    block_size: u32,
-    inline_limit: u32,
-    progress: ProgressFn,
-) -> Result<PackStats> {
-    let meta = std::fs::symlink_metadata(src).map_err(|e| io_err(src, e))?;
-    if !meta.is_dir() {
-        return Err(Error::new(ErrorKind::NotDir, format!("{}: not a directory", src.display())));
-    }
-    let mut w = Writer::create(dest)?;
-    let mut numbers = Numbering { map: HashMap::new(), next: 0 };
-    numbers.get((meta.dev(), meta.ino()));
-    // Each queued inode: its host path, metadata and its parent's new number.
-    let mut queue = VecDeque::from([(src.to_path_buf(), meta, ROOT_INO)]);
-    let mut file_bytes = 0u64;
-    while let Some((path, m, parent)) = queue.pop_front() {
-        let kind = host_kind(&m).ok_or_else(|| {
-            Error::new(ErrorKind::Invalid, format!("{}: unknown file type", path.display()))
-        })?;
-        let ino = w.index.len() as u64;
-        let mut entries = Vec::new();
-        let mut children = Vec::new();
-        let mut subdirs = 0;
-        if kind == FileType::Dir {
-            let rd = std::fs::read_dir(&path).map_err(|e| io_err(&path, e))?;
-            let mut names = Vec::new();
-            for de in rd {
-                names.push(de.map_err(|e| io_err(&path, e))?.file_name());
-            }
-            names.sort();
-            for name in names {
-                let child = path.join(&name);
-                let cm = std::fs::symlink_metadata(&child).map_err(|e| io_err(&child, e))?;
-                let ck = host_kind(&cm).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Invalid,
-                        format!("{}: unknown file type", child.display()),
-                    )
-                })?;
-                subdirs += (ck == FileType::Dir) as u32;
-                // Only files with several links can share an inode; directories never do.
-                let key = if ck != FileType::Dir && cm.nlink() > 1 {
-                    (cm.dev(), cm.ino())
-                } else {
-                    (u64::MAX, numbers.next + 1)
-                };
-                let (cino, fresh) = numbers.get(key);
-                if fresh {
-                    children.push((child, cm, ino));
-                }
-                entries.push(Entry::Dentry { name: name.as_bytes().to_vec(), ino: cino, kind: ck });
-            }
-        }
-        let (data, blocks) = match kind {
-            FileType::Symlink => (
-                std::fs::read_link(&path)
-                    .map_err(|e| io_err(&path, e))?
-                    .as_os_str()
-                    .as_bytes()
-                    .to_vec(),
-                false,
-            ),
-            FileType::CharDevice | FileType::BlockDevice => {
-                (m.rdev().to_le_bytes().to_vec(), false)
-            }
-            FileType::File if m.len() <= inline_limit as u64 => (read_all(&path, m.len())?, false),
-            _ => (Vec::new(), kind == FileType::File),
-        };
-        let size = match kind {
-            FileType::File => m.len(),
-            FileType::Symlink => data.len() as u64,
-            _ => 0,
-        };
-        if kind == FileType::File {
-            file_bytes += size;
-        }
-        let inode = Inode {
-            kind,
-            perm: m.mode() & 0o7777,
-            uid: m.uid(),
-            gid: m.gid(),
-            nlink: if kind == FileType::Dir { 2 + subdirs } else { m.nlink() as u32 },
-            size,
-            atime: m.atime() * 1_000_000_000 + m.atime_nsec(),
-            mtime: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-            ctime: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
-            is_inline: !kind.is_special() && !blocks,
-            has_chunks: false,
-            block_shift: 0,
-            inline: data,
-        };
-        let mut all = vec![inline(b'I', &[], inode.encode())];
-        if kind == FileType::Dir && ino != ROOT_INO {
-            all.push(inline(b'I', &[DirAttr::Parent as u8], parent.to_le_bytes().to_vec()));
-        }
-        all.extend(entries);
-        for (name, value) in host_xattrs(&path)? {
-            all.push(inline(b'X', &name, value));
-        }
-        let bs = block_size as usize;
-        w.record(all, &mut |emit| {
-            if !blocks {
-                return Ok(());
-            }
-            let mut f = File::open(&path).map_err(|e| io_err(&path, e))?;
-            let mut buf = vec![0u8; bs];
-            for idx in 0.. {
-                let n = read_full(&mut f, &mut buf).map_err(|e| io_err(&path, e))?;
-                if n > 0 {
-                    emit(idx, &buf[..n])?;
-                }
-                if n < bs {
-                    return Ok(());
-                }
-            }
-            Ok(())
-        })?;
-        queue.extend(children);
-        progress(&w.stats);
-    }
-    let sb = Superblock {
-        version: schema::FORMAT_VERSION,
-        block_size,
-        inline_limit,
-        created_ns: now_ns(),
-    };
-    let inodes = w.stats.inodes;
-    w.finish(&globals(&sb, inodes, file_bytes))
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-fn host_kind(m: &std::fs::Metadata) -> Option<FileType> {
-    let t = m.file_type();
-    Some(if t.is_dir() {
-        FileType::Dir
-    } else if t.is_file() {
-        FileType::File
-    } else if t.is_symlink() {
-        FileType::Symlink
-    } else if t.is_fifo() {
-        FileType::Fifo
-    } else if t.is_char_device() {
-        FileType::CharDevice
-    } else if t.is_block_device() {
-        FileType::BlockDevice
-    } else if t.is_socket() {
-        FileType::Socket
-    } else {
-        return None;
-    })
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    Ok(n)
-}
-
-fn read_all(path: &Path, expect: u64) -> Result<Vec<u8>> {
-    let d = std::fs::read(path).map_err(|e| io_err(path, e))?;
-    if d.len() as u64 != expect {
-        return Err(Error::new(
-            ErrorKind::Conflict,
-            format!("{}: the file changed while it was packed", path.display()),
-        ));
-    }
-    Ok(d)
-}
-
-/// The extended attributes of a host path (not following symlinks), sorted by name.
-fn host_xattrs(path: &Path) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::new(ErrorKind::Invalid, "path with a NUL byte"))?;
-    let os = |what: &str| {
-        Error::new(
-            ErrorKind::Backend,
-            format!("{}: {what}: {}", path.display(), std::io::Error::last_os_error()),
-        )
-    };
-    // SAFETY: `c` is a valid C string; a null buffer of size 0 asks for the size.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
-    if n < 0 {
-        let err = std::io::Error::last_os_error().raw_os_error();
-        return if err == Some(libc::ENOTSUP) { Ok(Vec::new()) } else { Err(os("listxattr")) };
-    }
-    let mut names = vec![0u8; n as usize];
-    // SAFETY: the buffer holds `names.len()` bytes.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-    if n < 0 {
-        return Err(os("listxattr"));
-    }
-    names.truncate(n as usize);
-    let mut out = Vec::new();
-    for name in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let cn = std::ffi::CString::new(name).unwrap();
-        // SAFETY: valid C strings; size query first.
-        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
-        if len < 0 {
-            return Err(os("getxattr"));
-        }
-        let mut v = vec![0u8; len as usize];
-        // SAFETY: the buffer holds `v.len()` bytes.
-        let len =
-            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
-        if len < 0 {
-            return Err(os("getxattr"));
-        }
-        v.truncate(len as usize);
-        out.push((name.to_vec(), v));
-    }
-    out.sort();
-    Ok(out)
 }

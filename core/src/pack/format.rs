@@ -39,9 +39,9 @@ pub const PACK_VERSION: u32 = 2;
 /// Bytes of the header.
 pub const HEADER_LEN: usize = 64;
 /// The scope byte of data blocks (values kept out of the meta part).
-pub const BLOCK_SCOPE: u8 = b'B';
+pub const BLOCK_SCOPE: u8 = crate::schema::scope::BLOCK;
 /// The scope byte of directory entries (stored compactly, value rebuilt on read).
-pub const DENTRY_SCOPE: u8 = b'D';
+pub const DENTRY_SCOPE: u8 = crate::schema::scope::DENTRY;
 
 /// The fixed header at offset 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -507,7 +507,11 @@ mod tests {
                 kind: FileType::Dir,
             },
             Entry::Dentry { name: b"b".to_vec(), ino: 3, kind: FileType::File },
-            Entry::Inline { scope: b'I', suffix: vec![], value: b"attrs".to_vec() },
+            Entry::Inline {
+                scope: crate::schema::scope::INODE,
+                suffix: vec![],
+                value: b"attrs".to_vec(),
+            },
         ];
         let mut rec = encode_meta(7, &es).unwrap();
         let mlen = rec.len();
@@ -526,11 +530,14 @@ mod tests {
             let (scope, key) = es[i].key();
             assert_eq!(s.cmp_key(&rec, scope, &key, key_prefix(&key)), Ordering::Equal);
         }
-        assert_eq!(slots[3].cmp_key(&rec, b'D', b"b\0", key_prefix(b"b\0")), Ordering::Less);
+        assert_eq!(
+            slots[3].cmp_key(&rec, DENTRY_SCOPE, b"b\0", key_prefix(b"b\0")),
+            Ordering::Less
+        );
         assert_eq!(
             slots[3].cmp_key(
                 &rec,
-                b'D',
+                DENTRY_SCOPE,
                 b"a-long-name-past-eighty",
                 key_prefix(b"a-long-name-past-eighty")
             ),

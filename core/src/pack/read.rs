@@ -15,8 +15,8 @@ use super::format::{
     self, crc32c, key_prefix, Header, Slot, BLOCK_SCOPE, DENTRY_SCOPE, HEADER_LEN,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{Backend, KeyValue, Limits, Txn};
-use crate::schema::{Dentry, FileType};
+use crate::kv::KeyValue;
+use crate::schema::{scope, Dentry, FileType};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fs::File;
@@ -34,7 +34,7 @@ const META_PROBE: u64 = 16 << 10;
 /// How many recent non-directory records stay cached.
 const RECENT: usize = 16;
 /// The scopes whose keys belong to an inode record, in key order.
-const RECORD_SCOPES: [u8; 4] = [b'B', b'D', b'I', b'X'];
+const RECORD_SCOPES: [u8; 4] = [scope::BLOCK, scope::DENTRY, scope::INODE, scope::XATTR];
 
 /// Records decoded lately, by inode, with the next slot to replace.
 type RecentRecords = (usize, Vec<(u64, Arc<Record>)>);
@@ -116,11 +116,11 @@ impl std::hash::Hash for NameKey {
     }
 }
 
-struct Inner {
+pub(super) struct Inner {
     file: File,
     /// Bytes of the image.
-    len: u64,
-    what: String,
+    pub(super) len: u64,
+    pub(super) what: String,
     index: Vec<u64>,
     globals: Vec<KeyValue>,
     dirs: Mutex<HashMap<u64, Arc<Record>, BuildHasherDefault<InoHasher>>>,
@@ -135,7 +135,7 @@ struct Inner {
 
 /// A read-only [`Backend`] over a pack image.
 pub struct PackBackend {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl PackBackend {
@@ -294,7 +294,7 @@ impl Record {
     }
 }
 
-fn read_only(what: &str) -> Error {
+pub(super) fn read_only(what: &str) -> Error {
     Error::new(ErrorKind::ReadOnly, format!("{what}: a pack image is read-only"))
 }
 
@@ -340,7 +340,7 @@ impl Inner {
         };
         let (slots, _) = format::decode_meta(ino, &bytes, len, &self.what)?;
         let rec = Arc::new(Record::new(start, bytes, whole, slots));
-        let attrs = rec.find(b'I', &[]);
+        let attrs = rec.find(scope::INODE, &[]);
         let is_dir = attrs.is_some_and(|a| a.len > 1 && rec.bytes[a.at as usize + 1] == 2);
         if is_dir {
             let mut names = self.names.lock();
@@ -396,7 +396,7 @@ impl Inner {
         self.index.len() as u64 - 1
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let Some(scope) = key.first().filter(|s| RECORD_SCOPES.contains(s)) else {
             return Ok(self.globals.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()));
         };
@@ -421,7 +421,7 @@ impl Inner {
         }
     }
 
-    fn get_range(
+    pub(super) fn get_range(
         &self,
         start: &[u8],
         end: &[u8],
@@ -548,79 +548,5 @@ impl Inner {
             u64::MAX
         };
         (lo, hi.min(self.inodes()))
-    }
-}
-
-impl Backend for PackBackend {
-    fn begin(&self) -> Result<Box<dyn Txn>> {
-        Ok(Box::new(PackTxn { inner: self.inner.clone() }))
-    }
-    fn limits(&self) -> Limits {
-        Limits::UNLIMITED
-    }
-    fn sync(&self) -> Result<()> {
-        Ok(())
-    }
-    fn describe(&self) -> String {
-        self.inner.what.clone()
-    }
-    /// The image's size, all of it used: `statfs` shows a full, read-only file system.
-    fn disk_space(&self) -> Option<(u64, u64)> {
-        Some((self.inner.len, 0))
-    }
-    /// Always: a pack never changes (so it can be a clone's lower layer).
-    fn read_only(&self) -> bool {
-        true
-    }
-}
-
-/// A transaction on a pack: reads only.
-struct PackTxn {
-    inner: Arc<Inner>,
-}
-
-impl Txn for PackTxn {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_range(
-        &mut self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<KeyValue>> {
-        self.inner.get_range(start, end, limit, reverse)
-    }
-    fn snapshot_get_range(
-        &mut self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<KeyValue>> {
-        self.inner.get_range(start, end, limit, reverse)
-    }
-    fn set(&mut self, _: &[u8], _: &[u8]) -> Result<()> {
-        Err(read_only(&self.inner.what))
-    }
-    fn clear(&mut self, _: &[u8]) -> Result<()> {
-        Err(read_only(&self.inner.what))
-    }
-    fn clear_range(&mut self, _: &[u8], _: &[u8]) -> Result<()> {
-        Err(read_only(&self.inner.what))
-    }
-    fn atomic_add(&mut self, _: &[u8], _: i64) -> Result<()> {
-        Err(read_only(&self.inner.what))
-    }
-    fn atomic_max(&mut self, _: &[u8], _: u64) -> Result<()> {
-        Err(read_only(&self.inner.what))
-    }
-    fn commit(self: Box<Self>, _durable: bool) -> Result<()> {
-        // Nothing can have been written.
-        Ok(())
     }
 }

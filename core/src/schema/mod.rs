@@ -37,19 +37,36 @@ pub const FORMAT_VERSION: u8 = 1;
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
 
-const SUPER: u8 = b'S';
-const INODE: u8 = b'I';
-const DENTRY: u8 = b'D';
-const BLOCK: u8 = b'B';
-const XATTR: u8 = b'X';
-const ORPHAN: u8 = b'O';
-const CHUNK: u8 = b'C';
-const STAGE: u8 = b'T';
-const STAGED: u8 = b'U';
-const META: u8 = b'M';
-const LOCK: u8 = b'L';
-const HANDLE: u8 = b'H';
-const PROCESS: u8 = b'P';
+/// The one-byte scope every key starts with (see the table above).
+pub mod scope {
+    /// The superblock.
+    pub const SUPER: u8 = b'S';
+    /// Inodes, and directories' hot attributes.
+    pub const INODE: u8 = b'I';
+    /// Directory entries.
+    pub const DENTRY: u8 = b'D';
+    /// Data blocks.
+    pub const BLOCK: u8 = b'B';
+    /// Extended attributes.
+    pub const XATTR: u8 = b'X';
+    /// Inodes unlinked while open.
+    pub const ORPHAN: u8 = b'O';
+    /// Chunks written ahead of their transaction.
+    pub const CHUNK: u8 = b'C';
+    /// Staging records of transactions that write ahead.
+    pub const STAGE: u8 = b'T';
+    /// The chunks each staging transaction wrote.
+    pub const STAGED: u8 = b'U';
+    /// Store-wide counters and marks.
+    pub const META: u8 = b'M';
+    /// Lock records (shared backends).
+    pub const LOCK: u8 = b'L';
+    /// Open-file marks (shared backends).
+    pub const HANDLE: u8 = b'H';
+    /// Liveness records (shared backends).
+    pub const PROCESS: u8 = b'P';
+}
+use scope::*;
 
 fn key(scope: u8, ino: u64, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + rest.len());
