@@ -98,8 +98,8 @@ pub(crate) fn boundary(name: &str, f: impl FnOnce() -> R) -> c_int {
             fail.code.wrapping_neg()
         }
         Err(panic) => {
-            let what = txvfs::error::panic_message(&*panic);
-            set_last_error(&format!("{name}: internal error (panic): {what}"));
+            let e = txvfs::error::panic_error(&*panic);
+            set_last_error(&format!("{name}: {}", e.message()));
             -TXVFS_EPANIC
         }
     }

@@ -230,6 +230,20 @@ impl Error {
     }
 }
 
+impl Error {
+    /// An error of the host file system at `path`, with the path in the message: its errno's
+    /// kind where txvfs has one (ENOENT, EACCES, ENOSPC), else [`ErrorKind::Backend`].
+    pub(crate) fn host_io(path: &std::path::Path, e: std::io::Error) -> Error {
+        let kind = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::PermissionDenied => ErrorKind::Access,
+            _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorKind::NoSpace,
+            _ => ErrorKind::Backend,
+        };
+        Error::new(kind, format!("{}: {e}", path.display()))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
@@ -250,9 +264,17 @@ impl From<Error> for std::io::Error {
     }
 }
 
+/// The error a caught panic becomes at every panic boundary (the core's transactions, the C
+/// ABI, Python, SQLite): one wording, "internal error (panic in txvfs): MESSAGE".
+pub fn panic_error(payload: &(dyn std::any::Any + Send)) -> Error {
+    Error::new(
+        ErrorKind::Backend,
+        format!("internal error (panic in txvfs): {}", panic_message(payload)),
+    )
+}
+
 /// The message of a caught panic (the payload of `std::panic::catch_unwind`): the text
-/// given to `panic!` when it is a string, else "unknown panic". The one copy for the bindings'
-/// panic boundaries (C ABI, Python, SQLite).
+/// given to `panic!` when it is a string, else "unknown panic".
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()

@@ -29,6 +29,7 @@
 //! The `memory:` backend is always there.
 #![warn(missing_docs)]
 
+mod clock;
 pub mod error;
 pub mod fs;
 pub mod fsck;

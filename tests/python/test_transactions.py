@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import threading
+from pathlib import Path
 from typing import Any, List
 
 import pytest
@@ -150,6 +151,28 @@ def test_transact_gives_up_after_retries_and_propagates_other_errors(store: txvf
         store.transact(fails)
     assert not store.exists("/y")
     assert store.transact(lambda tx: tx.listdir("/")) == ["x"]
+
+
+def test_transact_retries_as_often_as_the_store_s_max_retries(tmp_path: Path) -> None:
+    """`transact` without `retries` follows the store's `max_retries` option, as the core's
+    and C's `transact` do (one retry policy)."""
+    for max_retries in (0, 2):
+        store = txvfs.Store(str(tmp_path / ("s%d" % max_retries)), max_retries=max_retries)
+        store.write_bytes("/x", b"0")
+        calls = 0
+
+        def always_conflicts(tx: txvfs.Transaction) -> None:
+            nonlocal calls
+            calls += 1
+            tx.read_bytes("/x")
+            store.write_bytes("/x", b"changed %d" % calls)  # a concurrent writer, every time
+            tx.write_bytes("/x", b"mine")
+
+        with pytest.raises(txvfs.TransactionConflict):
+            store.transact(always_conflicts)
+        assert calls == max_retries + 1
+        assert store.max_retries == max_retries
+        store.close()
 
 
 def test_transaction_is_serializable_no_write_skew(store: txvfs.Store) -> None:

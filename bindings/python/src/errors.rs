@@ -76,13 +76,7 @@ pub(crate) fn detached<T: Send, E: Into<Fail>>(
 ) -> PyResult<T> {
     py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(Into::into),
-        Err(p) => {
-            let msg = txvfs::error::panic_message(&*p);
-            Err(Fail::Core(Error::new(
-                ErrorKind::Backend,
-                format!("internal error (panic in txvfs): {msg}"),
-            )))
-        }
+        Err(p) => Err(Fail::Core(txvfs::error::panic_error(&*p))),
     })
     .map_err(fail_to_py)
 }

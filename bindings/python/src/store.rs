@@ -13,6 +13,8 @@ use txvfs::{Credential, Options, Store as CoreStore};
 #[pyclass(frozen, subclass, extends = FileSystem, module = "txvfs._txvfs")]
 pub(crate) struct Store {
     uri: String,
+    /// The `max_retries` option: how often `transact` runs a conflicting transaction again.
+    max_retries: u32,
 }
 
 #[pymethods]
@@ -49,7 +51,7 @@ impl Store {
             return Ok(PyClassInitializer::from(FileSystem {
                 target: Target::Store(Mutex::new(Some(snap))),
             })
-            .add_subclass(Store { uri }));
+            .add_subclass(Store { uri, max_retries: of.max_retries }));
         }
         let uri_b = path_of(uri)?.bytes;
         let uri = String::from_utf8(uri_b)
@@ -73,13 +75,19 @@ impl Store {
         let u = uri.clone();
         let store = detached(py, move || CoreStore::open_with(&u, options))?;
         Ok(PyClassInitializer::from(FileSystem { target: Target::Store(Mutex::new(Some(store))) })
-            .add_subclass(Store { uri }))
+            .add_subclass(Store { uri, max_retries }))
     }
 
     /// The URI the store was opened with.
     #[getter]
     fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// How often `transact` runs a conflicting transaction again (the `max_retries` option).
+    #[getter]
+    fn max_retries(&self) -> u32 {
+        self.max_retries
     }
 
     /// The backend's description, such as `rocksdb:/path`.

@@ -30,12 +30,7 @@ use std::time::Duration;
 /// How long a process's marks outlive its last renewal.
 pub const LEASE: Duration = Duration::from_secs(10);
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 impl StoreState {
     /// True when this process must mark the files it opens (a secondary, or no primary).

@@ -8,7 +8,7 @@ use super::state::StoreState;
 use super::store::Store;
 use super::transaction::{finished, TxShared, TxState};
 use super::types::Credential;
-use crate::error::{panic_message, Error, ErrorKind, Result};
+use crate::error::{panic_error, Error, Result};
 use crate::kv;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -69,10 +69,7 @@ impl CallScope {
                 let r = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut op))) {
                     Ok(r) => r,
                     Err(payload) => {
-                        let why = Error::new(
-                            ErrorKind::Invalid,
-                            format!("an operation panicked: {}", panic_message(payload.as_ref())),
-                        );
+                        let why = panic_error(payload.as_ref());
                         drop(op);
                         if let TxState::Active(_, Staging { txid: Some(txid), .. }) =
                             std::mem::replace(&mut *state, TxState::Failed(why))

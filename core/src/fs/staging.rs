@@ -16,7 +16,6 @@
 //! otherwise those whose lease ran out). Collection and the final commit both read `T`, so
 //! they conflict: a chunk referenced by a committed block is never collected.
 
-use super::leases::{Clock, SystemClock};
 use super::state::StoreState;
 use super::REMOVE_BATCH;
 use crate::error::{Error, ErrorKind, Result};
@@ -56,9 +55,7 @@ impl Staging {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemClock.now_ms()
-}
+use crate::clock::now_ms;
 
 impl StoreState {
     fn stage_record(&self) -> Vec<u8> {

@@ -40,17 +40,8 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
 }
 
-fn io_error(what: &Path, e: std::io::Error) -> Error {
-    let kind = match e.kind() {
-        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-        _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorKind::NoSpace,
-        _ => ErrorKind::Backend,
-    };
-    Error::new(kind, format!("{}: {e}", what.display()))
-}
-
 fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(|e| io_error(dir, e))
+    std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(|e| Error::host_io(dir, e))
 }
 
 /// Makes the named snapshot `name` of `store`. Built under a hidden temporary name and renamed
@@ -58,7 +49,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 pub(crate) fn create(store: &RocksBackend, name: &str) -> Result<()> {
     check_name(name)?;
     let dir = store.dir().join(SNAPSHOTS_DIR);
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::host_io(&dir, e))?;
     let target = dir.join(name);
     if target.exists() {
         return Err(Error::new(
@@ -68,15 +59,15 @@ pub(crate) fn create(store: &RocksBackend, name: &str) -> Result<()> {
     }
     let tmp = dir.join(format!(".{name}.tmp"));
     if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| io_error(&tmp, e))?;
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::host_io(&tmp, e))?;
     }
     store.checkpoint(&tmp)?;
     for file in [MARKER, OWNER_FILE] {
         let p = tmp.join(file);
-        std::fs::File::create(&p).and_then(|f| f.sync_all()).map_err(|e| io_error(&p, e))?;
+        std::fs::File::create(&p).and_then(|f| f.sync_all()).map_err(|e| Error::host_io(&p, e))?;
     }
     sync_dir(&tmp)?;
-    std::fs::rename(&tmp, &target).map_err(|e| io_error(&target, e))?;
+    std::fs::rename(&tmp, &target).map_err(|e| Error::host_io(&target, e))?;
     sync_dir(&dir)
 }
 
@@ -86,11 +77,11 @@ pub(crate) fn list(store_dir: &Path) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(&dir, e)),
+        Err(e) => return Err(Error::host_io(&dir, e)),
     };
     let mut names = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| io_error(&dir, e))?;
+        let entry = entry.map_err(|e| Error::host_io(&dir, e))?;
         let Ok(name) = entry.file_name().into_string() else { continue };
         if check_name(&name).is_ok() && entry.path().join(MARKER).is_file() {
             names.push(name);
@@ -114,12 +105,12 @@ pub(crate) fn delete(store_dir: &Path, name: &str) -> Result<()> {
     // removal leaves only a hidden directory, removed by the next creation of that name.
     let doomed = dir.join(format!(".{name}.tmp"));
     if doomed.exists() {
-        std::fs::remove_dir_all(&doomed).map_err(|e| io_error(&doomed, e))?;
+        std::fs::remove_dir_all(&doomed).map_err(|e| Error::host_io(&doomed, e))?;
     }
-    std::fs::rename(&target, &doomed).map_err(|e| io_error(&target, e))?;
+    std::fs::rename(&target, &doomed).map_err(|e| Error::host_io(&target, e))?;
     drop(lock);
     sync_dir(&dir)?;
-    std::fs::remove_dir_all(&doomed).map_err(|e| io_error(&doomed, e))
+    std::fs::remove_dir_all(&doomed).map_err(|e| Error::host_io(&doomed, e))
 }
 
 /// The URI that opens the named snapshot `name` of the store in `store_dir`.
@@ -204,7 +195,7 @@ pub(crate) fn open_named(store_dir: &Path, name: &str) -> Result<Arc<dyn Backend
 /// Opens the named snapshot in directory `dir` read-only; `what` names it in messages. Opening
 /// it again in this process gives the same instance.
 pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
-    let canon = dir.canonicalize().map_err(|e| io_error(dir, e))?;
+    let canon = dir.canonicalize().map_err(|e| Error::host_io(dir, e))?;
     let mut open = registry().lock();
     if let Some(b) =
         open.get(&canon).filter(|(g, _)| *g == fork_generation()).and_then(|(_, w)| w.upgrade())

@@ -77,9 +77,9 @@ impl Writer {
                     Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
                 ) =>
             {
-                (File::create(&tmp).map_err(|e| io_err(&tmp, e))?, false)
+                (File::create(&tmp).map_err(|e| Error::host_io(&tmp, e))?, false)
             }
-            Err(e) => return Err(io_err(dir, e)),
+            Err(e) => return Err(Error::host_io(dir, e)),
         };
         let out = BufWriter::with_capacity(1 << 20, file);
         let mut w = Writer {
@@ -148,7 +148,7 @@ impl Writer {
     }
 
     fn write(&mut self, b: &[u8]) -> Result<()> {
-        self.out.write_all(b).map_err(|e| io_err(&self.tmp, e))?;
+        self.out.write_all(b).map_err(|e| Error::host_io(&self.tmp, e))?;
         self.stats.image_bytes += b.len() as u64;
         Ok(())
     }
@@ -171,26 +171,26 @@ impl Writer {
             index_crc: crc32c(&index),
         };
         let tmp = self.tmp.clone();
-        self.out.flush().map_err(|e| io_err(&tmp, e))?;
+        self.out.flush().map_err(|e| Error::host_io(&tmp, e))?;
         let file = self.out.get_mut();
         file.seek(SeekFrom::Start(0))
             .and_then(|_| file.write_all(&header.encode()))
             .and_then(|_| file.sync_all())
-            .map_err(|e| io_err(&tmp, e))?;
+            .map_err(|e| Error::host_io(&tmp, e))?;
         if self.unnamed {
             // A new name links the complete file at once; an existing image is replaced by
             // linking a temporary name and renaming it over (only SIGKILL between those two
             // calls, after the image is complete and synced, can leave that name behind).
             if link_unnamed(self.out.get_ref(), &self.dest).is_err() {
-                link_unnamed(self.out.get_ref(), &tmp).map_err(|e| io_err(&tmp, e))?;
+                link_unnamed(self.out.get_ref(), &tmp).map_err(|e| Error::host_io(&tmp, e))?;
                 self.unnamed = false;
-                std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+                std::fs::rename(&tmp, &self.dest).map_err(|e| Error::host_io(&self.dest, e))?;
             }
         } else {
-            std::fs::rename(&tmp, &self.dest).map_err(|e| io_err(&self.dest, e))?;
+            std::fs::rename(&tmp, &self.dest).map_err(|e| Error::host_io(&self.dest, e))?;
         }
         if let Some(dir) = self.dest.parent().filter(|d| !d.as_os_str().is_empty()) {
-            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_err(dir, e))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::host_io(dir, e))?;
         }
         Ok(self.stats)
     }
@@ -253,16 +253,6 @@ impl Drop for Writer {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
-}
-
-pub(super) fn io_err(path: &Path, e: std::io::Error) -> Error {
-    let kind = match e.kind() {
-        std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-        std::io::ErrorKind::PermissionDenied => ErrorKind::Access,
-        _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorKind::NoSpace,
-        _ => ErrorKind::Backend,
-    };
-    Error::new(kind, format!("{}: {e}", path.display()))
 }
 
 pub(super) fn inline(scope: u8, suffix: &[u8], value: Vec<u8>) -> Entry {

@@ -1,7 +1,7 @@
 //! Building a pack image from a host directory: the host's tree, metadata and extended
 //! attributes, renumbered and written as [`super::build`] writes a store's.
 
-use super::build::{globals, inline, io_err, Numbering, Writer};
+use super::build::{globals, inline, Numbering, Writer};
 use super::build::{PackStats, ProgressFn};
 use super::format::Entry;
 use crate::error::{Error, ErrorKind, Result};
@@ -25,7 +25,7 @@ pub fn pack_dir(
     inline_limit: u32,
     progress: ProgressFn,
 ) -> Result<PackStats> {
-    let meta = std::fs::symlink_metadata(src).map_err(|e| io_err(src, e))?;
+    let meta = std::fs::symlink_metadata(src).map_err(|e| Error::host_io(src, e))?;
     if !meta.is_dir() {
         return Err(Error::new(ErrorKind::NotDir, format!("{}: not a directory", src.display())));
     }
@@ -44,15 +44,16 @@ pub fn pack_dir(
         let mut children = Vec::new();
         let mut subdirs = 0;
         if kind == FileType::Dir {
-            let rd = std::fs::read_dir(&path).map_err(|e| io_err(&path, e))?;
+            let rd = std::fs::read_dir(&path).map_err(|e| Error::host_io(&path, e))?;
             let mut names = Vec::new();
             for de in rd {
-                names.push(de.map_err(|e| io_err(&path, e))?.file_name());
+                names.push(de.map_err(|e| Error::host_io(&path, e))?.file_name());
             }
             names.sort();
             for name in names {
                 let child = path.join(&name);
-                let cm = std::fs::symlink_metadata(&child).map_err(|e| io_err(&child, e))?;
+                let cm =
+                    std::fs::symlink_metadata(&child).map_err(|e| Error::host_io(&child, e))?;
                 let ck = host_kind(&cm).ok_or_else(|| {
                     Error::new(
                         ErrorKind::Invalid,
@@ -76,7 +77,7 @@ pub fn pack_dir(
         let (data, blocks) = match kind {
             FileType::Symlink => (
                 std::fs::read_link(&path)
-                    .map_err(|e| io_err(&path, e))?
+                    .map_err(|e| Error::host_io(&path, e))?
                     .as_os_str()
                     .as_bytes()
                     .to_vec(),
@@ -124,10 +125,10 @@ pub fn pack_dir(
             if !blocks {
                 return Ok(());
             }
-            let mut f = File::open(&path).map_err(|e| io_err(&path, e))?;
+            let mut f = File::open(&path).map_err(|e| Error::host_io(&path, e))?;
             let mut buf = vec![0u8; bs];
             for idx in 0.. {
-                let n = read_full(&mut f, &mut buf).map_err(|e| io_err(&path, e))?;
+                let n = read_full(&mut f, &mut buf).map_err(|e| Error::host_io(&path, e))?;
                 if n > 0 {
                     emit(idx, &buf[..n])?;
                 }
@@ -150,11 +151,7 @@ pub fn pack_dir(
     w.finish(&globals(&sb, inodes, file_bytes))
 }
 
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
+use crate::clock::now_ns;
 
 fn host_kind(m: &std::fs::Metadata) -> Option<FileType> {
     let t = m.file_type();
@@ -189,7 +186,7 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 fn read_all(path: &Path, expect: u64) -> Result<Vec<u8>> {
-    let d = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let d = std::fs::read(path).map_err(|e| Error::host_io(path, e))?;
     if d.len() as u64 != expect {
         return Err(Error::new(
             ErrorKind::Conflict,

@@ -338,12 +338,13 @@ class Store(_PathOps, _txvfs.Store):
         """Begins an explicit transaction; call ``commit()`` or ``rollback()`` on it."""
         return Transaction(self)
 
-    def transact(self, fn: Callable[["Transaction"], T], retries: int = 100) -> T:
+    def transact(self, fn: Callable[["Transaction"], T], retries: Optional[int] = None) -> T:
         """Runs ``fn(tx)`` in a transaction and commits it, running it again (with the
         core's backoff, as ``Store::transact`` does) when it conflicts with another
-        transaction, up to ``retries`` times.
+        transaction, up to ``retries`` times (default: the store's ``max_retries`` option).
         ``fn`` may run several times, so it must not have effects outside ``tx``. Every
         other exception rolls back and propagates."""
+        limit = self.max_retries if retries is None else retries
         attempt = 0
         while True:
             tx = Transaction(self)
@@ -353,7 +354,7 @@ class Store(_PathOps, _txvfs.Store):
                 return result
             except TransactionConflict:
                 tx.rollback()
-                if attempt >= retries:
+                if attempt >= limit:
                     raise
                 _txvfs.backoff(attempt)
                 attempt += 1

@@ -70,7 +70,7 @@ fn guard(on_panic: c_int, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,
         Err(p) => {
-            set_error(0, format!("txvfs: internal panic: {}", txvfs::error::panic_message(&*p)));
+            set_error(0, format!("txvfs: {}", txvfs::error::panic_error(&*p).message()));
             on_panic
         }
     }

@@ -25,12 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::Txn;
 use crate::schema::{self, Dentry, DirAttr, FileType, Inode};
 
-pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::clock::now_ns;
 
 /// Operations over one kv transaction.
 pub struct Operation<'a> {

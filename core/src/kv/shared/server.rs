@@ -63,7 +63,7 @@ impl Server {
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
         let accept = {
             let (listener, stop, conns, threads) = (
-                listener.try_clone().map_err(io_err)?,
+                listener.try_clone().map_err(socket_err)?,
                 stop.clone(),
                 conns.clone(),
                 threads.clone(),
@@ -71,7 +71,7 @@ impl Server {
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
                 .spawn(move || accept_loop(listener, backend, sharing, stop, conns, threads))
-                .map_err(io_err)?
+                .map_err(socket_err)?
         };
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
     }
@@ -113,7 +113,7 @@ impl Drop for Server {
     }
 }
 
-fn io_err(e: std::io::Error) -> Error {
+fn socket_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Backend, format!("store socket: {e}"))
 }
 
