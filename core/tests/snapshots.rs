@@ -214,7 +214,8 @@ fn readme_example() -> txvfs::Result<()> {
     branch.write_file("/config", b"v3")?; // writes stay in the clone
     branch.rename("/config", "/config.old")?; // renames and deletes of lower files work
     assert_eq!(Store::open(&uri)?.read_file("/config")?, b"v2"); // the snapshot is unchanged
-                                                                 // README snapshots example: end
+
+    // README snapshots example: end
     drop((store, snap, branch));
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
@@ -222,8 +223,8 @@ fn readme_example() -> txvfs::Result<()> {
         .unwrap();
     let begin = me.find("// README snapshots example: begin\n").unwrap();
     let body = &me[begin..];
-    let body = &body
-        [body.find('\n').unwrap() + 1..body.find("    // README snapshots example: end").unwrap()];
+    let body = &body[body.find('\n').unwrap() + 1
+        ..body.find("\n\n    // README snapshots example: end").unwrap() + 1];
     let dedented: String =
         body.lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
     assert!(
