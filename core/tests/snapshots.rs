@@ -218,7 +218,8 @@ fn readme_example() -> txvfs::Result<()> {
     // README snapshots example: end
     drop((store, snap, branch));
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/snapshots.md"))
+            .unwrap();
     let me = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots.rs"))
         .unwrap();
     let begin = me.find("// README snapshots example: begin\n").unwrap();
@@ -229,7 +230,7 @@ fn readme_example() -> txvfs::Result<()> {
         body.lines().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l))).collect();
     assert!(
         readme.contains(&format!("```rust\n{dedented}```")),
-        "README.md's snapshot example differs from core/tests/snapshots.rs"
+        "docs/snapshots.md's snapshot example differs from core/tests/snapshots.rs"
     );
     Ok(())
 }

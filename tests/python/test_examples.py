@@ -34,7 +34,7 @@ def test_fsspec_pandas() -> None:
 
 
 def test_readme_python_block_is_the_quickstart() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "python.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     assert blocks, "README has no python block"
     example = (EXAMPLES / "quickstart.py").read_text()

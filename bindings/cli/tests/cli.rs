@@ -464,7 +464,7 @@ fn fsck_finds_and_repairs_damage() {
 fn readme_example() {
     let env = Env::new();
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md")).unwrap();
     let start = readme.find("<!-- cli-example -->").expect("README has the CLI example");
     let block = &readme[start..];
     let body = &block[block.find("```sh\n").unwrap() + 6..];
@@ -598,7 +598,8 @@ fn snapshots_and_clones() {
 fn readme_snapshot_example() {
     let env = Env::new();
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/snapshots.md"))
+            .unwrap();
     let start =
         readme.find("<!-- snapshot-cli-example -->").expect("README has the snapshot example");
     let block = &readme[start..];
