@@ -22,11 +22,11 @@
 //!
 //! - `rocksdb` (default): the embedded RocksDB backend (`PATH` and `rocksdb:PATH` URIs).
 //!   RocksDB is compiled from source on the first build (about 15 minutes on 2 cores).
-//! - `foundationdb`: the FoundationDB backend (`fdb:` URIs); needs FoundationDB's client
-//!   library (libfdb_c 7.3) to link and a cluster to run.
 //! - `testing`: fault-injection backends (`kv::FaultyBackend`, `kv::FaultPlan`) for tests.
 //!
-//! The `memory:` backend is always there.
+//! The `memory:` backend is always there, and so is the FoundationDB backend (`fdb:` URIs):
+//! it loads FoundationDB's client library (`libfdb_c.so`, 7.3 or newer) at the first `fdb:`
+//! open, so no build option is needed.
 #![warn(missing_docs)]
 
 mod clock;
