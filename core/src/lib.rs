@@ -38,6 +38,7 @@ pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
     InodeFileSystem, OpenOptions, Options, RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime,
@@ -47,4 +48,4 @@ pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
-pub use schema::FileType;
+pub use schema::{Change, ChangeKind, FileType};
