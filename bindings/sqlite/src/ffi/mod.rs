@@ -188,10 +188,7 @@ pub(crate) unsafe fn extension_init(api: *const ffi::sqlite3_api_routines) -> c_
     let host = HostApi {
         vfs_register: a.vfs_register,
         vfs_find: a.vfs_find,
-        uri_parameter: std::mem::transmute::<
-            Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
-            Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
-        >(a.uri_parameter),
+        uri_parameter: a.uri_parameter,
         mprintf: a.mprintf,
         libversion_number: a.libversion_number,
         compileoption_used: a.compileoption_used,
