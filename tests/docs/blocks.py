@@ -27,7 +27,6 @@ PYTHONPATH (the txvfs package).
 from __future__ import annotations
 
 import ast
-import fnmatch
 import os
 import re
 import shutil
@@ -202,7 +201,8 @@ def command_for(b: Block, work: Path) -> list[str]:
 def matches(got: str, want: str) -> bool:
     """Line by line; a `*` in an expected line stands for any text (a temporary path)."""
     g, w = got.split("\n"), want.split("\n")
-    return len(g) == len(w) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(g, w, strict=True))
+    pats = [re.compile(".*".join(re.escape(part) for part in line.split("*"))) for line in w]
+    return len(g) == len(w) and all(p.fullmatch(a) for p, a in zip(pats, g, strict=True))
 
 
 def fuse_here() -> bool:
