@@ -9,7 +9,7 @@
 
 A fence's info string is the language, then attributes separated by spaces:
 - no_run: shown only, never run (a command that needs a cluster, root, or a long build);
-- needs=fuse: run only where /dev/fuse and fusermount3 exist (else counted as skipped);
+- needs_fuse: run only where /dev/fuse and fusermount3 exist (else counted as skipped);
 - a block followed by a ```text output block must print that text (line by line; a `*` in
   an expected line stands for any text, such as a temporary path).
 Rust blocks are doc tests: core/src/lib.rs includes every chapter in a #[cfg(doctest)] module
@@ -219,7 +219,7 @@ def run(langs: list[str]) -> int:
         if "no_run" in b.attrs:
             skipped += 1
             continue
-        if "needs=fuse" in b.attrs and not fuse_here():
+        if "needs_fuse" in b.attrs and not fuse_here():
             print(f"docs: {b.where}: SKIPPED: no FUSE here")
             skipped += 1
             continue
