@@ -319,10 +319,15 @@ def py_members(body: list[ast.stmt], level: int, prefix: str) -> list[str]:
         ):
             decorators = [ast.unparse(d) for d in node.decorator_list]
             kind = "property " if "property" in decorators else ""
-            out += [f"- {kind}`{prefix}{py_signature(node)}`"]
             doc = ast.get_docstring(node)
+            if not prefix:  # a module-level function: a heading of its own
+                out += [f"{'#' * level} `{py_signature(node)}`", ""] + ([doc, ""] if doc else [])
+                continue
+            out += [f"- {kind}`{prefix}{py_signature(node)}`"]
             if doc:
                 out += ["", "  " + "\n  ".join(doc.splitlines()), ""]
+    if out and out[-1]:
+        out.append("")
     return out
 
 
