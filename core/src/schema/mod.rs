@@ -19,6 +19,7 @@
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
+//! | `R` | `R` time process sequence | a client process's commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores) |
 //!
 //! A directory's mtime, ctime and link count change with every create and delete inside it.
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
@@ -65,6 +66,8 @@ pub mod scope {
     pub const HANDLE: u8 = b'H';
     /// Liveness records (shared backends).
     pub const PROCESS: u8 = b'P';
+    /// Receipts of client processes' commits (shared RocksDB stores; `kv/shared/receipts.rs`).
+    pub const RECEIPT: u8 = b'R';
 }
 use scope::*;
 
