@@ -76,8 +76,10 @@ impl Server {
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
     }
 
-    /// Stops serving: closes the listener and every connection (their clients see the
-    /// connection end and reconnect, to the next owner) and joins every thread.
+    /// Stops serving: closes the listener, ends every connection after the requests it has
+    /// already received (a commit sent before the stop is carried out and answered: a clean
+    /// exit drains in-flight commits; their clients then see the connection end and
+    /// reconnect, to the next owner) and joins every thread.
     pub(crate) fn stop(&mut self) {
         if self.stopped {
             return;
@@ -90,7 +92,9 @@ impl Server {
             let _ = t.join();
         }
         for s in self.conns.lock().values() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            // Reading side only: what is queued is still read and answered, then the reads
+            // end; a client's later request fails at once (EPIPE).
+            let _ = s.shutdown(std::net::Shutdown::Read);
         }
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
@@ -358,6 +362,11 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
             }
         },
         _ => return,
+    }
+    // A client that stops reading (stopped, stuck) cannot hold a reply, and so the server's
+    // stop, for ever.
+    if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
+        return;
     }
     let mut session = Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None };
     loop {
