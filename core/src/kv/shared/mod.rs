@@ -22,6 +22,7 @@ mod client;
 mod protocol;
 mod receipts;
 mod server;
+mod snapshot;
 mod waits;
 
 pub use waits::DEFAULT_OWNER_TIMEOUT;
@@ -448,12 +449,6 @@ impl ReadCacheControl for SharedBackend {
             Mode::Owner { local, .. } => local.read_cache().and_then(|c| c.stats()),
             _ => None,
         }
-    }
-}
-
-impl Snapshots for SharedBackend {
-    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        self.owned("an in-process snapshot")?.snapshot()
     }
 }
 
