@@ -13,8 +13,9 @@
 //! the owner is alive and serves again once it runs).
 
 use super::protocol::{self, op, Fields, Frame};
-use super::socket_path;
+use super::receipts;
 use super::waits::{self, Outcome};
+use super::{socket_path, SharedBackend};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::owner::fork_generation;
 use crate::kv::{KeyValue, Limits, Txn};
@@ -24,7 +25,7 @@ use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// Idle connections kept per client.
@@ -308,10 +309,12 @@ impl Client {
     }
 
     /// Starts a transaction (sent with its first read or its commit).
-    pub(crate) fn begin(self: &Arc<Self>) -> Result<Box<dyn Txn>> {
+    /// `backend` is asked for the commit's outcome when the connection is lost during it.
+    pub(crate) fn begin(self: &Arc<Self>, backend: Weak<SharedBackend>) -> Result<Box<dyn Txn>> {
         let mut conn = self.take_conn()?;
         Frame::new(op::BEGIN).push_to(&mut conn.out);
         Ok(Box::new(ClientTxn {
+            backend,
             client: self.clone(),
             conn: Some(conn),
             writes: false,
@@ -326,6 +329,26 @@ impl Client {
             Ok(r) => {
                 self.put_conn(conn);
                 r.map(|_| ())
+            }
+            Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
+            Err(Fail::Lost { .. }) => {
+                self.lose();
+                Err(self.lost_error(false))
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Whether the commit with receipt `id` took effect (asked of this client's server).
+    pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
+        let mut conn = self.take_conn()?;
+        match conn.call(Frame::new(op::OUTCOME).bytes(id)) {
+            Ok(r) => {
+                self.put_conn(conn);
+                let reply = r?;
+                let (_, mut f) = Fields::of(&reply)?;
+                Ok(f.u8()? != 0)
             }
             Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
             Err(Fail::Lost { .. }) => {
@@ -360,6 +383,8 @@ fn hello(
 
 /// A transaction run by the serving process for this one.
 struct ClientTxn {
+    /// The store, to ask for the outcome of a commit whose connection was lost.
+    backend: Weak<SharedBackend>,
     client: Arc<Client>,
     /// None once the connection broke or stalled.
     conn: Option<Conn>,
@@ -424,6 +449,28 @@ impl ClientTxn {
             }
         }
         Ok(())
+    }
+
+    /// The definite outcome of the commit `id` whose connection was lost (`lost` is the error
+    /// to return when no owner can say): success, or a retryable conflict.
+    fn resolve(&self, id: &[u8], lost: Error) -> Result<()> {
+        let Some(backend) = self.backend.upgrade() else { return Err(lost) };
+        match backend.commit_outcome(id) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{}: lost contact with process {} serving the store while committing; the \
+                     store's current owner has no receipt of the commit: it did not take \
+                     effect: retry it",
+                    self.client.describe, self.client.server_pid
+                ),
+            )),
+            Err(e) => Err(Error::new(
+                ErrorKind::CommitUnknown,
+                format!("{}; its outcome could not be asked: {e}", lost.message()),
+            )),
+        }
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {
@@ -551,11 +598,19 @@ impl Txn for ClientTxn {
             // Read-only: serializable at its snapshot; dropping sends the rollback.
             return Ok(());
         }
-        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8), true).map(|_| ());
+        let id = receipts::new_id();
+        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true).map(|_| ());
         if let Some(conn) = self.conn.take() {
             self.client.put_conn(conn);
         }
-        r
+        match r {
+            // The connection was lost after the commit left: the owner died or stopped
+            // serving. Ask the current owner (after a failover) whether its receipt is there.
+            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
+                self.resolve(&id, e)
+            }
+            r => r,
+        }
     }
     fn refresh(&mut self) -> Result<()> {
         self.call(Frame::new(op::REFRESH), false).map(|_| ())

@@ -20,7 +20,9 @@
 mod alive;
 mod client;
 mod protocol;
+mod receipts;
 mod server;
+mod snapshot;
 mod waits;
 
 pub use waits::DEFAULT_OWNER_TIMEOUT;
@@ -96,6 +98,8 @@ enum Mode {
 
 /// A RocksDB store that several processes may use at once; see the module docs.
 pub struct SharedBackend {
+    /// This backend, for its clients' transactions (to ask a commit's outcome after a failover).
+    me: Weak<SharedBackend>,
     dir: PathBuf,
     exclusive: bool,
     mode: Mutex<Mode>,
@@ -152,7 +156,8 @@ impl SharedBackend {
         if matches!(mode, Mode::Client(_)) {
             sharing.become_shared();
         }
-        let backend = Arc::new(SharedBackend {
+        let backend = Arc::new_cyclic(|me| SharedBackend {
+            me: me.clone(),
             dir: canon.to_path_buf(),
             exclusive,
             mode: Mutex::new(mode),
@@ -214,6 +219,12 @@ impl SharedBackend {
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         }
+    }
+
+    /// Whether the commit with receipt `id` took effect, asked of the store's current owner
+    /// (found anew if the connection to the old one was lost: see `receipts.rs`).
+    pub(crate) fn commit_outcome(&self, id: &[u8]) -> Result<bool> {
+        self.on_current(|local| receipts::committed(&**local, id), |c| c.outcome(id))
     }
 
     /// Runs `owner` on this process's engine, or `client` on the connection to the owner;
@@ -359,7 +370,7 @@ impl Backend for SharedBackend {
                 self.pid,
             ));
         }
-        self.on_current(|local| local.begin(), |c| c.begin())
+        self.on_current(|local| local.begin(), |c| c.begin(self.me.clone()))
     }
     fn limits(&self) -> Limits {
         match &*self.mode.lock() {
@@ -438,12 +449,6 @@ impl ReadCacheControl for SharedBackend {
             Mode::Owner { local, .. } => local.read_cache().and_then(|c| c.stats()),
             _ => None,
         }
-    }
-}
-
-impl Snapshots for SharedBackend {
-    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        self.owned("an in-process snapshot")?.snapshot()
     }
 }
 

@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn a_receipt_is_there_exactly_when_its_commit_is() {
-        let b = MemoryBackend::new();
+        let b = MemoryBackend::new(crate::kv::Limits::UNLIMITED);
         let (kept, dropped) = (new_id(), new_id());
         assert_ne!(kept, dropped);
         let mut t = b.begin().unwrap();
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn old_receipts_are_collected() {
-        let b = MemoryBackend::new();
+        let b = MemoryBackend::new(crate::kv::Limits::UNLIMITED);
         let mut old = new_id();
         old[1..9].copy_from_slice(&(now_ms() - RETENTION.as_millis() as u64 - 1).to_be_bytes());
         let young = new_id();
