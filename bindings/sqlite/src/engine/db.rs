@@ -245,9 +245,13 @@ impl Db {
         let before = self.locks.level();
         let result = self.locks.lock(want);
         let level = self.locks.level();
-        let reached = self.bytes.raise(&self.file, level, self.locks.exclusive_mode());
+        let pin = self.locks.holds_pin();
+        let reached = self.bytes.raise(&self.file, level, self.locks.exclusive_mode(), pin);
         if reached < level {
             self.locks.fall_back(reached);
+            if reached == Level::None {
+                let _ = self.bytes.lower(&self.file, Level::None);
+            }
             return LockResult::Busy;
         }
         if before == Level::None && level >= Level::Shared {

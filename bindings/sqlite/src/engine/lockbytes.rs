@@ -5,7 +5,9 @@
 //! make the same levels exclude the handles of other processes: RESERVED excludes writers;
 //! a reader holds a read lock on the SHARED range, which only an EXCLUSIVE lock in
 //! `locking_mode=EXCLUSIVE` (a write lock on the range) excludes. Readers read snapshots, so
-//! nothing else waits for them.
+//! nothing else waits for them, except for a reader in `locking_mode=EXCLUSIVE` (pinned: it
+//! keeps SHARED, its snapshot and its cache across transactions): it holds a read lock on the
+//! PENDING byte, which every EXCLUSIVE lock write-locks.
 
 use super::locks::Level;
 use txvfs::{File, RangeLockKind, Result};
@@ -23,7 +25,11 @@ pub const SHARED_SIZE: u64 = 510;
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockBytes {
     shared: bool,
+    /// PENDING read-locked: a pinned reader.
+    pin: bool,
     reserved: bool,
+    /// PENDING write-locked: EXCLUSIVE.
+    pending: bool,
     /// The SHARED range write-locked (EXCLUSIVE in `locking_mode=EXCLUSIVE`).
     exclusive: bool,
 }
@@ -36,20 +42,33 @@ fn granted(r: Result<()>) -> bool {
 }
 
 impl LockBytes {
-    /// Takes the bytes for `level` (`exclusive_mode`: `locking_mode=EXCLUSIVE`). Returns the
-    /// level reached: short of `level` when another process holds a conflicting byte.
-    pub fn raise(&mut self, file: &File, level: Level, exclusive_mode: bool) -> Level {
+    /// Takes the bytes for `level` (`exclusive_mode`: `locking_mode=EXCLUSIVE`; `pin`: the
+    /// handle is a pinned reader). Returns the level reached: short of `level` when another
+    /// process holds a conflicting byte.
+    pub fn raise(&mut self, file: &File, level: Level, exclusive_mode: bool, pin: bool) -> Level {
         if level >= Level::Shared && !self.shared {
             if !granted(file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false)) {
                 return Level::None;
             }
             self.shared = true;
         }
+        if pin && !self.pin && !self.pending {
+            if !granted(file.lock_range(RangeLockKind::Read, PENDING_BYTE, 1, false)) {
+                return Level::None;
+            }
+            self.pin = true;
+        }
         if level >= Level::Reserved && !self.reserved {
             if !granted(file.lock_range(RangeLockKind::Write, RESERVED_BYTE, 1, false)) {
                 return Level::Shared;
             }
             self.reserved = true;
+        }
+        if level == Level::Exclusive && !self.pending {
+            if !granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 1, false)) {
+                return Level::Pending;
+            }
+            self.pending = true;
         }
         if level == Level::Exclusive && exclusive_mode && !self.exclusive {
             if !granted(file.lock_range(RangeLockKind::Write, SHARED_FIRST, SHARED_SIZE, false)) {
@@ -74,6 +93,11 @@ impl LockBytes {
         if self.exclusive {
             retry(|| file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false))?;
             self.exclusive = false;
+        }
+        if self.pending {
+            let kind = if self.pin { RangeLockKind::Read } else { RangeLockKind::Unlock };
+            retry(|| file.lock_range(kind, PENDING_BYTE, 1, false))?;
+            self.pending = false;
         }
         if self.reserved {
             retry(|| file.lock_range(RangeLockKind::Unlock, RESERVED_BYTE, 1, false))?;

@@ -54,6 +54,11 @@ struct LockState {
     /// A writer in `locking_mode=EXCLUSIVE` holds PENDING or EXCLUSIVE: it keeps its lock
     /// (and its cache) across transactions, as on the unix VFS, so no new reader may start.
     blocking: bool,
+    /// Handles in `locking_mode=EXCLUSIVE` holding SHARED or more ("pinned" readers): they
+    /// keep their snapshot and cache across transactions, so no other writer may commit.
+    pinned: u32,
+    /// A handle holds EXCLUSIVE (a pinned reader waits).
+    exclusive: bool,
 }
 
 /// The lock state of one file, shared by every handle on it in this process.
@@ -89,12 +94,15 @@ pub fn file_lock(store_id: &str, ino: u64) -> Arc<FileLock> {
 /// start while it commits. Writers exclude each other (RESERVED). The one exception is a
 /// handle in `locking_mode=EXCLUSIVE` ([`Holder::set_exclusive_mode`]): SQLite then keeps its
 /// lock and cache across transactions and stops updating the change counter readers check,
-/// so its EXCLUSIVE waits for readers and keeps new ones out, as on the unix VFS.
+/// so its EXCLUSIVE waits for readers and keeps new ones out, and its SHARED keeps other
+/// writers from EXCLUSIVE (it never takes a new snapshot while it keeps SHARED), as on the
+/// unix VFS.
 pub struct Holder {
     lock: Arc<FileLock>,
     level: Level,
     holds_reserved: bool,
     holds_blocking: bool,
+    holds_pin: bool,
     exclusive_mode: bool,
 }
 
@@ -106,6 +114,7 @@ impl Holder {
             level: Level::None,
             holds_reserved: false,
             holds_blocking: false,
+            holds_pin: false,
             exclusive_mode: false,
         }
     }
@@ -132,8 +141,12 @@ impl Holder {
         }
         let mut st = self.lock.state.lock();
         if self.level == Level::None && want >= Level::Shared {
-            if st.blocking {
+            if st.blocking || (self.exclusive_mode && st.exclusive) {
                 return LockResult::Busy;
+            }
+            if self.exclusive_mode {
+                st.pinned += 1;
+                self.holds_pin = true;
             }
             st.shared += 1;
             self.level = Level::Shared;
@@ -154,9 +167,11 @@ impl Holder {
             self.level = Level::Pending;
         }
         if want == Level::Exclusive {
-            if self.exclusive_mode && st.shared > 1 {
+            let pinned_by_others = st.pinned - self.holds_pin as u32;
+            if pinned_by_others > 0 || (self.exclusive_mode && st.shared > 1) {
                 return LockResult::Busy;
             }
+            st.exclusive = true;
             self.level = Level::Exclusive;
         }
         LockResult::Ok
@@ -172,6 +187,11 @@ impl Holder {
         self.holds_reserved
     }
 
+    /// True when this handle is a pinned reader (SHARED in `locking_mode=EXCLUSIVE`).
+    pub fn holds_pin(&self) -> bool {
+        self.holds_pin
+    }
+
     /// Gives up what level `to` does not include (xUnlock, or part of an upgrade this handle
     /// was just granted when another process holds a lock byte it needs).
     pub fn fall_back(&mut self, to: Level) {
@@ -179,6 +199,13 @@ impl Holder {
             return;
         }
         let mut st = self.lock.state.lock();
+        if self.level == Level::Exclusive {
+            st.exclusive = false;
+        }
+        if self.holds_pin && to == Level::None {
+            st.pinned -= 1;
+            self.holds_pin = false;
+        }
         if self.holds_blocking && to < Level::Pending {
             st.blocking = false;
             self.holds_blocking = false;

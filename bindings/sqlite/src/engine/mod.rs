@@ -96,8 +96,13 @@ mod tests {
         b.unlock(Level::None).unwrap();
         assert_eq!(b.lock(Level::Shared), LockResult::Busy, "a is on its way to EXCLUSIVE");
         assert_eq!(a.lock(Level::Exclusive), LockResult::Ok);
-        a.close().unwrap();
+        a.unlock(Level::Shared).unwrap();
+        // a keeps SHARED (and its cache) across transactions: b may not commit past it.
         assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(b.lock(Level::Reserved), LockResult::Ok);
+        assert_eq!(b.lock(Level::Exclusive), LockResult::Busy, "a is a pinned reader");
+        a.close().unwrap();
+        assert_eq!(b.lock(Level::Exclusive), LockResult::Ok);
         b.close().unwrap();
     }
 
