@@ -14,6 +14,7 @@ mod fsck;
 mod pack;
 mod progress;
 mod transfer;
+mod watch;
 
 use args::Cli;
 use clap::Parser;
