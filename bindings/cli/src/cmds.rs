@@ -188,6 +188,22 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             )
             .map_err(stdout_err)?;
         }
+        Command::Watch { path, since, json, count, idle } => crate::watch::watch(
+            &store,
+            path.as_ref().map(|p| p.as_bytes()),
+            since.as_deref(),
+            json,
+            count,
+            idle,
+        )?,
+        Command::Feed { state } => {
+            store.set_change_feed(state == "on")?;
+            if state == "on" {
+                // Where the feed stands: `watch --since` it to miss nothing from here.
+                let now = store.watch(txvfs::WatchOptions::default())?.cursor();
+                writeln!(out, "{now}").map_err(stdout_err)?;
+            }
+        }
         Command::Snapshot { action } => match action {
             SnapshotAction::Create { name } => {
                 store.create_named_snapshot(&name)?;

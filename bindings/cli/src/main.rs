@@ -15,6 +15,7 @@ mod fsck;
 mod pack;
 mod progress;
 mod transfer;
+mod watch;
 
 use args::Cli;
 use clap::Parser;
