@@ -22,11 +22,11 @@
 //!
 //! - `rocksdb` (default): the embedded RocksDB backend (`PATH` and `rocksdb:PATH` URIs).
 //!   RocksDB is compiled from source on the first build (about 15 minutes on 2 cores).
-//! - `foundationdb`: the FoundationDB backend (`fdb:` URIs); needs FoundationDB's client
-//!   library (libfdb_c 7.3) to link and a cluster to run.
 //! - `testing`: fault-injection backends (`kv::FaultyBackend`, `kv::FaultPlan`) for tests.
 //!
-//! The `memory:` backend is always there.
+//! The `memory:` backend is always there, and so is the FoundationDB backend (`fdb:` URIs):
+//! it loads FoundationDB's client library (`libfdb_c.so`, 7.3 or newer) at the first `fdb:`
+//! open, so no build option is needed.
 #![warn(missing_docs)]
 
 mod clock;
@@ -38,6 +38,7 @@ pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
     InodeFileSystem, OpenOptions, Options, RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime,
@@ -47,7 +48,7 @@ pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
-pub use schema::FileType;
+pub use schema::{Change, ChangeKind, FileType};
 
 /// The code blocks of the README and the book (`docs/`), compiled and run as doc tests with
 /// rustdoc's own attributes (`no_run`, `ignore`). `tests/docs/blocks.py` checks that every

@@ -8,7 +8,7 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
-use super::{socket_path, AloneState};
+use super::{socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
@@ -167,6 +167,8 @@ fn accept_loop(
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
     backend: &'a dyn Backend,
+    /// The connection's socket, to see whether its client gave up before a commit.
+    peer: i32,
     txn: Option<Box<dyn Txn>>,
     failed: Option<Error>,
 }
@@ -234,6 +236,11 @@ impl Session<'_> {
                 self.quietly(|t| t.atomic_max(k, m));
                 None
             }
+            op::SET_VERSIONSTAMPED => {
+                let (p, v) = (f.bytes()?, f.bytes()?);
+                self.quietly(|t| t.set_versionstamped_key(p, v));
+                None
+            }
             op::GET => {
                 let (snapshot, k) = (f.u8()? != 0, f.bytes()?);
                 let r =
@@ -270,6 +277,11 @@ impl Session<'_> {
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
+                if waits::peer_hung_up(self.peer) {
+                    // The client gave up waiting (see `waits::withdraw`) and was told that
+                    // nothing changed: the transaction is dropped with the connection.
+                    return Err(Error::new(ErrorKind::Invalid, "the client withdrew its commit"));
+                }
                 let r = self
                     .txn()
                     .map(|_| ())
@@ -336,7 +348,7 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
         },
         _ => return,
     }
-    let mut session = Session { backend, txn: None, failed: None };
+    let mut session = Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None };
     loop {
         let idle = session.txn.is_some().then_some(IDLE_TXN);
         if writer.set_read_timeout(idle).is_err() {
