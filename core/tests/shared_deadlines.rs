@@ -61,10 +61,12 @@ fn a_stopped_owner_fails_client_calls_with_ebusy_within_the_deadline() {
     let t = Instant::now();
     let e = store.read_file("/f").unwrap_err();
     assert_stopped_error(&e, owner.pid(), t);
-    // A commit the stopped owner never read is withdrawn: EBUSY, and it never lands.
+    // The next call fails at once (the owner is still stopped), and changes nothing.
     let t = Instant::now();
     let e = store.write_file("/g", b"withdrawn").unwrap_err();
-    assert_stopped_error(&e, owner.pid(), t);
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    assert!(t.elapsed() < TIMEOUT, "the second call waited again: {e}");
+    assert!(e.to_string().contains("stopped"), "{e}");
 
     signal(&owner, libc::SIGCONT);
     assert_eq!(store.read_file("/f").unwrap(), b"hello");

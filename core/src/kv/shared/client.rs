@@ -157,6 +157,9 @@ pub(crate) struct Client {
     server_pid: u32,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
+    /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
+    /// (an operation of many calls, as SQLite's, then fails after one deadline, not many).
+    stalled: AtomicBool,
     generation: u64,
 }
 
@@ -200,6 +203,7 @@ impl Client {
             describe,
             server_pid,
             lost: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
             generation: fork_generation(),
         }))
     }
@@ -217,6 +221,7 @@ impl Client {
     /// A connection from the pool, or a new one. Errors are the caller's: a gone server marks
     /// the client lost (the caller recovers), a stalled one gives EBUSY.
     fn take_conn(&self) -> Result<Conn> {
+        self.check_stalled()?;
         let pooled = self.pool.lock().pop();
         if let Some(c) = pooled {
             if c.alive() {
@@ -232,7 +237,12 @@ impl Client {
         })?;
         match hello(&mut c, self.timeout, &self.describe, || Some(self.server_pid)) {
             Ok(_) => Ok(c),
-            Err(ConnectError::Failed(e)) => Err(e),
+            Err(ConnectError::Failed(e)) => {
+                if e.kind() == ErrorKind::Busy {
+                    self.stalled.store(true, Ordering::SeqCst);
+                }
+                Err(e)
+            }
             Err(ConnectError::NoServer) => {
                 self.lose();
                 Err(self.lost_error(false))
@@ -242,7 +252,25 @@ impl Client {
 
     /// The error of a call that got no answer in time.
     fn stalled_error(&self, outcome: Outcome) -> Error {
-        waits::owner_stalled(&self.describe, Some(self.server_pid), self.timeout, outcome)
+        self.stalled.store(true, Ordering::SeqCst);
+        waits::owner_stalled(&self.describe, Some(self.server_pid), Some(self.timeout), outcome)
+    }
+
+    /// After a call ran out of time: fails at once while the owner is still stopped (nothing
+    /// was sent); once it runs again, calls wait for it as usual.
+    fn check_stalled(&self) -> Result<()> {
+        if self.stalled.load(Ordering::Relaxed) {
+            if waits::proc_state(self.server_pid) == waits::ProcState::Stopped {
+                return Err(waits::owner_stalled(
+                    &self.describe,
+                    Some(self.server_pid),
+                    None,
+                    Outcome::NoChange,
+                ));
+            }
+            self.stalled.store(false, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     fn put_conn(&self, c: Conn) {
@@ -324,7 +352,7 @@ fn hello(
         Err(Fail::Stalled { .. }) => Err(ConnectError::Failed(waits::owner_stalled(
             describe,
             pid(),
-            started.elapsed().max(timeout),
+            Some(started.elapsed().max(timeout)),
             Outcome::NoChange,
         ))),
     }
@@ -373,6 +401,12 @@ impl ClientTxn {
     }
 
     fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
+        if let Err(e) = self.client.check_stalled() {
+            // Nothing of this request was sent: dropping the connection rolls back.
+            self.conn = None;
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
         match self.conn()?.call(frame) {
             Ok(r) => r,
             Err(fail) => Err(self.drop_conn(fail, during_commit)),

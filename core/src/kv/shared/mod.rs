@@ -248,7 +248,7 @@ fn not_served(dir: &Path, waited: Duration) -> Error {
     let mut e = waits::owner_stalled(
         &format!("rocksdb:{}", dir.display()),
         pid,
-        waited,
+        Some(waited),
         waits::Outcome::NoChange,
     );
     if pid.is_some_and(|p| waits::proc_state(p) != waits::ProcState::Stopped) {

@@ -80,14 +80,18 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-/// The error of a wait on the owner (`pid`, when known) that lasted `waited` without an answer.
+/// The error of a wait on the owner (`pid`, when known) that lasted `waited` without an answer
+/// (None: not waited, the owner was found stopped by an earlier call and still is).
 pub(crate) fn owner_stalled(
     describe: &str,
     pid: Option<u32>,
-    waited: Duration,
+    waited: Option<Duration>,
     outcome: Outcome,
 ) -> Error {
-    let waited = format!("waited {:.3} s (the store's owner_timeout)", waited.as_secs_f64());
+    let waited = match waited {
+        Some(w) => format!("waited {:.3} s (the store's owner_timeout)", w.as_secs_f64()),
+        None => "failing at once: an earlier call already waited for it".into(),
+    };
     let why = why(pid);
     match outcome {
         Outcome::NoChange => Error::new(
