@@ -77,6 +77,9 @@ pub fn agent_main() {
                     ("write", [p, d]) => done(s.write_file(p, d.as_bytes())),
                     ("read", [p]) => shown(s.read_file(p)),
                     ("unlink", [p]) => done(s.unlink(p)),
+                    ("mkdir", [p]) => done(s.mkdir(p, 0o755)),
+                    ("rename", [a, b]) => done(s.rename(a, b)),
+                    ("size", [p]) => shown(s.stat(p).map(|st| st.size.to_string().into_bytes())),
                     ("open", [p]) => done(
                         s.open(p, &txvfs::OpenOptions::new().read(true)).map(|f| handle = Some(f)),
                     ),
