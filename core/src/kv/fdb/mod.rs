@@ -50,6 +50,9 @@ unsafe impl Sync for Database {}
 
 impl Drop for Database {
     fn drop(&mut self) {
+        if network::stopped() {
+            return; // the process is exiting: leave the library alone (see `network`)
+        }
         // SAFETY: the handle is live and destroyed once.
         unsafe { (self.api.fdb_database_destroy)(self.ptr) }
     }
@@ -150,5 +153,11 @@ fn error(api: &Api, e: FdbErr, what: &str) -> Error {
         _ if retryable() => ErrorKind::Conflict,
         _ => ErrorKind::Backend,
     };
-    Error::new(kind, format!("foundationdb {what}: {} (error {e})", api.message(e)))
+    let message = match e {
+        txn::NETWORK_STOPPED if network::stopped() => {
+            "the network was stopped: the process is exiting".to_string()
+        }
+        _ => api.message(e),
+    };
+    Error::new(kind, format!("foundationdb {what}: {message} (error {e})"))
 }

@@ -64,6 +64,13 @@ fn boot(api: &'static Api) -> Result<(), String> {
     Ok(())
 }
 
+/// True once the exit hook has stopped the network: the process is exiting, and no thread may
+/// call into `libfdb_c` any more (its static destructors may be running), so transactions,
+/// waits and destructions are refused or skipped from then on.
+pub fn stopped() -> bool {
+    STOPPED.load(Ordering::Acquire)
+}
+
 /// Registers [`stop_at_exit`] (again): see the module docs. Called once the network thread
 /// has answered a request, so that its lazily registered destructors run after the hook.
 pub fn register_stop_hook() {

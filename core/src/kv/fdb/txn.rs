@@ -2,7 +2,10 @@
 //! futures are waited on (`fdb_future_block_until_ready`), errors are translated.
 
 use super::ffi::{self, opt, Api, FdbErr, FutureP, KeyValue as RawKv, TxnP};
-use super::{error, Database};
+use super::{error, network, Database};
+
+/// FoundationDB's `network_cannot_be_restarted`: returned once the exit hook stopped the network.
+pub(super) const NETWORK_STOPPED: FdbErr = 2025;
 use crate::error::Result;
 use crate::kv::{KeyValue, Txn};
 use std::ffi::c_int;
@@ -18,6 +21,9 @@ impl Future {
     /// Waits for the future; its error code if it failed.
     fn wait(api: &'static Api, f: FutureP) -> std::result::Result<Future, FdbErr> {
         let fut = Future { api, f };
+        if network::stopped() {
+            return Err(NETWORK_STOPPED);
+        }
         // SAFETY: `f` is a live future returned by the library.
         let e = unsafe { (api.fdb_future_block_until_ready)(f) };
         if e != 0 {
@@ -33,6 +39,9 @@ impl Future {
 
 impl Drop for Future {
     fn drop(&mut self) {
+        if network::stopped() {
+            return; // the process is exiting: leave the library alone (see `network`)
+        }
         // SAFETY: the future is live and destroyed once.
         unsafe { (self.api.fdb_future_destroy)(self.f) }
     }
@@ -52,6 +61,9 @@ unsafe impl Send for FdbTxn {}
 
 impl Drop for FdbTxn {
     fn drop(&mut self) {
+        if network::stopped() {
+            return; // the process is exiting: leave the library alone (see `network`)
+        }
         // SAFETY: the transaction is live and destroyed once.
         unsafe { (self.api.fdb_transaction_destroy)(self.tr) }
     }
@@ -65,6 +77,9 @@ fn len(b: &[u8]) -> c_int {
 impl FdbTxn {
     /// Begins a transaction on `db` (with automatic idempotency ids, see the backend docs).
     pub(super) fn begin(api: &'static Api, db: &Arc<Database>, prefix: Arc<[u8]>) -> Result<Self> {
+        if network::stopped() {
+            return Err(error(api, NETWORK_STOPPED, "begin"));
+        }
         let mut tr: TxnP = std::ptr::null_mut();
         // SAFETY: `db.0` is a live database.
         let e = unsafe { (api.fdb_database_create_transaction)(db.ptr, &mut tr) };
