@@ -603,8 +603,8 @@ part_readme() {
   rm -rf "$dir"
   mkdir -p "$dir/bin"
   cd "$dir"
-  sed -n '/<!-- fuse-example -->/,/^```$/p' "$FUSE_ROOT/README.md" | sed '1,2d;$d' >example.sh
-  [ -s example.sh ] || { echo "readme: FAILED: no fuse-example block in README.md"; return 1; }
+  sed -n '/<!-- fuse-example -->/,/^```$/p' "$FUSE_ROOT/docs/fuse.md" | sed '1,2d;$d' >example.sh
+  [ -s example.sh ] || { echo "readme: FAILED: no fuse-example block in docs/fuse.md"; return 1; }
   ln -s "$TXVFS_BIN" bin/txvfs
   trap 'if fuse_is_mounted "'"$dir"'/mnt"; then fusermount3 -u -z "'"$dir"'/mnt"; fi' EXIT
   out=$(PATH="$dir/bin:$PATH" bash -e example.sh 2>&1) \

@@ -11,7 +11,6 @@ mod backend;
 mod cache;
 #[cfg(feature = "testing")]
 mod fault;
-#[cfg(feature = "foundationdb")]
 mod fdb;
 mod frozen;
 mod journal;
@@ -35,7 +34,6 @@ pub use backend::{
 };
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
-#[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use journal::JournalTxn;
 pub use layered::{create_clone, LayeredBackend, CLONE_KEY};

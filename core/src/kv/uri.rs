@@ -1,6 +1,5 @@
 //! Store URIs: which backend a URI names, and opening it.
 
-#[cfg(feature = "foundationdb")]
 use super::FdbBackend;
 use super::{layered, Backend, Limits, MemoryBackend};
 #[cfg(feature = "rocksdb")]
@@ -10,8 +9,8 @@ use std::sync::Arc;
 
 /// Opens a backend by URI: `memory:` (options `?limits=foundationdb` and `capacity=BYTES`, as
 /// in `memory:?limits=foundationdb&capacity=1000000`), `rocksdb:/path[?mode=shared|exclusive]`,
-/// a bare path (RocksDB, shared), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB, with the
-/// cargo feature `foundationdb`). Opening the same RocksDB directory twice in one process
+/// a bare path (RocksDB, shared), or `fdb:[CLUSTER-FILE][?prefix=NAME]` (FoundationDB: its client
+/// library is loaded at the first such open). Opening the same RocksDB directory twice in one process
 /// returns the same instance; `pack:/path/image` opens a read-only pack image (see
 /// [`crate::pack`]). Several processes may open one RocksDB store at once (see
 /// [`SharedBackend`]); `mode=exclusive` refuses every other process instead, and
@@ -80,13 +79,7 @@ pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
         return Ok(Arc::new(MemoryBackend::with_capacity(limits, capacity)));
     }
     if uri.starts_with("fdb:") {
-        #[cfg(feature = "foundationdb")]
         return Ok(FdbBackend::open(uri)?);
-        #[cfg(not(feature = "foundationdb"))]
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            format!("{uri}: this build has no FoundationDB backend (cargo feature `foundationdb`)"),
-        ));
     }
     let RocksUri { path, exclusive, snapshot, owner_timeout } = rocksdb_uri(uri)?;
     if path.is_empty() {

@@ -20,11 +20,17 @@ use vfs::*;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct HostApi {
+    /// `sqlite3_vfs_register`
     pub vfs_register: Option<unsafe extern "C" fn(*mut ffi::sqlite3_vfs, c_int) -> c_int>,
+    /// `sqlite3_vfs_find`
     pub vfs_find: Option<unsafe extern "C" fn(*const c_char) -> *mut ffi::sqlite3_vfs>,
+    /// `sqlite3_uri_parameter`
     pub uri_parameter: Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
+    /// `sqlite3_mprintf` (error messages SQLite frees)
     pub mprintf: Option<unsafe extern "C" fn(*const c_char, ...) -> *mut c_char>,
+    /// `sqlite3_libversion_number`
     pub libversion_number: Option<unsafe extern "C" fn() -> c_int>,
+    /// `sqlite3_compileoption_used`
     pub compileoption_used: Option<unsafe extern "C" fn(*const c_char) -> c_int>,
 }
 

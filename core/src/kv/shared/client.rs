@@ -589,6 +589,10 @@ impl Txn for ClientTxn {
         self.check_key(key)?;
         self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))
     }
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.check_key(prefix)?;
+        self.send(Frame::new(op::SET_VERSIONSTAMPED).bytes(prefix).bytes(value))
+    }
     fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
         if !self.writes {
             // Read-only: serializable at its snapshot; dropping sends the rollback.

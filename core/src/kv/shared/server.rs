@@ -240,6 +240,11 @@ impl Session<'_> {
                 self.quietly(|t| t.atomic_max(k, m));
                 None
             }
+            op::SET_VERSIONSTAMPED => {
+                let (p, v) = (f.bytes()?, f.bytes()?);
+                self.quietly(|t| t.set_versionstamped_key(p, v));
+                None
+            }
             op::GET => {
                 let (snapshot, k) = (f.u8()? != 0, f.bytes()?);
                 let r =
