@@ -31,9 +31,7 @@ def connect(kind, work):
         uri = f"file:/bench/readers.db?vfs=txvfs&store={store}"
         con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=60)
     else:
-        con = sqlite3.connect(
-            os.path.join(work, "stock.db"), isolation_level=None, timeout=60
-        )
+        con = sqlite3.connect(os.path.join(work, "stock.db"), isolation_level=None, timeout=60)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
     return con

@@ -108,15 +108,11 @@ def reader_does_not_block_writer(lib, store):
     expect(r.stdout, "reading 2")
     w = spawn(lib, store, "writer", "insert")
     # The reader's transaction stays open until it reads "check", sent only now.
-    assert finish(w).strip() == "committed 3", (
-        "the writer commits while the reader reads"
-    )
+    assert finish(w).strip() == "committed 3", "the writer commits while the reader reads"
     send(r, "check")
     lines = finish(r).split("\n")
     assert lines[0] == "snapshot 2", f"the reader keeps its snapshot: {lines[0]}"
-    assert lines[1] == f"write refused {SQLITE_BUSY_SNAPSHOT} database_is_locked", (
-        lines[1]
-    )
+    assert lines[1] == f"write refused {SQLITE_BUSY_SNAPSHOT} database_is_locked", lines[1]
     assert lines[2] == "after 3", lines[2]
     assert lines[3] == "wrote 4", lines[3]
     print("ok: a reader's open transaction does not block another process's commit")
@@ -127,9 +123,7 @@ def writer_does_not_block_reader(lib, store):
     w = spawn(lib, store, "writer", "hold")
     expect(w.stdout, "holding")
     con = connect(store, timeout=0)
-    assert count(con) == 4, (
-        "a reader under a writer's EXCLUSIVE lock sees the committed state"
-    )
+    assert count(con) == 4, "a reader under a writer's EXCLUSIVE lock sees the committed state"
     con.execute("BEGIN")
     assert count(con) == 4
     send(w, "commit")
