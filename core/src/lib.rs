@@ -22,11 +22,11 @@
 //!
 //! - `rocksdb` (default): the embedded RocksDB backend (`PATH` and `rocksdb:PATH` URIs).
 //!   RocksDB is compiled from source on the first build (about 15 minutes on 2 cores).
-//! - `foundationdb`: the FoundationDB backend (`fdb:` URIs); needs FoundationDB's client
-//!   library (libfdb_c 7.3) to link and a cluster to run.
 //! - `testing`: fault-injection backends (`kv::FaultyBackend`, `kv::FaultPlan`) for tests.
 //!
-//! The `memory:` backend is always there.
+//! The `memory:` backend is always there, and so is the FoundationDB backend (`fdb:` URIs):
+//! it loads FoundationDB's client library (`libfdb_c.so`, 7.3 or newer) at the first `fdb:`
+//! open, so no build option is needed.
 #![warn(missing_docs)]
 
 mod clock;
@@ -49,3 +49,46 @@ pub use fsck::CheckReport;
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
 pub use schema::{Change, ChangeKind, FileType};
+
+/// The code blocks of the README and the book (`docs/`), compiled and run as doc tests with
+/// rustdoc's own attributes (`no_run`, `ignore`). `tests/docs/blocks.py` checks that every
+/// chapter is listed here and runs the blocks of the other languages.
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../../README.md")]
+    mod readme {}
+    #[doc = include_str!("../../docs/benchmarks.md")]
+    mod benchmarks {}
+    #[doc = include_str!("../../docs/c-cpp.md")]
+    mod c_cpp {}
+    #[doc = include_str!("../../docs/changes.md")]
+    mod changes {}
+    #[doc = include_str!("../../docs/cli.md")]
+    mod cli {}
+    #[doc = include_str!("../../docs/concepts.md")]
+    mod concepts {}
+    #[doc = include_str!("../../docs/design.md")]
+    mod design {}
+    #[doc = include_str!("../../docs/disk-cache.md")]
+    mod disk_cache {}
+    #[doc = include_str!("../../docs/foundationdb.md")]
+    mod foundationdb {}
+    #[doc = include_str!("../../docs/fuse.md")]
+    mod fuse {}
+    #[doc = include_str!("../../docs/index.md")]
+    mod index {}
+    #[doc = include_str!("../../docs/limits.md")]
+    mod limits {}
+    #[doc = include_str!("../../docs/python.md")]
+    mod python {}
+    #[doc = include_str!("../../docs/rust.md")]
+    mod rust {}
+    #[doc = include_str!("../../docs/sharing.md")]
+    mod sharing {}
+    #[doc = include_str!("../../docs/snapshots.md")]
+    mod snapshots {}
+    #[doc = include_str!("../../docs/sqlite.md")]
+    mod sqlite {}
+    #[doc = include_str!("../../docs/testing.md")]
+    mod testing {}
+}

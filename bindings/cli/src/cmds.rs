@@ -471,7 +471,7 @@ fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> CliResult {
         FileType::File => copy_file(store, src, dst, st.mode & 0o7777),
         FileType::Symlink => Ok(store.symlink(store.readlink(src)?, dst)?),
         kind if kind.is_special() => Ok(store.mknod(dst, kind, st.mode & 0o7777, st.rdev)?),
-        FileType::Dir | _ => {
+        _ => {
             if dst.starts_with(src) && dst.get(src.len()) == Some(&b'/') {
                 return Err(CliError {
                     msg: format!("cannot copy {} into itself", String::from_utf8_lossy(src)),

@@ -11,7 +11,6 @@ mod backend;
 mod cache;
 #[cfg(feature = "testing")]
 mod fault;
-#[cfg(feature = "foundationdb")]
 mod fdb;
 mod frozen;
 mod journal;
@@ -35,7 +34,6 @@ pub use backend::{
 };
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
-#[cfg(feature = "foundationdb")]
 pub use fdb::{FdbBackend, FdbUri};
 pub use journal::JournalTxn;
 pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
@@ -44,7 +42,7 @@ pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 #[cfg(feature = "rocksdb")]
-pub use shared::{SharedBackend, RECOVERY_TIMEOUT, SOCKET_FILE};
+pub use shared::{SharedBackend, DEFAULT_OWNER_TIMEOUT, RECOVERY_TIMEOUT, SOCKET_FILE};
 pub(crate) use uri::absolute_uri;
 pub use uri::{open, open_existing, open_raw};
 

@@ -35,6 +35,9 @@ pub mod op {
     /// A versionstamped write (key prefix, value); added without a version bump: an older
     /// server answers it with an error, never with a wrong write.
     pub const SET_VERSIONSTAMPED: u8 = 14;
+    /// Whether the commit with this id took effect (its receipt exists); a COMMIT may end with
+    /// a commit id (see `receipts.rs`). Numbered apart from the others, for additions.
+    pub const OUTCOME: u8 = 40;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;

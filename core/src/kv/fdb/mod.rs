@@ -1,0 +1,154 @@
+//! The FoundationDB backend (`fdb:` URIs, client API 7.3).
+//!
+//! FoundationDB's client library is loaded at run time ([`ffi`]), so every build opens `fdb:`
+//! stores wherever `libfdb_c.so` is installed, and fails with a clear error where it is not.
+//!
+//! One cluster holds many stores: each store lives under its own subspace, the tuple
+//! `("txvfs", NAME)` packed as a key prefix, so `fdb:?prefix=a` and `fdb:?prefix=ab` never
+//! overlap. FoundationDB gives the same serializable, optimistic transactions as the other
+//! backends, so this module only translates: keys get the prefix, futures are waited on, and
+//! FoundationDB's error codes become [`ErrorKind`]s (retryable ones become `Conflict` or
+//! `TooOld`, which `Store::transact` retries).
+//!
+//! The client's network thread is started once per process, on the first open, and stopped
+//! when the process exits ([`network`]).
+
+mod ffi;
+mod network;
+mod txn;
+mod uri;
+
+pub use uri::FdbUri;
+
+use super::{Backend, Limits, Role, Sharing, Txn};
+use crate::error::{Error, ErrorKind, Result};
+use ffi::{Api, DatabaseP, FdbErr};
+use std::ffi::CString;
+use std::sync::Arc;
+
+/// FoundationDB's error codes that txvfs treats specially
+/// (<https://apple.github.io/foundationdb/api-error-codes.html>).
+mod code {
+    pub const TRANSACTION_TOO_OLD: i32 = 1007;
+    pub const NOT_COMMITTED: i32 = 1020;
+    pub const COMMIT_UNKNOWN_RESULT: i32 = 1021;
+    pub const TRANSACTION_TOO_LARGE: i32 = 2101;
+    pub const KEY_TOO_LARGE: i32 = 2102;
+    pub const VALUE_TOO_LARGE: i32 = 2103;
+}
+
+/// An open `FDBDatabase`, destroyed when the last store and transaction using it are gone.
+struct Database {
+    api: &'static Api,
+    ptr: DatabaseP,
+}
+
+// SAFETY: FoundationDB database handles are thread-safe.
+unsafe impl Send for Database {}
+// SAFETY: as above.
+unsafe impl Sync for Database {}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and destroyed once.
+        unsafe { (self.api.fdb_database_destroy)(self.ptr) }
+    }
+}
+
+/// A store in a FoundationDB cluster.
+pub struct FdbBackend {
+    api: &'static Api,
+    db: Arc<Database>,
+    prefix: Arc<[u8]>,
+    uri: String,
+}
+
+impl FdbBackend {
+    /// Connects to the cluster named by `uri` (`fdb:[CLUSTER-FILE][?prefix=NAME]`), loading
+    /// FoundationDB's client library first if this process has not yet (see [`ffi`]).
+    pub fn open(uri: &str) -> Result<Arc<FdbBackend>> {
+        let parsed = FdbUri::parse(uri)?;
+        let api =
+            network::start().map_err(|m| Error::new(ErrorKind::Backend, format!("{uri}: {m}")))?;
+        let cluster =
+            parsed.cluster_file.as_deref().map(CString::new).transpose().map_err(|_| {
+                Error::new(ErrorKind::Invalid, format!("{uri}: cluster file contains NUL"))
+            })?;
+        let mut ptr: DatabaseP = std::ptr::null_mut();
+        let path = cluster.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        // SAFETY: the network runs; `path` is null or NUL-terminated and outlives the call.
+        let e = unsafe { (api.fdb_create_database)(path, &mut ptr) };
+        if e != 0 {
+            return Err(error(api, e, &format!("{uri}: cannot open the cluster")));
+        }
+        let db = Arc::new(Database { api, ptr });
+        // The network thread has run once its answer is in: only then may the exit hook be
+        // registered (see `network`).
+        txn::ping(api, &db).map_err(|e| Error::new(e.kind(), format!("{uri}: {}", e.message())))?;
+        network::register_stop_hook();
+        let prefix = parsed.key_prefix().into();
+        Ok(Arc::new(FdbBackend { api, db, prefix, uri: uri.to_string() }))
+    }
+
+    /// Gets a read version from the cluster (FoundationDB's cheapest round trip, for
+    /// benchmarks that compare txvfs's operations with the cluster's own).
+    pub fn read_version(&self) -> Result<i64> {
+        let tx = txn::FdbTxn::begin(self.api, &self.db, self.prefix.clone())?;
+        tx.read_version()
+    }
+}
+
+impl Backend for FdbBackend {
+    fn begin(&self) -> Result<Box<dyn Txn>> {
+        // The cluster remembers the transaction's id, so FoundationDB's own retries of this
+        // transaction's commit cannot apply it twice; a commit_unknown_result still surfaces
+        // as ErrorKind::CommitUnknown, because `Store::transact` retries with a new one.
+        Ok(Box::new(txn::FdbTxn::begin(self.api, &self.db, self.prefix.clone())?))
+    }
+
+    fn limits(&self) -> Limits {
+        Limits::FOUNDATIONDB
+    }
+
+    /// FoundationDB commits are durable when they return: nothing to do.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        self.uri.clone()
+    }
+
+    fn sharing(&self) -> Option<&dyn Sharing> {
+        Some(self)
+    }
+}
+
+/// Many processes and machines share a cluster, with no primary among them.
+impl Sharing for FdbBackend {
+    fn role(&self) -> Role {
+        Role::Peer
+    }
+}
+
+/// Translates a FoundationDB error: retryable ones become `Conflict`/`TooOld` (retried by
+/// `Store::transact`), size limits `TooLarge`, the rest `Backend` with FoundationDB's code.
+fn error(api: &Api, e: FdbErr, what: &str) -> Error {
+    // SAFETY: a plain predicate on an error code.
+    let retryable = || unsafe {
+        (api.fdb_error_predicate)(ffi::opt::PREDICATE_RETRYABLE_NOT_COMMITTED, e) != 0
+    };
+    let kind = match e {
+        code::NOT_COMMITTED => ErrorKind::Conflict,
+        code::TRANSACTION_TOO_OLD => ErrorKind::TooOld,
+        // Not retried: a retry is a new transaction with a new idempotency id, so it could
+        // apply twice. The caller learns that the outcome is unknown.
+        code::COMMIT_UNKNOWN_RESULT => ErrorKind::CommitUnknown,
+        code::TRANSACTION_TOO_LARGE | code::KEY_TOO_LARGE | code::VALUE_TOO_LARGE => {
+            ErrorKind::TooLarge
+        }
+        _ if retryable() => ErrorKind::Conflict,
+        _ => ErrorKind::Backend,
+    };
+    Error::new(kind, format!("foundationdb {what}: {} (error {e})", api.message(e)))
+}

@@ -1,0 +1,370 @@
+//! One FoundationDB transaction behind the [`Txn`] trait: keys get the store's prefix,
+//! futures are waited on (`fdb_future_block_until_ready`), errors are translated.
+
+use super::ffi::{self, opt, Api, FdbErr, FutureP, KeyValue as RawKv, TxnP};
+use super::{error, Database};
+use crate::error::Result;
+use crate::kv::{KeyValue, Txn};
+use std::ffi::c_int;
+use std::sync::Arc;
+
+/// A future of the library, destroyed when dropped.
+struct Future {
+    api: &'static Api,
+    f: FutureP,
+}
+
+impl Future {
+    /// Waits for the future; its error code if it failed.
+    fn wait(api: &'static Api, f: FutureP) -> std::result::Result<Future, FdbErr> {
+        let fut = Future { api, f };
+        // SAFETY: `f` is a live future returned by the library.
+        let e = unsafe { (api.fdb_future_block_until_ready)(f) };
+        if e != 0 {
+            return Err(e);
+        }
+        // SAFETY: as above.
+        match unsafe { (api.fdb_future_get_error)(f) } {
+            0 => Ok(fut),
+            e => Err(e),
+        }
+    }
+}
+
+impl Drop for Future {
+    fn drop(&mut self) {
+        // SAFETY: the future is live and destroyed once.
+        unsafe { (self.api.fdb_future_destroy)(self.f) }
+    }
+}
+
+/// A transaction of an `fdb:` store.
+pub(super) struct FdbTxn {
+    api: &'static Api,
+    tr: TxnP,
+    prefix: Arc<[u8]>,
+    // Keeps the database alive while the transaction is.
+    _db: Arc<Database>,
+}
+
+// SAFETY: FoundationDB transactions may be used from any thread, one at a time (&mut self).
+unsafe impl Send for FdbTxn {}
+
+impl Drop for FdbTxn {
+    fn drop(&mut self) {
+        // SAFETY: the transaction is live and destroyed once.
+        unsafe { (self.api.fdb_transaction_destroy)(self.tr) }
+    }
+}
+
+fn len(b: &[u8]) -> c_int {
+    // Keys and values beyond 2 GiB are refused by FoundationDB long before this.
+    c_int::try_from(b.len()).unwrap_or(c_int::MAX)
+}
+
+impl FdbTxn {
+    /// Begins a transaction on `db` (with automatic idempotency ids, see the backend docs).
+    pub(super) fn begin(api: &'static Api, db: &Arc<Database>, prefix: Arc<[u8]>) -> Result<Self> {
+        let mut tr: TxnP = std::ptr::null_mut();
+        // SAFETY: `db.0` is a live database.
+        let e = unsafe { (api.fdb_database_create_transaction)(db.ptr, &mut tr) };
+        if e != 0 {
+            return Err(error(api, e, "begin"));
+        }
+        let txn = FdbTxn { api, tr, prefix, _db: db.clone() };
+        // SAFETY: a live transaction; this option takes no parameter.
+        let e = unsafe {
+            (api.fdb_transaction_set_option)(tr, opt::TR_AUTOMATIC_IDEMPOTENCY, std::ptr::null(), 0)
+        };
+        if e != 0 {
+            return Err(error(api, e, "begin"));
+        }
+        Ok(txn)
+    }
+
+    fn key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    /// Reads `key`, lending its value to `read`; false when absent.
+    fn read(&mut self, key: &[u8], snapshot: bool, read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let k = self.key(key);
+        // SAFETY: a live transaction; the key outlives the call (the library copies it).
+        let f = unsafe {
+            (self.api.fdb_transaction_get)(self.tr, k.as_ptr(), len(&k), snapshot as c_int)
+        };
+        let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get"))?;
+        let (mut present, mut p, mut n) = (0, std::ptr::null(), 0);
+        // SAFETY: a ready value future; the value lives as long as `fut`.
+        let e = unsafe { (self.api.fdb_future_get_value)(fut.f, &mut present, &mut p, &mut n) };
+        if e != 0 {
+            return Err(error(self.api, e, "get"));
+        }
+        if present == 0 {
+            return Ok(false);
+        }
+        // SAFETY: as above.
+        read(unsafe { ffi::slice(p, n) });
+        Ok(true)
+    }
+
+    /// Visits the pairs with `start <= key < end` (at most `limit`, 0: all), page by page.
+    fn range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        // Key selectors: begin is first_greater_or_equal(begin) (or_equal 0, offset 1) until
+        // a page moves it to first_greater_than(last) (or_equal 1, offset 1); end is
+        // first_greater_or_equal(end), moved to first_greater_or_equal(last) when reversed.
+        let (mut begin, mut begin_eq) = (self.key(start), 0);
+        let mut end = self.key(end);
+        let mut remaining = limit;
+        let plen = self.prefix.len();
+        for iteration in 1.. {
+            let page_limit = c_int::try_from(remaining).unwrap_or(c_int::MAX);
+            // SAFETY: a live transaction; the keys outlive the call.
+            let f = unsafe {
+                (self.api.fdb_transaction_get_range)(
+                    self.tr,
+                    begin.as_ptr(),
+                    len(&begin),
+                    begin_eq,
+                    1,
+                    end.as_ptr(),
+                    len(&end),
+                    0,
+                    1,
+                    page_limit,
+                    0,
+                    opt::STREAMING_WANT_ALL,
+                    iteration,
+                    snapshot as c_int,
+                    reverse as c_int,
+                )
+            };
+            let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get_range"))?;
+            let (mut kvs, mut count, mut more): (*const RawKv, c_int, c_int) =
+                (std::ptr::null(), 0, 0);
+            // SAFETY: a ready range future; the array lives as long as `fut`.
+            let e = unsafe {
+                (self.api.fdb_future_get_keyvalue_array)(fut.f, &mut kvs, &mut count, &mut more)
+            };
+            if e != 0 {
+                return Err(error(self.api, e, "get_range"));
+            }
+            // The array comes from the library's arena and may not even be 4-byte aligned:
+            // each element is copied out with an unaligned read.
+            let count = if kvs.is_null() { 0 } else { count.max(0) as usize };
+            // SAFETY: `count` elements, alive with `fut`, read without alignment.
+            let page: Vec<RawKv> =
+                (0..count).map(|i| unsafe { std::ptr::read_unaligned(kvs.add(i)) }).collect();
+            for kv in &page {
+                // SAFETY: alive with `fut`; every key carries the prefix asked for.
+                let (k, v) = unsafe { (kv.key(), kv.value()) };
+                visit(&k[plen..], v);
+            }
+            if limit > 0 {
+                remaining -= page.len().min(remaining);
+            }
+            let Some(last) = page.last() else { break };
+            if more == 0 || (limit > 0 && remaining == 0) {
+                break;
+            }
+            // SAFETY: as above.
+            let last = unsafe { last.key() }.to_vec();
+            if reverse {
+                end = last;
+            } else {
+                (begin, begin_eq) = (last, 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn collect(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
+        let mut out = Vec::new();
+        self.range(start, end, limit, reverse, snapshot, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        })?;
+        Ok(out)
+    }
+
+    fn atomic(&mut self, key: &[u8], param: [u8; 8], op: c_int) {
+        let k = self.key(key);
+        // SAFETY: a live transaction; the library copies key and parameter.
+        unsafe {
+            (self.api.fdb_transaction_atomic_op)(
+                self.tr,
+                k.as_ptr(),
+                len(&k),
+                param.as_ptr(),
+                8,
+                op,
+            )
+        }
+    }
+}
+
+impl Txn for FdbTxn {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = None;
+        self.read(key, false, &mut |v| out = Some(v.to_vec()))?;
+        Ok(out)
+    }
+
+    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = None;
+        self.read(key, true, &mut |v| out = Some(v.to_vec()))?;
+        Ok(out)
+    }
+
+    fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.read(key, false, read)
+    }
+
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
+        self.collect(start, end, limit, reverse, false)
+    }
+
+    /// FoundationDB records the conflict range without reading it.
+    fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let (s, e) = (self.key(start), self.key(end));
+        // SAFETY: a live transaction; the library copies the keys.
+        let code = unsafe {
+            (self.api.fdb_transaction_add_conflict_range)(
+                self.tr,
+                s.as_ptr(),
+                len(&s),
+                e.as_ptr(),
+                len(&e),
+                opt::CONFLICT_RANGE_READ,
+            )
+        };
+        match code {
+            0 => Ok(()),
+            c => Err(error(self.api, c, "add_read_conflict_range")),
+        }
+    }
+
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.range(start, end, 0, false, false, visit)
+    }
+
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
+        self.collect(start, end, limit, reverse, true)
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let k = self.key(key);
+        // SAFETY: a live transaction; the library copies key and value.
+        unsafe {
+            (self.api.fdb_transaction_set)(self.tr, k.as_ptr(), len(&k), value.as_ptr(), len(value))
+        };
+        Ok(())
+    }
+
+    fn clear(&mut self, key: &[u8]) -> Result<()> {
+        let k = self.key(key);
+        // SAFETY: a live transaction; the library copies the key.
+        unsafe { (self.api.fdb_transaction_clear)(self.tr, k.as_ptr(), len(&k)) };
+        Ok(())
+    }
+
+    fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        if start < end {
+            let (s, e) = (self.key(start), self.key(end));
+            // SAFETY: a live transaction; the library copies the keys.
+            unsafe {
+                (self.api.fdb_transaction_clear_range)(
+                    self.tr,
+                    s.as_ptr(),
+                    len(&s),
+                    e.as_ptr(),
+                    len(&e),
+                )
+            };
+        }
+        Ok(())
+    }
+
+    /// FoundationDB's `ADD` is little-endian and wraps, so a two's-complement delta subtracts.
+    fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()> {
+        self.atomic(key, delta.to_le_bytes(), opt::MUTATION_ADD);
+        Ok(())
+    }
+
+    fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()> {
+        self.atomic(key, value.to_le_bytes(), opt::MUTATION_MAX);
+        Ok(())
+    }
+
+    /// Every FoundationDB commit is durable once it returns, so `durable` changes nothing.
+    fn commit(self: Box<Self>, _durable: bool) -> Result<()> {
+        // SAFETY: a live transaction.
+        let f = unsafe { (self.api.fdb_transaction_commit)(self.tr) };
+        Future::wait(self.api, f).map(|_| ()).map_err(|e| error(self.api, e, "commit"))
+    }
+}
+
+impl FdbTxn {
+    /// The transaction's read version (one round trip to the cluster).
+    pub(super) fn read_version(&self) -> Result<i64> {
+        // SAFETY: a live transaction.
+        let f = unsafe { (self.api.fdb_transaction_get_read_version)(self.tr) };
+        let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get_read_version"))?;
+        let mut v = 0;
+        // SAFETY: a ready int64 future.
+        match unsafe { (self.api.fdb_future_get_int64)(fut.f, &mut v) } {
+            0 => Ok(v),
+            e => Err(error(self.api, e, "get_read_version")),
+        }
+    }
+}
+
+/// Waits until the network thread has answered a request that needs no cluster (the backoff
+/// of a retry, a few milliseconds): from then on, it is running (see `network`).
+pub(super) fn ping(api: &'static Api, db: &Arc<Database>) -> Result<()> {
+    let tx = FdbTxn::begin(api, db, Arc::from(&b""[..]))?;
+    // 1020 (not_committed): on_error answers after a short backoff, from the network thread.
+    // SAFETY: a live transaction.
+    let f = unsafe { (api.fdb_transaction_on_error)(tx.tr, 1020) };
+    Future::wait(api, f).map(|_| ()).map_err(|e| error(api, e, "starting the network"))
+}

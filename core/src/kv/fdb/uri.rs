@@ -1,0 +1,84 @@
+//! `fdb:` URIs and the key prefix of a store.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The store prefix used when the URI names none.
+pub const DEFAULT_PREFIX: &str = "default";
+
+/// The parts of an `fdb:` URI.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FdbUri {
+    /// The cluster file; `None` selects FoundationDB's default (`$FDB_CLUSTER_FILE` or
+    /// `/etc/foundationdb/fdb.cluster`).
+    pub cluster_file: Option<String>,
+    /// The store's name inside the cluster.
+    pub prefix: String,
+}
+
+impl FdbUri {
+    /// Parses `fdb:[CLUSTER-FILE][?prefix=NAME]`.
+    pub fn parse(uri: &str) -> Result<FdbUri> {
+        let bad = |why: &str| Error::new(ErrorKind::Invalid, format!("{uri}: {why}"));
+        let rest = uri.strip_prefix("fdb:").ok_or_else(|| bad("not an fdb: URI"))?;
+        let (cluster, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut prefix = DEFAULT_PREFIX.to_string();
+        for param in query.split('&').filter(|p| !p.is_empty()) {
+            match param.split_once('=') {
+                Some(("prefix", name)) if !name.is_empty() && !name.contains('\0') => {
+                    prefix = name.to_string()
+                }
+                Some(("prefix", _)) => return Err(bad("prefix must be a non-empty name")),
+                _ => return Err(bad(&format!("unknown parameter {param:?} (known: prefix)"))),
+            }
+        }
+        if cluster.contains('\0') {
+            return Err(bad("the cluster file name contains NUL"));
+        }
+        let cluster_file = (!cluster.is_empty()).then(|| cluster.to_string());
+        Ok(FdbUri { cluster_file, prefix })
+    }
+
+    /// The key prefix of the store: the tuple `("txvfs", NAME)` in FoundationDB's tuple
+    /// encoding, so that the stores `a` and `ab` never overlap and other tuple-layer tools
+    /// can read it.
+    pub fn key_prefix(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.prefix.len() + 10);
+        for s in ["txvfs", self.prefix.as_str()] {
+            out.push(0x02);
+            for &b in s.as_bytes() {
+                out.push(b);
+                if b == 0 {
+                    out.push(0xff);
+                }
+            }
+            out.push(0x00);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris() {
+        let u = FdbUri::parse("fdb:").unwrap();
+        assert_eq!(u, FdbUri { cluster_file: None, prefix: DEFAULT_PREFIX.into() });
+        let u = FdbUri::parse("fdb:/etc/fdb.cluster?prefix=app").unwrap();
+        assert_eq!(
+            u,
+            FdbUri { cluster_file: Some("/etc/fdb.cluster".into()), prefix: "app".into() }
+        );
+        for bad in ["fdb:?prefix=", "fdb:?color=red", "fdb:?prefix", "fdb:a\0b"] {
+            assert_eq!(FdbUri::parse(bad).unwrap_err().kind(), ErrorKind::Invalid, "{bad}");
+        }
+    }
+
+    #[test]
+    fn prefixes_are_tuples_that_never_overlap() {
+        let p = |name: &str| FdbUri::parse(&format!("fdb:?prefix={name}")).unwrap().key_prefix();
+        assert_eq!(p("ab"), b"\x02txvfs\x00\x02ab\x00");
+        assert!(!p("ab").starts_with(&p("a")));
+    }
+}

@@ -1,0 +1,161 @@
+//! The suites that ran on the memory backend with FoundationDB's limits, on a live
+//! FoundationDB cluster: the model-based random test (also with transactions large enough to
+//! write ahead), a transaction of 80 MiB across 8 files that outlives the 5 s limit, and a
+//! directory of 10,000 entries listed, renamed and removed.
+//!
+//! All `#[ignore]`d: `tests/foundationdb/run` starts a cluster and runs them with `--ignored`
+//! and `TXVFS_FDB_CLUSTER_FILE` set. The directory's size is `TXVFS_FDB_DIR_ENTRIES`
+//! (default 10,000); the full 1,000,000 (about as long as `tests/foundationdb/run` in all):
+//! `TXVFS_FDB_DIR_ENTRIES=1000000 tests/foundationdb/run fdb_live::directory`.
+
+mod model;
+
+use model::runner::Runner;
+use std::sync::Arc;
+use std::time::Duration;
+use txvfs::kv::{self, Backend};
+use txvfs::{ErrorKind, FileSystem, Options, Store};
+
+/// A fresh store in the cluster named by `TXVFS_FDB_CLUSTER_FILE`.
+fn fdb_uri(name: &str) -> String {
+    let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
+        .expect("the FoundationDB tests need a cluster: run tests/foundationdb/run");
+    let run =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("fdb:{cluster}?prefix=live-{name}-{run}")
+}
+
+fn open(name: &str, options: Options) -> (Store, Arc<dyn Backend>) {
+    let uri = fdb_uri(name);
+    let store = Store::open_with(&uri, options).unwrap();
+    (store, kv::open_raw(&uri).unwrap())
+}
+
+/// Keys of the write-ahead machinery (chunks, staging records, their index), counted a page
+/// per transaction.
+fn staging_keys(b: &dyn Backend) -> [usize; 3] {
+    [b'C', b'T', b'U'].map(|scope| {
+        let (mut start, mut n) = (vec![scope], 0);
+        loop {
+            let page = b.begin().unwrap().get_range(&start, &[scope + 1], 256, false).unwrap();
+            n += page.len();
+            match page.last() {
+                Some((k, _)) if page.len() == 256 => start = [k.as_slice(), &[0]].concat(),
+                _ => return n,
+            }
+        }
+    })
+}
+
+fn run_model(name: &str, options: Options, seed: u64, ops: usize) -> Runner {
+    let (store, backend) = open(name, options.clone());
+    let mut r = Runner::new(&store, &options, seed, b"");
+    r.big = Some(backend);
+    r.run(ops);
+    r.finish();
+    r.check();
+    eprintln!("model on foundationdb ({name}): seed {seed}, {}", r.stats.summary());
+    r
+}
+
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn model_random_foundationdb() {
+    let options = Options { block_size: 512, inline_limit: 128, ..Options::default() };
+    run_model("model-small", options, 4001, 800);
+}
+
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn model_staged_writes_foundationdb() {
+    let r = run_model("model-staged", Options::default(), 4002, 300);
+    assert!(r.stats.staged > 0, "no transaction wrote data ahead: the staged path was not tested");
+}
+
+/// 1 MiB that differs for every file and every MiB.
+fn mib(file: usize, i: usize) -> Vec<u8> {
+    let seed = (file * 1_000 + i) as u64;
+    (0..1u64 << 20).map(|j| (j.wrapping_mul(31).wrapping_add(seed * 7919) >> 3) as u8).collect()
+}
+
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn large_transaction_foundationdb() {
+    const FILES: usize = 8;
+    const MIB_PER_FILE: usize = 10;
+    let (store, backend) = open("large", Options::default());
+    store.mkdir("/big", 0o755).unwrap();
+    store.write_file("/read", b"1").unwrap();
+    let tx = store.begin().unwrap();
+    assert_eq!(tx.read_file("/read").unwrap(), b"1");
+    for f in 0..FILES {
+        let file = tx.create(format!("/big/f{f}")).unwrap();
+        for i in 0..MIB_PER_FILE {
+            file.write(&mib(f, i)).unwrap();
+        }
+        file.close().unwrap();
+        if f == FILES / 2 {
+            assert!(!store.exists("/big/f0").unwrap(), "others see nothing before the commit");
+            assert!(staging_keys(&*backend)[0] > 0, "data must be written ahead as chunks");
+            // However fast the cluster, the transaction outlives FoundationDB's 5 s.
+            std::thread::sleep(Duration::from_millis(5_100));
+        }
+    }
+    assert_eq!(tx.read_file("/big/f3").unwrap()[..1 << 20], mib(3, 0)[..]);
+    tx.commit().unwrap();
+    for f in 0..FILES {
+        let data = store.read_file(format!("/big/f{f}")).unwrap();
+        assert_eq!(data.len(), MIB_PER_FILE << 20);
+        for i in 0..MIB_PER_FILE {
+            assert!(data[i << 20..(i + 1) << 20] == mib(f, i)[..], "file {f}, MiB {i}");
+        }
+    }
+    assert_eq!(staging_keys(&*backend)[1..], [0, 0], "the commit hands chunks to their blocks");
+
+    // A long transaction whose read changed while it waited must not commit.
+    let tx = store.begin().unwrap();
+    assert_eq!(tx.read_file("/read").unwrap(), b"1");
+    std::thread::sleep(Duration::from_millis(5_500));
+    store.write_file("/read", b"2").unwrap();
+    tx.write_file("/late", b"x").unwrap();
+    assert_eq!(tx.commit().unwrap_err().kind(), ErrorKind::Conflict);
+    assert!(!store.exists("/late").unwrap());
+
+    store.remove_all("/big").unwrap();
+    assert_eq!(staging_keys(&*backend), [0, 0, 0], "removal frees every chunk");
+}
+
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn directory_foundationdb() {
+    let n: usize = std::env::var("TXVFS_FDB_DIR_ENTRIES")
+        .map_or(10_000, |s| s.parse().expect("TXVFS_FDB_DIR_ENTRIES must be a number"));
+    let (store, _) = open("directory", Options::default());
+    let files_before = store.statfs().unwrap().files;
+    store.mkdir("/big", 0o755).unwrap();
+    for start in (0..n).step_by(1_000) {
+        store
+            .transact(|tx| {
+                for i in start..(start + 1_000).min(n) {
+                    tx.write_file(format!("/big/f{i:07}"), b"")?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    let (mut after, mut count) = (None::<Vec<u8>>, 0);
+    loop {
+        let page = store.readdir("/big", after.as_deref(), 10_000).unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(page.windows(2).all(|w| w[0].name < w[1].name), "names in strict order");
+        count += page.len();
+        after = Some(last.name.clone());
+    }
+    assert_eq!(count, n);
+    assert_eq!(store.statfs().unwrap().files, files_before + 1 + n as u64);
+    store.rename("/big", "/moved").unwrap();
+    assert_eq!(store.stat(format!("/moved/f{:07}", n - 1)).unwrap().size, 0);
+    store.remove_all("/moved").unwrap();
+    assert_eq!(store.readdir("/", None, 0).unwrap().len(), 0);
+    assert_eq!(store.statfs().unwrap().files, files_before);
+}
