@@ -15,24 +15,16 @@ use std::time::{Duration, Instant};
 use txvfs::{FileSystem, OpenOptions, Store};
 
 mod first_touch;
+mod report;
 mod sqlite;
+
+use report::{print_table, write_results, Row};
 
 struct Sizes {
     small_files: usize,
     big_dir: usize,
     big_file: u64,
     preads: usize,
-}
-
-struct Row {
-    name: String,
-    unit: &'static str,
-    txvfs: Duration,
-    fs: Option<Duration>,
-    rocks: Option<Duration>,
-    /// SQLite (WAL), where a workload has an equivalent.
-    sqlite: Option<Duration>,
-    ops: usize,
 }
 
 fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
@@ -110,43 +102,6 @@ fn main() {
         write_results(&rows, &path).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         println!("results: {}", path.display());
     }
-}
-
-/// A CSV field: quoted when it holds a comma or a quote (workload names such as "1,000").
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// Writes the measurements as CSV for `benches/charts.py`: one line per workload and system,
-/// `workload,system,role,seconds,per` (seconds per `per`: one operation, or one MiB for
-/// throughputs); `role` is `txvfs` or `baseline`.
-fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
-    let mut out = String::from("workload,system,role,seconds,per\n");
-    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some() || r.sqlite.is_some()) {
-        let per = if r.unit == "MiB" { "MiB" } else { r.unit };
-        for (system, role, d) in [
-            ("txvfs", "txvfs", Some(r.txvfs)),
-            ("std::fs", "baseline", r.fs),
-            ("raw RocksDB", "baseline", r.rocks),
-            ("SQLite", "baseline", r.sqlite),
-        ] {
-            if let Some(d) = d {
-                out += &format!(
-                    "{},{system},{role},{:.9e},{per}\n",
-                    csv_field(&r.name),
-                    d.as_secs_f64() / r.ops as f64
-                );
-            }
-        }
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, out)
 }
 
 /// One round of every workload in directory `base`; returns the rows and the ratio of a
@@ -633,62 +588,6 @@ fn read_to_end_in_mib_chunks(mut f: impl Read) -> u64 {
         match f.read(&mut buf).unwrap() {
             0 => return total,
             n => total += n as u64,
-        }
-    }
-}
-
-fn per_op(d: Duration, ops: usize, unit: &str) -> String {
-    if unit == "MiB" {
-        format!("{:.0} MiB/s", ops as f64 / d.as_secs_f64())
-    } else {
-        let us = d.as_secs_f64() * 1e6 / ops as f64;
-        if us >= 1000.0 {
-            format!("{:.2} ms", us / 1000.0)
-        } else {
-            format!("{us:.1} µs")
-        }
-    }
-}
-
-fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
-    println!("txvfs benchmark{} (time per op, or throughput; ratio = txvfs time / baseline time, lower is better)\n", if quick { " --quick" } else { "" });
-    println!("| workload | txvfs | std::fs | raw RocksDB | SQLite | txvfs / std::fs | txvfs / RocksDB | txvfs / SQLite |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        let cell =
-            |d: Option<Duration>| d.map(|d| per_op(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
-        let ratio = |d: Option<Duration>| {
-            d.map(|d| format!("{:.2}x", r.txvfs.as_secs_f64() / d.as_secs_f64()))
-                .unwrap_or_else(|| "-".into())
-        };
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.name,
-            cell(Some(r.txvfs)),
-            cell(r.fs),
-            cell(r.rocks),
-            cell(r.sqlite),
-            ratio(r.fs),
-            ratio(r.rocks),
-            ratio(r.sqlite)
-        );
-    }
-    println!("\ncreate in a big directory / create in an empty one: {create_ratio:.2}x");
-    // Throughput of the durable transactions relative to one thread, txvfs and raw RocksDB.
-    let durable: Vec<&Row> =
-        rows.iter().filter(|r| r.name.starts_with("durable 4 KiB txn")).collect();
-    if let Some(one) = durable.first() {
-        let rate = |d: Duration, ops: usize| ops as f64 / d.as_secs_f64();
-        for r in &durable[1..] {
-            let rk = match (r.rocks, one.rocks) {
-                (Some(a), Some(b)) => format!("{:.2}x", rate(a, r.ops) / rate(b, one.ops)),
-                _ => "-".into(),
-            };
-            println!(
-                "{}: {:.2}x the throughput of one thread (raw RocksDB: {rk})",
-                r.name,
-                rate(r.txvfs, r.ops) / rate(one.txvfs, one.ops)
-            );
         }
     }
 }
