@@ -1,7 +1,7 @@
 //! The file layer across processes sharing one store (kv/shared, fs/handle_marks.rs): a file
 //! unlinked in one process stays readable through a handle open in another, and is freed once
-//! the last handle anywhere closes (or its process dies); file locks and staged chunks of a
-//! killed process are released at once.
+//! the last handle anywhere closes (or its process dies); a killed process's file locks are
+//! released at once, and its orphans are reaped at the owner's next round (every few seconds).
 #![cfg(feature = "rocksdb")]
 
 mod agent;
@@ -109,7 +109,7 @@ fn a_file_open_in_the_owner_survives_an_unlink_by_a_client() {
 }
 
 #[test]
-fn a_killed_client_holding_a_file_and_a_lock_releases_both_at_once() {
+fn a_killed_client_releases_its_lock_at_once_and_its_orphan_soon_after() {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().to_str().unwrap().to_string();
     let store = Store::open(&uri).unwrap();
