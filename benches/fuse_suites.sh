@@ -44,14 +44,14 @@ export TXVFS_BIN
 declare -A secs result
 # run_on TARGET DIR: both suites on DIR, each with its own scratch space.
 run_on() {
-  local target=$1 dir=$2 expected=""
-  [ "$target" = ext4 ] || expected="$PJDFSTEST_EXPECTED"
+  local target=$1 dir=$2 pjd_expected=""
+  [ "$target" = ext4 ] || pjd_expected="$PJDFSTEST_EXPECTED"
   FUSE_WORK="$BASE/work-$target"
   export FUSE_WORK
   mkdir -p "$FUSE_WORK/logs" "$FUSE_WORK/expect" "$FUSE_WORK/artifacts"
   : >"$FUSE_WORK/summary"
   fuse_set_deadline 1800
-  fuse_part pjdfstest 600 part_pjdfstest "$dir/pjdfstest" "$expected" >/dev/null || true
+  fuse_part pjdfstest 600 part_pjdfstest "$dir/pjdfstest" "$pjd_expected" >/dev/null || true
   secs[pjdfstest,$target]=$FUSE_PART_SECONDS
   result[pjdfstest,$target]=$(grep -m1 '^pjdfstest: ' "$FUSE_WORK/summary" | sed -E 's/^pjdfstest: //; s/ in \/.*//')
   fuse_part fsx 1200 part_fsx "$dir/fsx" >/dev/null || true

@@ -93,7 +93,7 @@ run() { # NAME COLD|WARM COMMAND... (a cold run drops the page cache first)
   [ "$how" = cold ] && drop
   out=$("$@")
   echo "$out" | sed "s/^/$name: /"
-  while read -r pass n secs fps mbs l50 l99; do
+  while read -r pass _ _ fps _ l50 l99; do
     case "$pass" in cold | warm)
       # Keep the fastest warm pass.
       if [ "$pass" = cold ] || awk -v a="$fps" -v b="${rate[$name.$pass]:-0}" 'BEGIN { exit !(a > b) }'; then

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use txvfs::{FileSystem, OpenOptions, Store};
 
+mod first_touch;
+mod sqlite;
+
 struct Sizes {
     small_files: usize,
     big_dir: usize,
@@ -27,6 +30,8 @@ struct Row {
     txvfs: Duration,
     fs: Option<Duration>,
     rocks: Option<Duration>,
+    /// SQLite (WAL), where a workload has an equivalent.
+    sqlite: Option<Duration>,
     ops: usize,
 }
 
@@ -81,6 +86,7 @@ fn main() {
                     b.txvfs = b.txvfs.min(r.txvfs);
                     b.fs = b.fs.zip(r.fs).map(|(x, y)| x.min(y));
                     b.rocks = b.rocks.zip(r.rocks).map(|(x, y)| x.min(y));
+                    b.sqlite = b.sqlite.zip(r.sqlite).map(|(x, y)| x.min(y));
                 }
                 (b, c.min(create_ratio))
             }
@@ -120,12 +126,13 @@ fn csv_field(s: &str) -> String {
 /// throughputs); `role` is `txvfs` or `baseline`.
 fn write_results(rows: &[Row], path: &Path) -> std::io::Result<()> {
     let mut out = String::from("workload,system,role,seconds,per\n");
-    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some()) {
+    for r in rows.iter().filter(|r| r.fs.is_some() || r.rocks.is_some() || r.sqlite.is_some()) {
         let per = if r.unit == "MiB" { "MiB" } else { r.unit };
         for (system, role, d) in [
             ("txvfs", "txvfs", Some(r.txvfs)),
             ("std::fs", "baseline", r.fs),
             ("raw RocksDB", "baseline", r.rocks),
+            ("SQLite", "baseline", r.sqlite),
         ] {
             if let Some(d) = d {
                 out += &format!(
@@ -152,6 +159,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
     let native = base.join("native");
     std::fs::create_dir_all(&native).unwrap();
     let raw = raw_rocks(&base.join("raw"));
+    let sql = sqlite::Sqlite::open(&base.join("sqlite.db"));
     let mut wo = WriteOptions::default();
     wo.set_sync(false);
     let mut rows = Vec::new();
@@ -178,12 +186,18 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             raw.put_opt(format!("small/f{i}"), &data4k, &wo).unwrap();
         }
     });
+    let (t_sq, _) = time(|| {
+        for i in 0..s.small_files {
+            sql.create("/small", &format!("f{i}"), &data4k);
+        }
+    });
     rows.push(Row {
         name: "create+write 4 KiB+close".into(),
         unit: "file",
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: Some(t_sq),
         ops: s.small_files,
     });
 
@@ -205,14 +219,21 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert!(raw.get_pinned(format!("small/f{i}")).unwrap().is_some());
         }
     });
+    let (t_sq, _) = time(|| {
+        for &i in &picks {
+            assert_eq!(sql.stat("/small", &format!("f{i}")), 4096);
+        }
+    });
     rows.push(Row {
-        name: "stat".into(),
+        name: "stat (random, with repeats)".into(),
         unit: "call",
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: Some(t_sq),
         ops: picks.len(),
     });
+    rows.push(first_touch::stat_once(&store, &native, &raw, &wo, &sql, s.small_files));
 
     // --- open + read 4 KiB + close ---
     let (t_tx, _) = time(|| {
@@ -234,12 +255,19 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert_eq!(raw.get(format!("small/f{i}")).unwrap().unwrap().len(), 4096);
         }
     });
+    let (t_sq, _) = time(|| {
+        let mut buf = vec![0u8; 8192];
+        for &i in &picks {
+            assert_eq!(sql.read("/small", &format!("f{i}"), &mut buf), 4096);
+        }
+    });
     rows.push(Row {
         name: "open+read 4 KiB+close".into(),
         unit: "file",
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: Some(t_sq),
         ops: picks.len(),
     });
 
@@ -270,6 +298,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: None,
         ops: s.small_files,
     });
 
@@ -295,6 +324,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: None,
         ops: s.small_files,
     });
 
@@ -314,10 +344,13 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                     Ok(())
                 })
                 .unwrap();
+            sql.exec("BEGIN");
             for i in chunk {
                 std::fs::File::create(ndir.join(format!("entry-{i:07}"))).unwrap();
                 raw.put_opt(format!("{dir}/entry-{i:07}"), b"", &wo).unwrap();
+                sql.create(&dir, &format!("entry-{i:07}"), b"");
             }
+            sql.exec("COMMIT");
         }
         let reps = if n <= 1000 { 200 } else { 5 };
         let (t_tx, _) = time(|| {
@@ -346,12 +379,18 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                 assert_eq!(c, n);
             }
         });
+        let (t_sq, _) = time(|| {
+            for _ in 0..reps {
+                assert_eq!(sql.list(&dir), n);
+            }
+        });
         rows.push(Row {
             name: format!("readdir of {label} entries"),
             unit: "listing",
             txvfs: t_tx,
             fs: Some(t_fs),
             rocks: Some(t_rk),
+            sqlite: Some(t_sq),
             ops: reps,
         });
     }
@@ -376,6 +415,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_big,
         fs: None,
         rocks: None,
+        sqlite: None,
         ops: creates,
     });
     let create_ratio = t_big.as_secs_f64() / t_empty.as_secs_f64();
@@ -413,6 +453,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: None,
         ops: mb,
     });
     let (t_tx, _) = time(|| {
@@ -440,6 +481,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: None,
         ops: mb,
     });
     // The whole file in one call: one core read of the full size (no raw RocksDB equivalent).
@@ -452,6 +494,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: None,
+        sqlite: None,
         ops: mb,
     });
 
@@ -485,6 +528,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
+        sqlite: None,
         ops: s.preads,
     });
 
@@ -521,6 +565,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             txvfs: t_tx,
             fs: None,
             rocks: Some(t_rk),
+            sqlite: None,
             ops: txns,
         });
     }
@@ -572,6 +617,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             txvfs: t_tx,
             fs: None,
             rocks: Some(t_rk),
+            sqlite: None,
             ops,
         });
     }
@@ -606,8 +652,8 @@ fn per_op(d: Duration, ops: usize, unit: &str) -> String {
 
 fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
     println!("txvfs benchmark{} (time per op, or throughput; ratio = txvfs time / baseline time, lower is better)\n", if quick { " --quick" } else { "" });
-    println!("| workload | txvfs | std::fs | raw RocksDB | txvfs / std::fs | txvfs / RocksDB |");
-    println!("|---|---|---|---|---|---|");
+    println!("| workload | txvfs | std::fs | raw RocksDB | SQLite | txvfs / std::fs | txvfs / RocksDB | txvfs / SQLite |");
+    println!("|---|---|---|---|---|---|---|---|");
     for r in rows {
         let cell =
             |d: Option<Duration>| d.map(|d| per_op(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
@@ -616,13 +662,15 @@ fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
                 .unwrap_or_else(|| "-".into())
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             r.name,
             cell(Some(r.txvfs)),
             cell(r.fs),
             cell(r.rocks),
+            cell(r.sqlite),
             ratio(r.fs),
-            ratio(r.rocks)
+            ratio(r.rocks),
+            ratio(r.sqlite)
         );
     }
     println!("\ncreate in a big directory / create in an empty one: {create_ratio:.2}x");

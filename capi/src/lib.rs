@@ -16,6 +16,7 @@
 //! descriptors). Imports go one way: boundary and types at the bottom, then handles, store,
 //! tx, and paths and files on top.
 #![allow(non_camel_case_types)]
+#![warn(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the safety contract of each function is in the header
 
 pub mod boundary;

@@ -38,6 +38,7 @@ pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
     InodeFileSystem, OpenOptions, Options, RangeLock, RangeLockKind, RenameFlags, SetAttr, SetTime,
@@ -47,4 +48,47 @@ pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
-pub use schema::FileType;
+pub use schema::{Change, ChangeKind, FileType};
+
+/// The code blocks of the README and the book (`docs/`), compiled and run as doc tests with
+/// rustdoc's own attributes (`no_run`, `ignore`). `tests/docs/blocks.py` checks that every
+/// chapter is listed here and runs the blocks of the other languages.
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../../README.md")]
+    mod readme {}
+    #[doc = include_str!("../../docs/benchmarks.md")]
+    mod benchmarks {}
+    #[doc = include_str!("../../docs/c-cpp.md")]
+    mod c_cpp {}
+    #[doc = include_str!("../../docs/changes.md")]
+    mod changes {}
+    #[doc = include_str!("../../docs/cli.md")]
+    mod cli {}
+    #[doc = include_str!("../../docs/concepts.md")]
+    mod concepts {}
+    #[doc = include_str!("../../docs/design.md")]
+    mod design {}
+    #[doc = include_str!("../../docs/disk-cache.md")]
+    mod disk_cache {}
+    #[doc = include_str!("../../docs/foundationdb.md")]
+    mod foundationdb {}
+    #[doc = include_str!("../../docs/fuse.md")]
+    mod fuse {}
+    #[doc = include_str!("../../docs/index.md")]
+    mod index {}
+    #[doc = include_str!("../../docs/limits.md")]
+    mod limits {}
+    #[doc = include_str!("../../docs/python.md")]
+    mod python {}
+    #[doc = include_str!("../../docs/rust.md")]
+    mod rust {}
+    #[doc = include_str!("../../docs/sharing.md")]
+    mod sharing {}
+    #[doc = include_str!("../../docs/snapshots.md")]
+    mod snapshots {}
+    #[doc = include_str!("../../docs/sqlite.md")]
+    mod sqlite {}
+    #[doc = include_str!("../../docs/testing.md")]
+    mod testing {}
+}

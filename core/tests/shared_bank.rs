@@ -2,7 +2,9 @@
 //! transactions for 20 s while the test kills one process (SIGKILL) every second, every other
 //! time the store's current owner, and starts a new one. At the end the total is unchanged,
 //! every transfer a worker saw acknowledged is in the store (each writes a log file in the
-//! same transaction), and fsck finds the store clean.
+//! same transaction), no transfer's outcome was unknown (CommitUnknown: a client that loses
+//! its owner mid-commit asks the new owner for its commit's receipt), and fsck finds the store
+//! clean.
 //!
 //! Seed: fixed (printed); TXVFS_BANK_SEED=N replays another, TXVFS_BANK_SECONDS=N runs longer.
 #![cfg(feature = "rocksdb")]
@@ -86,6 +88,7 @@ fn bank() {
     }
     let acked: Arc<Mutex<HashSet<String>>> = Default::default();
     let errors: Arc<Mutex<Vec<String>>> = Default::default();
+    let unknown: Arc<Mutex<Vec<String>>> = Default::default();
     let mut next = 0;
     let mut spawn = |rng: &mut rand::rngs::StdRng| -> Child {
         next += 1;
@@ -97,11 +100,13 @@ fn bank() {
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
-        let (acked, errors) = (acked.clone(), errors.clone());
+        let (acked, errors, unknown) = (acked.clone(), errors.clone(), unknown.clone());
         std::thread::spawn(move || {
             for line in out.lines().map_while(Result::ok) {
                 if let Some(name) = line.strip_prefix("@@ ack ") {
                     acked.lock().unwrap().insert(name.to_string());
+                } else if let Some(name) = line.strip_prefix("@@ unknown ") {
+                    unknown.lock().unwrap().push(name.to_string());
                 } else if let Some(e) =
                     line.strip_prefix("@@ error ").or(line.strip_prefix("@@ open-failed "))
                 {
@@ -140,12 +145,16 @@ fn bank() {
     std::thread::sleep(Duration::from_millis(200)); // the readers drain the pipes
     let acked = acked.lock().unwrap().clone();
     let errors = errors.lock().unwrap().clone();
+    let unknown = unknown.lock().unwrap().clone();
     println!(
-        "bank: {} transfers acknowledged, {kills} kills ({owner_kills} of the owner), {} errors",
+        "bank: {} transfers acknowledged, {kills} kills ({owner_kills} of the owner), {} errors, \
+         {} CommitUnknown",
         acked.len(),
-        errors.len()
+        errors.len(),
+        unknown.len()
     );
     assert!(errors.is_empty(), "workers saw errors: {errors:?}");
+    assert!(unknown.is_empty(), "transfers with an unknown outcome (CommitUnknown): {unknown:?}");
     assert!(owner_kills >= (seconds / 4) as usize, "the owner was killed only {owner_kills} times");
     assert!(acked.len() > 100, "too few transfers to mean anything: {}", acked.len());
 

@@ -209,3 +209,32 @@ fn a_store_that_cannot_serve_opens_for_its_process_alone() {
     );
     assert_eq!(get(&*b, b"k").as_deref(), Some(&b"v"[..]));
 }
+
+#[test]
+fn a_clean_owner_exit_drains_in_flight_commits() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    let b = kv::open(&uri).unwrap();
+    assert!(!is_owner(d.path()));
+    let mut t = b.begin().unwrap();
+    assert_eq!(t.get(b"k").unwrap(), None);
+    t.set(b"k", b"drained").unwrap();
+    // The owner is stopped while the commit is sent, and told to close before it runs again:
+    // its server stops with the commit queued on the connection.
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(owner.pid() as i32, libc::SIGSTOP) };
+    let commit = std::thread::spawn(move || t.commit(true));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    owner.send("close");
+    // SAFETY: as above.
+    unsafe { libc::kill(owner.pid() as i32, libc::SIGCONT) };
+    commit.join().unwrap().expect("the in-flight commit is carried out and acknowledged");
+    // Acknowledged by the old owner itself, not found by a failover (which would have made
+    // this process the owner).
+    assert!(!is_owner(d.path()), "the commit's outcome came from a failover, not the owner");
+    // The owner is going away: a read may meet its closed connection (a retryable conflict).
+    let read = || b.begin().and_then(|mut t| t.get(b"k"));
+    let v = (0..100).find_map(|_| read().ok()).expect("the store is taken over");
+    assert_eq!(v.as_deref(), Some(&b"drained"[..]));
+}

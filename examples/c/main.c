@@ -20,7 +20,6 @@ int main(int argc, char **argv) {
     txvfs_store *store;
     CHECK(txvfs_store_open(argc > 1 ? argv[1] : "memory:", NULL, &store));
 
-    /* README example: begin */
     txvfs_tx *tx;
     CHECK(txvfs_tx_begin(store, &tx));
     CHECK(txvfs_mkdir_all(store, tx, "/docs", 0755));
@@ -38,7 +37,6 @@ int main(int argc, char **argv) {
     int rc = txvfs_stat(store, NULL, "/docs/missing.txt", &st);   /* 0 or -errno */
     if (rc == -ENOENT)
         printf("missing.txt: %s\n", txvfs_last_error());
-    /* README example: end */
 
     txvfs_dirent entries[16];
     CHECK(txvfs_readdir(store, NULL, "/docs", NULL, entries, 16, &n));

@@ -571,8 +571,6 @@ part_reopen() {
   echo "reopen: txvfs fsck clean; marker files, SQLite database and git repository intact"
 }
 
-# readme DIR: the README's FUSE example (the block after `<!-- fuse-example -->`), run as
-# written with the built `txvfs` first on PATH, in DIR.
 # The store packed into an image (`txvfs pack`) and the image mounted (`pack:` store): the
 # marker files read back through the kernel, and a write fails with EROFS.
 part_pack() {
@@ -596,21 +594,4 @@ part_pack() {
   fuse_unmount || ok=0
   [ "$ok" = 1 ] || { echo "pack: FAILED"; return 1; }
   echo "pack: ok (image $(stat -c %s "$img") bytes, mounted, marker files read back, writes refused with EROFS)"
-}
-
-part_readme() {
-  local dir=$1 out
-  rm -rf "$dir"
-  mkdir -p "$dir/bin"
-  cd "$dir"
-  sed -n '/<!-- fuse-example -->/,/^```$/p' "$FUSE_ROOT/README.md" | sed '1,2d;$d' >example.sh
-  [ -s example.sh ] || { echo "readme: FAILED: no fuse-example block in README.md"; return 1; }
-  ln -s "$TXVFS_BIN" bin/txvfs
-  trap 'if fuse_is_mounted "'"$dir"'/mnt"; then fusermount3 -u -z "'"$dir"'/mnt"; fi' EXIT
-  out=$(PATH="$dir/bin:$PATH" bash -e example.sh 2>&1) \
-    || { echo "$out"; echo "readme: FAILED: the README's FUSE example failed"; return 1; }
-  [ "$(grep -c '^hello$' <<<"$out")" = 2 ] \
-    || { echo "$out"; echo "readme: FAILED: want 'hello' from the mount and from txvfs cat"; return 1; }
-  ! fuse_is_mounted "$dir/mnt" || { echo "readme: FAILED: mnt still mounted after the example"; return 1; }
-  echo "readme: the README's FUSE example runs as written ($(wc -l <example.sh) lines)"
 }

@@ -1,9 +1,8 @@
-"""The examples in examples/python and the README's Python block run and print what they say."""
+"""The examples in examples/python run and print what they say."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
@@ -31,14 +30,3 @@ def test_fsspec_pandas() -> None:
     assert lines[1] == "['x,y', '1,2', '3,4']"
     assert lines[2] == "pandas sum: 6"  # pandas is a test requirement (requirements.txt)
     assert len(lines) == 3
-
-
-def test_readme_python_block_is_the_quickstart() -> None:
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert blocks, "README has no python block"
-    example = (EXAMPLES / "quickstart.py").read_text()
-    # The README shows the example without its docstring and trailing line.
-    body = example.split('"""', 2)[2].strip()
-    body = body.rsplit("\n\n", 1)[0]
-    assert blocks[0].strip() == body

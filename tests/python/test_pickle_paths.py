@@ -184,7 +184,7 @@ def _fs_worker(fs: TxvfsFileSystem) -> bytes:
 
 
 def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
-    # One worker at a time: a RocksDB store has one owner process (see the README).
+    # One worker is enough: it opens, in another process, the store the parent pickled.
     return concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
 

@@ -68,18 +68,21 @@ for alias in ALIASES:
     locked(a, "BEGIN IMMEDIATE")
     b.execute("COMMIT")
     want.append(len(want))
-    # A reader under one name keeps a writer under the other from committing (PENDING/SHARED).
+    # A reader under one name does not hold up a writer under the other: it keeps its
+    # snapshot, and its own write is then refused (SQLITE_BUSY_SNAPSHOT: one file, one lock).
     b.execute("BEGIN")
-    rows(b)
+    before = rows(b)
     a.execute("BEGIN IMMEDIATE")
-    a.execute("INSERT INTO t VALUES (-1)")
-    locked(a, "COMMIT")
-    b.execute("COMMIT")
-    a.execute("ROLLBACK")
+    a.execute("INSERT INTO t VALUES (?)", (len(want),))
+    a.execute("COMMIT")
+    want.append(len(want))
+    assert rows(b) == before, (alias, rows(b), before)
+    locked(b, "INSERT INTO t VALUES (-1)")
+    b.execute("ROLLBACK")
     assert rows(a) == want and rows(b) == want, (alias, rows(a), rows(b), want)
     check(b)
     b.close()
-passed.append("two connections, two names exclude each other")
+passed.append("two connections, two names: writers exclude each other, a reader keeps its snapshot")
 
 # One connection, the same database attached under another name: a transaction writing
 # through both names gets SQLITE_BUSY at the second (as with the unix VFS), and nothing is

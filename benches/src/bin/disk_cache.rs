@@ -12,8 +12,10 @@
 //! - scan resistance: a hot set read twice, a scan of four times the cache's size, the hot set
 //!   again: its hit rate.
 //!
-//!     txvfs-bench-disk-cache [--quick] [--files N] [--file-kib N] [--latency-us N]
-//!                            [--bandwidth BYTES_PER_S] [--dir DIR]
+//! ```text
+//! txvfs-bench-disk-cache [--quick] [--files N] [--file-kib N] [--latency-us N]
+//!                        [--bandwidth BYTES_PER_S] [--dir DIR]
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Runs one workload of the main benchmark in a loop, alone, so a profiler sees only it:
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
-//! Workloads: create, stat, read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
+//! Workloads: create, stat, statnew (first touch: each of COUNT files in 100 directories
+//! stat'ed once after creating them), read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
 //! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), durable (durable 4 KiB
 //! transactions). Prints the time per operation.
 //! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB), BLOCK_BYTES the
@@ -15,7 +16,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
     else {
-        eprintln!("usage: txvfs-profile create|stat|read|delete|pread|pwrite|seqread|durable COUNT [CACHE_BYTES [BLOCK_BYTES]]");
+        eprintln!("usage: txvfs-profile create|stat|statnew|read|delete|pread|pwrite|seqread|durable COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -60,6 +61,33 @@ fn main() {
                     f.read_at(&mut buf, 0).unwrap();
                     f.close().unwrap();
                 }
+            }
+        }
+        "statnew" => {
+            // First touch: COUNT files in 100 directories (/w1/d042/f001234), each stat'ed
+            // once right after all were created, in directory order (as find walks a tree).
+            store.mkdir("/w1", 0o755).unwrap();
+            for d in 0..100 {
+                store.mkdir(format!("/w1/d{d:03}"), 0o755).unwrap();
+            }
+            let paths: Vec<String> = (0..100)
+                .flat_map(|d| (d..n).step_by(100).map(move |i| format!("/w1/d{d:03}/f{i:06}")))
+                .collect();
+            for p in &paths {
+                store.write_file(p, &data[..100]).unwrap();
+            }
+            let before = store.backend().read_cache().and_then(|c| c.stats());
+            start = Instant::now();
+            for p in &paths {
+                store.stat(p).unwrap();
+            }
+            let after = store.backend().read_cache().and_then(|c| c.stats());
+            if let (Some(b), Some(a)) = (before, after) {
+                println!(
+                    "read cache per stat: {:.2} hits, {:.2} misses",
+                    (a.hits - b.hits) as f64 / n as f64,
+                    (a.misses - b.misses) as f64 / n as f64
+                );
             }
         }
         "delete" => {

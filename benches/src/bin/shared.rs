@@ -49,7 +49,7 @@ fn per_call(store: &Store, n: usize) -> (f64, f64) {
 /// for a second line before it exits.
 fn create_worker(dir: &Path, id: usize, m: usize, durable: bool) {
     let store = open(dir);
-    store.mkdir_all(&format!("/w{id}"), 0o755).unwrap();
+    store.mkdir_all(format!("/w{id}"), 0o755).unwrap();
     let data = vec![id as u8; FILE_4K];
     println!("ready");
     std::io::stdout().flush().unwrap();

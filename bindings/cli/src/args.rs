@@ -19,6 +19,33 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand)]
 pub enum Command {
+    /// Follow the change feed: one line per committed change (`CURSOR KIND PATH [-> TO]`, or
+    /// JSON with `--json`), in commit order, at or below PATH. Turn the feed on first
+    /// (`txvfs feed on`).
+    Watch {
+        /// Only changes at or below this path.
+        path: Option<OsString>,
+        /// Start after this cursor (a line's first field) instead of now.
+        #[arg(long, value_name = "CURSOR")]
+        since: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Exit after printing this many changes.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Exit once no change came for this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        idle: Option<f64>,
+    },
+    /// Turn the store's change feed on or off (off by default: it costs each writing
+    /// transaction one more key). Writers read the setting when they open the store. `on`
+    /// prints the feed's current cursor.
+    Feed {
+        /// `on` or `off`.
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
     /// Create a new store (fails if one exists already).
     Init {
         /// Bytes per data block: a power of two from 512 to 65536.

@@ -188,6 +188,22 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             )
             .map_err(stdout_err)?;
         }
+        Command::Watch { path, since, json, count, idle } => crate::watch::watch(
+            &store,
+            path.as_ref().map(|p| p.as_bytes()),
+            since.as_deref(),
+            json,
+            count,
+            idle,
+        )?,
+        Command::Feed { state } => {
+            store.set_change_feed(state == "on")?;
+            if state == "on" {
+                // Where the feed stands: `watch --since` it to miss nothing from here.
+                let now = store.watch(txvfs::WatchOptions::default())?.cursor();
+                writeln!(out, "{now}").map_err(stdout_err)?;
+            }
+        }
         Command::Snapshot { action } => match action {
             SnapshotAction::Create { name } => {
                 store.create_named_snapshot(&name)?;
@@ -455,7 +471,7 @@ fn copy_tree(store: &Store, src: &[u8], dst: &[u8], st: &Stat) -> CliResult {
         FileType::File => copy_file(store, src, dst, st.mode & 0o7777),
         FileType::Symlink => Ok(store.symlink(store.readlink(src)?, dst)?),
         kind if kind.is_special() => Ok(store.mknod(dst, kind, st.mode & 0o7777, st.rdev)?),
-        FileType::Dir | _ => {
+        _ => {
             if dst.starts_with(src) && dst.get(src.len()) == Some(&b'/') {
                 return Err(CliError {
                     msg: format!("cannot copy {} into itself", String::from_utf8_lossy(src)),

@@ -4,6 +4,7 @@
 //! creates a store; the other commands refuse a RocksDB path that holds no store. Errors
 //! print one line, `txvfs: <message>`, and exit with the error's errno (1 for txvfs's own
 //! codes); bad arguments exit 2 with clap's usage message.
+#![warn(missing_docs)]
 
 mod args;
 mod cmds;
@@ -14,6 +15,7 @@ mod fsck;
 mod pack;
 mod progress;
 mod transfer;
+mod watch;
 
 use args::Cli;
 use clap::Parser;

@@ -404,7 +404,7 @@ pub fn export(store: &Store, path: &[u8], host: &Path) -> CliResult {
                     return Err(CliError::io(h, std::io::Error::last_os_error()));
                 }
             }
-            FileType::File | _ => {
+            _ => {
                 if st.nlink > 1 {
                     if let Some(first) = links.get(&st.ino) {
                         std::fs::hard_link(first, h).map_err(io(h))?;

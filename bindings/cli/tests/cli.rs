@@ -459,28 +459,6 @@ fn fsck_finds_and_repairs_damage() {
     assert_eq!(env.run(&["cat", "/t/sub/big"]).stdout, vec![7u8; 200_000]);
 }
 
-/// The README's example, run as written there.
-#[test]
-fn readme_example() {
-    let env = Env::new();
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start = readme.find("<!-- cli-example -->").expect("README has the CLI example");
-    let block = &readme[start..];
-    let body = &block[block.find("```sh\n").unwrap() + 6..];
-    let body = &body[..body.find("```").unwrap()];
-    std::fs::create_dir_all(env.host("photos/2024")).unwrap();
-    std::fs::write(env.host("photos/2024/cat.jpg"), b"not really a jpeg").unwrap();
-    let script = format!(
-        "set -e\nexport PATH={}:$PATH\ncd {}\n{body}",
-        Path::new(BIN).parent().unwrap().display(),
-        env.dir.path().display()
-    );
-    let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("cat.jpg"));
-}
-
 /// Data written ahead as chunks (a transaction over 64 MiB on RocksDB) checks clean; stray
 /// chunks, xattrs of missing inodes and unreachable inodes are repaired; a missing chunk is
 /// reported and left (nothing can restore it).
@@ -591,28 +569,6 @@ fn snapshots_and_clones() {
     assert_eq!(e.ok(&["snapshot", "list"]), "");
     assert_eq!(e.fails(&["snapshot", "delete", "v1"]).0, libc::ENOENT);
     assert_eq!(e.ok(&["cat", "/d/a"]), "v2");
-}
-
-/// The README's snapshot and clone example, run as written there.
-#[test]
-fn readme_snapshot_example() {
-    let env = Env::new();
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let start =
-        readme.find("<!-- snapshot-cli-example -->").expect("README has the snapshot example");
-    let block = &readme[start..];
-    let body = &block[block.find("```sh\n").unwrap() + 6..];
-    let body = &body[..body.find("```").unwrap()];
-    let script = format!(
-        "set -e\nexport PATH={}:$PATH\ncd {}\n{body}",
-        Path::new(BIN).parent().unwrap().display(),
-        env.dir.path().display()
-    );
-    let o = Command::new("sh").arg("-c").arg(&script).env_remove("TXVFS_STORE").output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("?snapshot=v1") && out.ends_with("docs\npapers\n"), "{out}");
 }
 
 #[test]

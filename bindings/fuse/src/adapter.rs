@@ -36,8 +36,11 @@ pub(crate) struct Adapter {
     pub(crate) next_handle: AtomicU64,
     /// POSIX lock owners: for each (inode, kernel lock owner), a handle that holds that
     /// owner's locks in the store, and the pid F_GETLK reports.
-    pub(crate) lock_owners: Mutex<HashMap<(u64, u64), (Arc<File>, u32)>>,
+    pub(crate) lock_owners: Mutex<HashMap<LockOwnerKey, (Arc<File>, u32)>>,
 }
+
+/// A POSIX lock owner as the kernel names it: (inode, lock owner).
+pub(crate) type LockOwnerKey = (u64, u64);
 
 impl Adapter {
     /// The adapter for `store`, mounted with `options`.

@@ -23,6 +23,7 @@ mod paths;
 mod stat;
 mod store;
 mod transaction;
+mod watch;
 
 use errors::{TransactionConflict, TransactionTooLarge, TxvfsError};
 use filesystem::FileSystem;
@@ -73,6 +74,8 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(backoff, m)?)?;
     m.add_function(wrap_pyfunction!(create_clone, m)?)?;
     m.add_class::<fsck::FsckReport>()?;
+    m.add_class::<watch::Watcher>()?;
+    m.add_class::<watch::Change>()?;
     m.add("CONFLICT", txvfs::error::code::CONFLICT)?;
     m.add("TOO_LARGE", txvfs::error::code::TOO_LARGE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

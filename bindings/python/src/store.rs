@@ -136,6 +136,28 @@ impl Store {
         detached(py, move || s.named_snapshot_uri(&name))
     }
 
+    /// Turns the store's change feed on or off (off by default: it costs every writing
+    /// transaction one more key). Turn it on before writers open the store.
+    fn set_change_feed(self_: PyRef<'_, Self>, py: Python<'_>, on: bool) -> PyResult<()> {
+        let s = self_.as_super().store()?;
+        detached(py, move || s.set_change_feed(on))
+    }
+
+    /// Watches the change feed: a `Watcher` reporting each committed change after `since`
+    /// (a cursor string; default: from now), at or below one of the paths `prefix`, of the
+    /// `kinds` given (default: all).
+    #[pyo3(signature = (*, prefix = None, kinds = None, since = None))]
+    fn watch_native(
+        self_: PyRef<'_, Self>,
+        py: Python<'_>,
+        prefix: Option<Vec<Bound<'_, PyAny>>>,
+        kinds: Option<Vec<String>>,
+        since: Option<String>,
+    ) -> PyResult<crate::watch::Watcher> {
+        let s = self_.as_super().store()?;
+        crate::watch::Watcher::open(py, s, prefix, kinds, since)
+    }
+
     /// True once `close()` was called.
     #[getter]
     fn closed(self_: PyRef<'_, Self>) -> bool {

@@ -22,6 +22,7 @@
 //! - Locks belong to the file's identity (store, inode): every name of a database shares them.
 //!
 //! The logic lives in [`engine`] (no SQLite types); `ffi` is the SQLite edge.
+#![warn(missing_docs)]
 
 pub mod engine;
 mod ffi;

@@ -26,6 +26,8 @@ pub struct File {
     /// Write-back buffer: contiguous bytes not yet written, and where they start.
     pending: Option<Mutex<(u64, Vec<u8>)>>,
     closed: bool,
+    /// The path the file was opened at (empty when opened by inode), for the change feed.
+    path: Vec<u8>,
 }
 
 /// A write-back buffer is flushed when it reaches this size.
@@ -33,7 +35,18 @@ const WRITE_BACK_MAX: usize = 4 << 20;
 
 impl File {
     pub(crate) fn open(scope: CallScope, path: &[u8], options: &OpenOptions) -> Result<File> {
-        Self::open_with(scope, options, |op| op.open(path, options))
+        let mut file = Self::open_with(scope, options, |op| op.open(path, options))?;
+        file.path = path.to_vec();
+        Ok(file)
+    }
+
+    /// Runs a write of this handle's file, noting it for the change feed.
+    fn run_write<R>(&self, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        self.scope.run(|op| {
+            let r = f(op)?;
+            op.note(crate::schema::ChangeKind::Written, self.ino, self.kind, &self.path);
+            Ok(r)
+        })
     }
 
     /// Opens the file that `open` finds (or creates) inside the operation.
@@ -99,6 +112,7 @@ impl File {
             // which its commit would otherwise finish without the buffered bytes.
             pending: write_back.then(|| Mutex::new((0, Vec::new()))),
             closed: false,
+            path: Vec::new(),
         })
     }
 
@@ -127,7 +141,7 @@ impl File {
         let mut p = pending.lock();
         if !p.1.is_empty() {
             let (start, data) = (p.0, &p.1);
-            self.scope.run(|op| op.write_ino(self.ino, start, data, false))?;
+            self.run_write(|op| op.write_ino(self.ino, start, data, false))?;
             p.1.clear();
         }
         Ok(())
@@ -183,7 +197,7 @@ impl File {
             if data.len() >= WRITE_BACK_MAX {
                 // Too large to buffer: it commits at once, as on a write-through handle.
                 drop(p);
-                let at = self.scope.run(|op| op.write_ino(self.ino, *pos, data, false))?;
+                let at = self.run_write(|op| op.write_ino(self.ino, *pos, data, false))?;
                 *pos = at + data.len() as u64;
                 return Ok(data.len());
             }
@@ -194,7 +208,7 @@ impl File {
             *pos += data.len() as u64;
             return Ok(data.len());
         }
-        let at = self.scope.run(|op| op.write_ino(self.ino, *pos, data, self.append))?;
+        let at = self.run_write(|op| op.write_ino(self.ino, *pos, data, self.append))?;
         *pos = at + data.len() as u64;
         Ok(data.len())
     }
@@ -204,7 +218,7 @@ impl File {
     pub fn write_at(&self, data: &[u8], offset: u64) -> Result<usize> {
         self.check(false, true)?;
         self.flush()?;
-        self.scope.run(|op| op.write_ino(self.ino, offset, data, self.append))?;
+        self.run_write(|op| op.write_ino(self.ino, offset, data, self.append))?;
         Ok(data.len())
     }
 
@@ -233,7 +247,7 @@ impl File {
     pub fn set_len(&self, size: u64) -> Result<()> {
         self.check(false, true)?;
         self.flush()?;
-        self.scope.run(|op| op.truncate_ino(self.ino, size))
+        self.run_write(|op| op.truncate_ino(self.ino, size))
     }
 
     /// Gives the file its own block size in bytes (a power of two from 512 to 65536; see
@@ -250,7 +264,7 @@ impl File {
     pub fn allocate(&self, mode: FallocateMode, offset: u64, len: u64) -> Result<()> {
         self.check(false, true)?;
         self.flush()?;
-        self.scope.run(|op| op.fallocate_ino(self.ino, mode, offset, len))
+        self.run_write(|op| op.fallocate_ino(self.ino, mode, offset, len))
     }
 
     /// Attributes (`fstat`).

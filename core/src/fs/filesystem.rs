@@ -49,7 +49,9 @@ pub trait FileSystem: sealed::Sealed {
         self.scope().run(|op| {
             let (ino, _) =
                 op.open(p, &OpenOptions::new().write(true).create(true).truncate(true))?;
-            op.write_ino(ino, 0, data, false).map(|_| ())
+            op.write_ino(ino, 0, data, false)?;
+            op.note(crate::schema::ChangeKind::Written, ino, crate::FileType::File, p);
+            Ok(())
         })
     }
     /// `stat`: attributes, following a final symlink.
@@ -169,7 +171,9 @@ pub trait FileSystem: sealed::Sealed {
     fn truncate(&self, path: impl AsRef<[u8]>, size: u64) -> Result<()> {
         self.scope().run(|op| {
             let (ino, _) = op.open(bytes(&path), &OpenOptions::new().write(true))?;
-            op.truncate_ino(ino, size)
+            op.truncate_ino(ino, size)?;
+            op.note(crate::schema::ChangeKind::Written, ino, crate::FileType::File, bytes(&path));
+            Ok(())
         })
     }
     /// Reads an extended attribute (ENODATA if absent).

@@ -9,7 +9,11 @@
 //! A thread renews the leases of held locks every third of the lease. A crashed process stops
 //! renewing, so its locks lapse after one lease and others can take them. A process that cannot
 //! renew in time (paused, cut off) loses its locks the same way; [`LeaseTable::renew`] reports
-//! them. Within one process the in-process table (`locks.rs`) decides, as before.
+//! them. Where the backend itself tells live processes from dead ones at once (a shared RocksDB
+//! store: the kernel's lock on `txvfs.alive`), liveness comes from it, not from the lease: a
+//! live holder's locks never lapse, however long it could not renew (a failover), and a dead
+//! one's are free at once. Within one process the in-process table (`locks.rs`) decides, as
+//! before.
 
 use crate::error::Result;
 use crate::kv::Backend;
@@ -174,8 +178,11 @@ impl LeaseTable {
         for ((ino, owner), locks) in held {
             let key = schema::lock_key(ino, self.process, owner);
             let kept = self.transact(|tx, now| {
+                // Where the backend tells liveness, nobody takes a live holder's lock, so its
+                // record is still there and holds; elsewhere it holds until its lease ran out.
+                let kernel = self.backend.process_alive(self.process).is_some();
                 let alive = match tx.get(&key)? {
-                    Some(v) => LockRecord::decode(&v)?.expires_ms > now,
+                    Some(v) => kernel || LockRecord::decode(&v)?.expires_ms > now,
                     None => false,
                 };
                 if alive {
@@ -225,8 +232,14 @@ impl LeaseTable {
                 continue; // the in-process table decides between our own handles
             }
             let record = LockRecord::decode(&v)?;
-            // Lapsed: its lease ran out, or the backend knows its process died.
-            if record.expires_ms <= now || self.backend.process_alive(process) == Some(false) {
+            // Lapsed: the backend knows its process died, or, where the backend cannot tell,
+            // its lease ran out. A live holder's lock never lapses on a backend that can tell
+            // (a shared RocksDB store), however long a failover kept it from renewing.
+            let lapsed = match self.backend.process_alive(process) {
+                Some(alive) => !alive,
+                None => record.expires_ms <= now,
+            };
+            if lapsed {
                 if collect_lapsed {
                     tx.clear(&k)?;
                 }
@@ -330,6 +343,53 @@ mod tests {
             assert_eq!(a.renew().unwrap(), vec![]);
             assert!(b.publish(7, 1, &[WHOLE_SH]).unwrap().is_some(), "a renewed lease holds");
         }
+    }
+
+    /// A backend whose every process is alive as far as the kernel tells (a shared RocksDB
+    /// store with live holders), over a memory backend.
+    struct AllAlive(MemoryBackend);
+
+    impl Backend for AllAlive {
+        fn begin(&self) -> Result<Box<dyn crate::kv::Txn>> {
+            self.0.begin()
+        }
+        fn limits(&self) -> Limits {
+            self.0.limits()
+        }
+        fn sync(&self) -> Result<()> {
+            self.0.sync()
+        }
+        fn describe(&self) -> String {
+            "all-alive".into()
+        }
+        fn sharing(&self) -> Option<&dyn crate::kv::Sharing> {
+            Some(self)
+        }
+    }
+
+    impl crate::kv::Sharing for AllAlive {
+        fn role(&self) -> crate::kv::Role {
+            crate::kv::Role::Secondary
+        }
+        fn process_alive(&self, _process: u64) -> Option<bool> {
+            Some(true)
+        }
+    }
+
+    #[test]
+    fn a_failover_longer_than_a_lease_keeps_locks() {
+        // Where the backend tells liveness (a shared RocksDB store), a live holder that could
+        // not renew for longer than a lease (a failover waiting for RocksDB's recovery) keeps
+        // its locks: nobody else gets them, and its renewal reports nothing lost.
+        let backend: Arc<dyn Backend> = Arc::new(AllAlive(MemoryBackend::new(Limits::UNLIMITED)));
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let a = LeaseTable::new(backend.clone(), clock.clone(), Duration::from_secs(10));
+        let b = LeaseTable::new(backend, clock.clone(), Duration::from_secs(10));
+        a.publish(7, 1, &[WHOLE_EX]).unwrap();
+        clock.advance(Duration::from_secs(30));
+        assert!(b.publish(7, 1, &[WHOLE_EX]).unwrap().is_some(), "a live holder's lock lapsed");
+        assert_eq!(a.renew().unwrap(), vec![], "a live holder was told it lost its lock");
+        assert!(b.publish(7, 1, &[WHOLE_SH]).unwrap().is_some());
     }
 
     #[test]

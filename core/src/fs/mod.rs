@@ -3,6 +3,7 @@
 //! number of files into one atomic, isolated, durable change.
 
 mod disk_cache;
+mod feed;
 mod file;
 mod filesystem;
 mod format;
@@ -20,10 +21,12 @@ mod state;
 mod store;
 mod transaction;
 mod types;
+mod watch;
 
 #[cfg(feature = "testing")]
 pub use disk_cache::DiskCacheFaults;
 pub use disk_cache::DiskCacheStats;
+pub use feed::Retention;
 pub use file::File;
 pub use filesystem::FileSystem;
 pub use inodes::{InodeFileSystem, SetAttr};
@@ -38,6 +41,7 @@ pub use transaction::Transaction;
 #[doc(hidden)]
 pub use transaction::TxShared;
 pub use types::*;
+pub use watch::{Batch, Cursor, WatchOptions, Watcher};
 
 /// Entries deleted per transaction by [`Store::remove_all`] and the orphan reaper: about
 /// 200 bytes of writes each, so a batch stays far below FoundationDB's 10 MB and 5 s.

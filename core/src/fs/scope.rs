@@ -63,6 +63,7 @@ impl CallScope {
                     orphaned: Vec::new(),
                     freed: Vec::new(),
                     staging: Some(staging),
+                    changes: Vec::new(),
                 };
                 // A panic leaves the transaction as half an operation, like an error after a
                 // write: poison it, then let the panic go on (the bindings turn it into an error).
@@ -82,6 +83,9 @@ impl CallScope {
                 };
                 t.orphaned.lock().append(&mut op.orphaned);
                 t.freed.lock().append(&mut op.freed);
+                if r.is_ok() {
+                    t.changes.lock().append(&mut op.changes);
+                }
                 let wrote = op.wrote;
                 if let (Err(e), true) = (&r, wrote) {
                     // Only a rollback is possible now: free what the transaction wrote ahead.
@@ -130,11 +134,17 @@ impl StoreState {
                     orphaned: Vec::new(),
                     freed: Vec::new(),
                     staging: None,
+                    changes: Vec::new(),
                 };
                 let r = f(&mut op)?;
                 orphaned = std::mem::take(&mut op.orphaned);
                 let freed = std::mem::take(&mut op.freed);
+                let changes = std::mem::take(&mut op.changes);
+                super::feed::write_record(&mut *tx, &changes)?;
                 self.open_files.commit_freeing(&freed, || tx.commit(false))?;
+                if !changes.is_empty() {
+                    self.feed_committed();
+                }
                 Ok(r)
             },
         )?;

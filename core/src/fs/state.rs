@@ -41,6 +41,8 @@ pub(crate) struct StoreState {
     pub(crate) disk_cache_off: Option<String>,
     /// Chunk ids reserved for blocks written as chunks: next, end.
     pub(crate) chunk_ids: Mutex<(u64, u64)>,
+    /// The change feed as this process sees it.
+    pub(crate) feed: super::feed::Feed,
 }
 
 impl StoreState {

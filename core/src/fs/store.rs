@@ -125,6 +125,7 @@ impl Store {
             return Err(Error::new(ErrorKind::Invalid, "inline limit must be at most 65536"));
         }
         let sb = format_or_read(&*backend, &options, create)?;
+        let feed = super::feed::Feed::load(&*backend, options.max_retries)?;
         if let Some(cache) = backend.read_cache() {
             cache.set_capacity(options.cache_size);
         }
@@ -158,6 +159,7 @@ impl Store {
             disk_cache,
             disk_cache_off,
             chunk_ids: Mutex::new((0, 0)),
+            feed,
         });
         if let Some(sharing) = inner.backend.sharing() {
             sharing.register_process(inner.process)?;

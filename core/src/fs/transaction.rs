@@ -37,6 +37,7 @@ impl Store {
                 state: Mutex::new(TxState::Active(kv, Staging::new(limits))),
                 orphaned: Mutex::new(Vec::new()),
                 freed: Mutex::new(Vec::new()),
+                changes: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -91,6 +92,8 @@ pub struct TxShared {
     pub(crate) orphaned: Mutex<Vec<u64>>,
     /// Inodes whose data the transaction deleted; see `OpenFiles::commit_freeing`.
     pub(crate) freed: Mutex<Vec<u64>>,
+    /// Changes noted for the change feed by the operations so far.
+    pub(crate) changes: Mutex<Vec<schema::Change>>,
 }
 
 /// An explicit transaction: every call on it (and on files opened through it) belongs to it.
@@ -123,7 +126,9 @@ impl Transaction {
             TxState::Active(mut kv, staging) => {
                 let inner = &self.shared.store.inner;
                 let freed = std::mem::take(&mut *self.shared.freed.lock());
-                let commit = |kv: Box<dyn Txn>| {
+                let changes = std::mem::take(&mut *self.shared.changes.lock());
+                let commit = |mut kv: Box<dyn Txn>| {
+                    super::feed::write_record(kv.as_mut(), &changes)?;
                     inner.open_files.commit_freeing(&freed, || kv.commit(durable))
                 };
                 let committed = match staging.txid {
@@ -136,6 +141,9 @@ impl Transaction {
                         }),
                 };
                 committed?;
+                if !changes.is_empty() {
+                    inner.feed_committed();
+                }
                 let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
                 inner.reap_closed(&orphaned);
                 Ok(())

@@ -264,6 +264,18 @@ pub trait Txn: Send {
     /// Sets the 8-byte little-endian unsigned integer at `key` to the larger of it and `value`
     /// at commit time, without a read conflict.
     fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()>;
+    /// Writes `value` at the key `prefix` + a 10-byte versionstamp filled in at commit: the
+    /// stamp (8-byte big-endian commit counter, then a 2-byte big-endian index within the
+    /// transaction) grows with commit order, so such keys sort in the order their transactions
+    /// committed. The keys are unknown before the commit, so the transaction cannot read them.
+    /// Backends without it (the default) fail with [`ErrorKind::Invalid`] ("this backend has
+    /// no versionstamped keys"). FoundationDB
+    /// has the same operation (`SET_VERSIONSTAMPED_KEY`: the key with a placeholder and its
+    /// 4-byte little-endian offset appended); its backend does not forward to it yet.
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        let _ = (prefix, value);
+        Err(unsupported("this backend", "versionstamped keys (needed by the change feed)"))
+    }
     /// Commits. With `durable`, the commit survives power loss once this returns.
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
     /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and

@@ -213,10 +213,16 @@ impl ReadCache {
         }
     }
 
-    /// A committed write becomes the entry of its key (a read of what was just written is a
-    /// common pattern); a key not cached is not added, so large writes do not flood the cache.
+    /// A committed write becomes the entry of its key: a read of what was just written is a
+    /// common pattern (a `stat` of every file right after creating them reads the inodes the
+    /// creates wrote). A key not cached is added only for a small value it was set to (large
+    /// ones are the engine's; a clear of an uncached key adds nothing), as a new probationary
+    /// entry, so a stream of writes cycles through probation and leaves the hot set alone.
     fn write_through(&mut self, key: &[u8], value: Option<&[u8]>, version: u64) {
         if !self.map.contains_key(key) {
+            if let Some(v) = value.filter(|v| v.len() <= MAX_VALUE) {
+                self.insert(key, Some(Arc::from(v)), version);
+            }
             return;
         }
         let protected = self.map[key].protected;
@@ -334,7 +340,12 @@ mod tests {
         let mut c = ReadCache::new(1 << 20, 5);
         c.applied(6, Some(&[Mutation::Set(b"a".to_vec(), b"new".to_vec())]));
         c.fill(b"a", 5, Some(b"old"));
-        assert!(c.get(b"a", 6).is_none(), "old value must not be served at 6");
+        assert_eq!(
+            c.get(b"a", 6).unwrap().as_deref(),
+            Some(&b"new"[..]),
+            "the commit's value, not the old fill, is served at 6"
+        );
+        assert!(c.get(b"a", 5).is_none(), "not known at 5");
         c.fill(b"b", 5, Some(b"b5"));
         assert_eq!(c.get(b"b", 6).unwrap().as_deref(), Some(&b"b5"[..]));
         c.applied(7, Some(&[Mutation::ClearRange(b"a".to_vec(), b"c".to_vec())]));
@@ -380,7 +391,28 @@ mod tests {
         );
         assert!(c.get(b"a", 0).is_none(), "the old snapshot reads the engine");
         assert_eq!(c.get(b"a", 1).unwrap().as_deref(), Some(&b"1"[..]));
-        assert!(c.get(b"z", 1).is_none(), "keys not cached are not added");
+        assert!(c.get(b"z", 1).is_none(), "a clear of a key not cached adds nothing");
+    }
+
+    #[test]
+    fn a_commit_fills_the_cache_with_the_small_values_it_wrote() {
+        // A first-touch stat right after a create reads the inode the create wrote.
+        let mut c = ReadCache::new(1 << 20, 0);
+        c.applied(1, Some(&[Mutation::Set(b"inode".to_vec(), b"i1".to_vec())]));
+        assert_eq!(c.get(b"inode", 1).unwrap().as_deref(), Some(&b"i1"[..]));
+        assert!(c.get(b"inode", 0).is_none(), "not known before the commit that wrote it");
+        c.applied(2, Some(&[Mutation::Set(b"inode".to_vec(), b"i2".to_vec())]));
+        assert_eq!(c.get(b"inode", 2).unwrap().as_deref(), Some(&b"i2"[..]));
+        c.applied(3, Some(&[Mutation::ClearRange(b"a".to_vec(), b"z".to_vec())]));
+        assert!(c.get(b"inode", 3).is_none(), "a cleared range leaves the cache");
+        let big = vec![7u8; MAX_VALUE + 1];
+        c.applied(4, Some(&[Mutation::Set(b"big".to_vec(), big)]));
+        assert!(c.get(b"big", 4).is_none(), "large values are left to the engine");
+        c.applied(5, None);
+        c.applied(6, Some(&[Mutation::Set(b"x".to_vec(), b"x".to_vec())]));
+        let mut off = ReadCache::new(0, 0);
+        off.applied(1, Some(&[Mutation::Set(b"x".to_vec(), b"x".to_vec())]));
+        assert!(off.get(b"x", 1).is_none(), "off");
     }
 
     #[test]

@@ -194,6 +194,10 @@ impl Txn for FaultyTxn {
         self.write_fault()?;
         self.inner.atomic_max(key, value)
     }
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.write_fault()?;
+        self.inner.set_versionstamped_key(prefix, value)
+    }
     fn commit(self: Box<Self>, durable: bool) -> Result<()> {
         if self.plan.take(&self.plan.skip_commits, &self.plan.commits) {
             return Err(injected("commit"));

@@ -26,6 +26,7 @@ enum Entry {
     ClearRange(Vec<u8>, Vec<u8>),
     Add(Vec<u8>, i64),
     Max(Vec<u8>, u64),
+    Stamped(Vec<u8>, Vec<u8>),
 }
 
 /// A backend transaction that renews itself before `renew_after` (see the module docs).
@@ -96,6 +97,7 @@ impl JournalTxn {
                 Entry::ClearRange(s, e) => tx.clear_range(s, e)?,
                 Entry::Add(k, d) => tx.atomic_add(k, *d)?,
                 Entry::Max(k, v) => tx.atomic_max(k, *v)?,
+                Entry::Stamped(p, v) => tx.set_versionstamped_key(p, v)?,
             }
         }
         self.tx = tx;
@@ -182,6 +184,13 @@ impl Txn for JournalTxn {
         self.renew_if_old()?;
         self.tx.atomic_max(key, value)?;
         self.journal.push(Entry::Max(key.to_vec(), value));
+        Ok(())
+    }
+
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.renew_if_old()?;
+        self.tx.set_versionstamped_key(prefix, value)?;
+        self.journal.push(Entry::Stamped(prefix.to_vec(), value.to_vec()));
         Ok(())
     }
 

@@ -282,20 +282,30 @@ impl Backend for RocksBackend {
     }
 }
 
-impl Snapshots for RocksBackend {
-    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
+impl RocksBackend {
+    /// A snapshot that keeps `source` (the backend it is taken through) open while it lives.
+    pub(crate) fn snapshot_keeping(
+        &self,
+        source: Option<Arc<dyn Backend>>,
+    ) -> Result<Arc<dyn Backend>> {
         self.occ.engine.check_owner()?;
         let view = Arc::new(self.occ.pin()?);
         let what = format!("{} (snapshot)", self.describe());
+        Ok(Arc::new(
+            super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space())
+                .keeping(source),
+        ))
+    }
+}
+
+impl Snapshots for RocksBackend {
+    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
         let source = registry()
             .lock()
             .get(&self.occ.engine.path)
             .and_then(Weak::upgrade)
             .map(|b| b as Arc<dyn Backend>);
-        Ok(Arc::new(
-            super::frozen::FrozenBackend::new(view, self.limits(), what, self.disk_space())
-                .keeping(source),
-        ))
+        self.snapshot_keeping(source)
     }
 }
 

@@ -174,10 +174,13 @@ impl FrozenRead for SnapshotDb {
     }
 }
 
+/// Each open named snapshot's directory, with its fork generation and the snapshot itself.
+type OpenSnapshots = HashMap<PathBuf, (u64, Weak<dyn Backend>)>;
+
 /// The named snapshots open in this process, with the fork generation they were opened in
 /// (one inherited from a parent is not reused: it is refused, see [`SnapshotDb::usable`]).
-fn registry() -> &'static Mutex<HashMap<PathBuf, (u64, Weak<dyn Backend>)>> {
-    static SNAPSHOTS: OnceLock<Mutex<HashMap<PathBuf, (u64, Weak<dyn Backend>)>>> = OnceLock::new();
+fn registry() -> &'static Mutex<OpenSnapshots> {
+    static SNAPSHOTS: OnceLock<Mutex<OpenSnapshots>> = OnceLock::new();
     SNAPSHOTS.get_or_init(Default::default)
 }
 

@@ -13,7 +13,9 @@ use std::sync::Arc;
 /// library is loaded at the first such open). Opening the same RocksDB directory twice in one process
 /// returns the same instance; `pack:/path/image` opens a read-only pack image (see
 /// [`crate::pack`]). Several processes may open one RocksDB store at once (see
-/// [`SharedBackend`]); `mode=exclusive` refuses every other process instead.
+/// [`SharedBackend`]); `mode=exclusive` refuses every other process instead, and
+/// `owner_timeout=SECONDS` bounds every wait on the process that owns the store (30 s by
+/// default; then the call fails with EBUSY naming that process and why it did not answer).
 ///
 /// `rocksdb:/path?snapshot=NAME` (or the snapshot's own directory, `/path/snapshots/NAME`)
 /// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
@@ -38,7 +40,7 @@ pub(crate) fn absolute_uri(uri: &str) -> Result<String> {
     if scheme.is_some_and(|s| s != "rocksdb") {
         return Ok(uri.to_string());
     }
-    let (path, _, snapshot) = rocksdb_uri(uri)?;
+    let RocksUri { path, snapshot, .. } = rocksdb_uri(uri)?;
     let abs = std::path::absolute(path)
         .map_err(|e| Error::new(ErrorKind::Invalid, format!("{uri}: {e}")))?;
     let abs = abs
@@ -79,7 +81,7 @@ pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
     if uri.starts_with("fdb:") {
         return Ok(FdbBackend::open(uri)?);
     }
-    let (path, exclusive, snapshot) = rocksdb_uri(uri)?;
+    let RocksUri { path, exclusive, snapshot, owner_timeout } = rocksdb_uri(uri)?;
     if path.is_empty() {
         return Err(Error::new(ErrorKind::Invalid, "empty store URI"));
     }
@@ -93,41 +95,69 @@ pub fn open_raw(uri: &str) -> Result<Arc<dyn Backend>> {
             return rocks_named::open_dir(dir, format!("rocksdb:{path}"));
         }
         let canon = RocksBackend::prepare_dir(dir)?;
-        Ok(SharedBackend::open(&canon, exclusive)?)
+        Ok(SharedBackend::open_with(&canon, exclusive, owner_timeout)?)
     }
     #[cfg(not(feature = "rocksdb"))]
     {
-        let _ = (exclusive, snapshot);
+        let _ = (exclusive, snapshot, owner_timeout);
         Err(Error::new(ErrorKind::Invalid, format!("{uri}: this build has no RocksDB backend")))
     }
 }
 
-/// Splits a RocksDB URI into its path, whether it asks for exclusive use, and the named
-/// snapshot it opens. Options: `mode=shared` (the default), `mode=exclusive`, `snapshot=NAME`.
-/// A bare path takes them too when every parameter after its last `?` is one of them (else the
-/// `?` is part of the path).
-fn rocksdb_uri(uri: &str) -> Result<(&str, bool, Option<&str>)> {
+/// A RocksDB URI's parts.
+struct RocksUri<'a> {
+    path: &'a str,
+    /// `mode=exclusive`.
+    exclusive: bool,
+    /// `snapshot=NAME`.
+    snapshot: Option<&'a str>,
+    /// `owner_timeout=SECONDS`.
+    #[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
+    owner_timeout: Option<std::time::Duration>,
+}
+
+/// Splits a RocksDB URI into its path and options: `mode=shared` (the default),
+/// `mode=exclusive`, `snapshot=NAME`, `owner_timeout=SECONDS`. A bare path takes them too when
+/// every parameter after its last `?` is one of them (else the `?` is part of the path).
+fn rocksdb_uri(uri: &str) -> Result<RocksUri<'_>> {
     let (rest, explicit) = match uri.strip_prefix("rocksdb:") {
         Some(rest) => (rest, true),
         None => (uri, false),
     };
-    let Some((path, query)) = rest.rsplit_once('?') else { return Ok((rest, false, None)) };
-    let (mut exclusive, mut snapshot) = (false, None);
+    let plain = RocksUri { path: rest, exclusive: false, snapshot: None, owner_timeout: None };
+    let Some((path, query)) = rest.rsplit_once('?') else { return Ok(plain) };
+    let mut parsed = RocksUri { path, ..plain };
     for param in query.split('&').filter(|p| !p.is_empty()) {
         match param.split_once('=') {
-            Some(("mode", "exclusive")) => exclusive = true,
-            Some(("mode", "shared")) => exclusive = false,
-            Some(("snapshot", name)) => snapshot = Some(name),
-            _ if !explicit => return Ok((rest, false, None)),
+            Some(("mode", "exclusive")) => parsed.exclusive = true,
+            Some(("mode", "shared")) => parsed.exclusive = false,
+            Some(("snapshot", name)) => parsed.snapshot = Some(name),
+            Some(("owner_timeout", v)) => {
+                parsed.owner_timeout = Some(parse_owner_timeout(uri, v)?);
+            }
+            _ if !explicit => return Ok(RocksUri { path: rest, ..plain }),
             _ => {
                 return Err(Error::new(
                     ErrorKind::Invalid,
-                    format!("{uri}: unknown rocksdb option {param:?} (known: mode=shared, mode=exclusive, snapshot=NAME)"),
+                    format!("{uri}: unknown rocksdb option {param:?} (known: mode=shared, mode=exclusive, snapshot=NAME, owner_timeout=SECONDS)"),
                 ))
             }
         }
     }
-    Ok((path, exclusive, snapshot))
+    Ok(parsed)
+}
+
+/// Parses `owner_timeout` (seconds, fractions allowed).
+fn parse_owner_timeout(uri: &str, value: &str) -> Result<std::time::Duration> {
+    match value.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=1e9).contains(&s) => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
+        _ => Err(Error::new(
+            ErrorKind::Invalid,
+            format!("{uri}: owner_timeout must be a number of seconds (0 or more), not {value:?}"),
+        )),
+    }
 }
 
 /// Opens a backend by URI like [`open`], but only one that already has data: a RocksDB path
@@ -136,7 +166,7 @@ fn rocksdb_uri(uri: &str) -> Result<(&str, bool, Option<&str>)> {
 pub fn open_existing(uri: &str) -> Result<Arc<dyn Backend>> {
     #[cfg(feature = "rocksdb")]
     if !uri.starts_with("memory:") && !uri.starts_with("fdb:") && !uri.starts_with("pack:") {
-        let path = std::path::Path::new(rocksdb_uri(uri)?.0);
+        let path = std::path::Path::new(rocksdb_uri(uri)?.path);
         if !path.as_os_str().is_empty() && !RocksBackend::exists(path) {
             return Err(Error::new(ErrorKind::NotFound, format!("{uri}: no store there")));
         }

@@ -19,14 +19,18 @@
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
+//! | `W` | `W` versionstamp | the change feed: one record per committed transaction, in commit order (`changes.rs`) |
+//! | `R` | `R` time process sequence | a client process's commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores) |
 //!
 //! A directory's mtime, ctime and link count change with every create and delete inside it.
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
 //! concurrent creators in one directory do not conflict on the parent.
 
+mod changes;
 mod parse;
 mod values;
 
+pub use changes::*;
 pub use parse::*;
 pub use values::*;
 
@@ -65,6 +69,10 @@ pub mod scope {
     pub const HANDLE: u8 = b'H';
     /// Liveness records (shared backends).
     pub const PROCESS: u8 = b'P';
+    /// The change feed's records.
+    pub const FEED: u8 = b'W';
+    /// Receipts of client processes' commits (shared RocksDB stores; `kv/shared/receipts.rs`).
+    pub const RECEIPT: u8 = b'R';
 }
 use scope::*;
 
@@ -244,6 +252,12 @@ pub enum Meta {
     /// The store's random identity (16 bytes), written by the first open with a disk cache:
     /// what the cache's entries belong to (`fs/ops/chunks.rs`).
     StoreId = b'u',
+    /// The change feed's settings ([`FeedConfig`]).
+    Feed = b'f',
+    /// The counter of the newest change feed record dropped by retention (atomic max).
+    FeedDropped = b'w',
+    /// Bytes of change feed records (atomic add).
+    FeedBytes = b'z',
 }
 
 /// A directory's hot attributes, kept out of the inode value.

@@ -1,7 +1,8 @@
 //! A second process for the multi-process tests: the test binary runs itself again as an
 //! "agent" that opens a store and obeys commands on its stdin, one per line, answering each on
 //! stdout after `@@ `: `set KEY VALUE` (one committed transaction; answers `ok` or the error), `get KEY`
-//! (answers the value or `none`), `exit`; and through the file system (a `Store` on the same
+//! (answers the value or `none`), `exit`, `close` (drops the store, a clean close, then
+//! answers `ok` and exits once its stdin ends); and through the file system (a `Store` on the same
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
 //! `flock PATH` (keeps a handle holding an exclusive flock). It answers `ready owner` or
@@ -56,6 +57,14 @@ pub fn agent_main() {
                 Err(e) => format!("error {e}"),
             },
             ["exit"] => std::process::exit(0),
+            ["close"] => {
+                drop((store.take(), handle.take(), locked.take()));
+                println!("@@ ok");
+                std::io::stdout().flush().unwrap();
+                drop(b);
+                // SAFETY: ends this process without running the test harness further.
+                unsafe { libc::_exit(0) }
+            }
             [cmd, rest @ ..] => {
                 use txvfs::FileSystem;
                 let s = store.get_or_insert_with(|| txvfs::Store::open(&uri).unwrap());
@@ -68,6 +77,9 @@ pub fn agent_main() {
                     ("write", [p, d]) => done(s.write_file(p, d.as_bytes())),
                     ("read", [p]) => shown(s.read_file(p)),
                     ("unlink", [p]) => done(s.unlink(p)),
+                    ("mkdir", [p]) => done(s.mkdir(p, 0o755)),
+                    ("rename", [a, b]) => done(s.rename(a, b)),
+                    ("size", [p]) => shown(s.stat(p).map(|st| st.size.to_string().into_bytes())),
                     ("open", [p]) => done(
                         s.open(p, &txvfs::OpenOptions::new().read(true)).map(|f| handle = Some(f)),
                     ),
@@ -153,6 +165,12 @@ impl Agent {
         writeln!(self.stdin, "{command}").unwrap();
         self.stdin.flush().unwrap();
         self.read_line()
+    }
+
+    /// Sends one command without waiting for its answer (to an agent that may be stopped).
+    pub fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
     }
 
     /// The agent's pid.

@@ -65,6 +65,8 @@ __all__ = [
     "TransactionConflict",
     "TransactionTooLarge",
     "fsck",
+    "Watcher",
+    "Change",
     "FsckReport",
     "clone",
     "flock",
@@ -79,6 +81,8 @@ __all__ = [
 
 from ._dirs import DirEntry, _ScandirIterator
 from ._files import RawFile, _parse_mode, flock, lockf
+from . import _watch
+from ._watch import Change, Watcher
 
 # The public classes keep the name users see (txvfs.RawFile, txvfs.DirEntry).
 RawFile.__module__ = DirEntry.__module__ = __name__
@@ -361,6 +365,19 @@ class Store(_PathOps, _txvfs.Store):
             except BaseException:
                 tx.rollback()
                 raise
+
+    def watch(
+        self,
+        prefix: Any = None,
+        kinds: Optional[List[str]] = None,
+        since: Optional[str] = None,
+    ) -> Watcher:
+        """Follows the store's change feed (turn it on first: ``set_change_feed(True)``):
+        every change committed after ``since`` (a cursor string; default: from now), at or
+        below ``prefix`` (a path or a list of them), of the ``kinds`` given (``"created"``,
+        ``"written"``, ``"removed"``, ``"renamed"``, ``"attrs"``, ``"xattrs"``,
+        ``"linked"``). Returns a :class:`Watcher` (iterator, async iterator, ``wait``)."""
+        return _watch.watch(self, prefix, kinds, since)
 
     def snapshot(self) -> "Store":
         """A read-only view of the whole tree as it is now (later commits do not change it),

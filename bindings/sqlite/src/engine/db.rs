@@ -3,11 +3,17 @@
 //! more) writes commit only at SQLite's commit point; whatever SQLite did not commit (a
 //! rollback, a failed rollback, an error) is dropped when the lock is released. Writes made
 //! without a lock (a shim, a tool, `nolock=1`) commit at xSync, and at the latest at xClose.
+//!
+//! Under SHARED (a read transaction) the handle reads a [`Snapshot`]; under a write lock it
+//! reads the committed file (the same bytes: no other writer can have committed since, see
+//! [`Db::lock`]), and after its own commit it takes a new snapshot before it lets other
+//! writers in.
 
 use super::commit::{self, Group, Member, MemberRef};
 use super::lockbytes::{LockBytes, RESERVED_BYTE};
 use super::locks::{file_lock, Holder, Level, LockResult};
 use super::overlay::Overlay;
+use super::snapshot::Snapshot;
 use super::stats;
 use super::stores::{remember_name, StoreRef};
 use parking_lot::Mutex;
@@ -27,6 +33,8 @@ pub struct Db {
     member: MemberRef,
     /// Overlay as it was at SQLITE_FCNTL_BEGIN_ATOMIC_WRITE, while a batch is open.
     batch: Option<Overlay>,
+    /// What a read transaction reads (under SHARED).
+    snap: Option<Snapshot>,
 }
 
 impl Db {
@@ -60,6 +68,7 @@ impl Db {
             bytes: LockBytes::default(),
             member,
             batch: None,
+            snap: None,
         };
         if let Some(g) = group {
             db.join_group(g)?;
@@ -70,6 +79,11 @@ impl Db {
     /// The canonical store path.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The store the database is in.
+    pub fn store(&self) -> &StoreRef {
+        &self.store
     }
 
     /// Puts this database in commit group `name` (an empty name leaves its group).
@@ -101,13 +115,22 @@ impl Db {
         self.member.lock().sync_off = off;
     }
 
+    /// The file reads come from: the snapshot under SHARED, else the committed file.
+    fn source(&self) -> &File {
+        match &self.snap {
+            Some(s) if self.locks.level() == Level::Shared => s.file(),
+            _ => &self.file,
+        }
+    }
+
     /// Reads at `off` into `buf`; returns the bytes before end of file (the rest is zeros).
     pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
         let m = self.member.lock();
+        let src = self.source();
         m.overlay.read(off, buf, |b| {
             let mut done = 0;
             while done < b.len() {
-                let n = self.file.read_at(&mut b[done..], off + done as u64)?;
+                let n = src.read_at(&mut b[done..], off + done as u64)?;
                 if n == 0 {
                     break;
                 }
@@ -139,7 +162,7 @@ impl Db {
         if let Some(s) = self.member.lock().overlay.size() {
             return Ok(s);
         }
-        self.committed_size()
+        Ok(self.source().stat()?.size)
     }
 
     fn in_write_transaction(&self) -> bool {
@@ -209,33 +232,91 @@ impl Db {
         self.locks.level()
     }
 
+    /// `PRAGMA locking_mode=EXCLUSIVE` (true) or `NORMAL` (false): see [`super::locks::Holder`].
+    pub fn set_exclusive_mode(&mut self, on: bool) {
+        self.locks.set_exclusive_mode(on);
+    }
+
     /// xLock: granted in this process first, then among processes by the lock bytes; what
-    /// the bytes refuse is given back in this process too.
+    /// the bytes refuse is given back in this process too. SHARED takes a snapshot; a write
+    /// lock is refused with [`LockResult::BusySnapshot`] when another writer committed since
+    /// the snapshot was taken (the handle's pages are stale).
     pub fn lock(&mut self, want: Level) -> LockResult {
+        let before = self.locks.level();
         let result = self.locks.lock(want);
         let level = self.locks.level();
-        let reached = self.bytes.raise(
-            &self.file,
-            level,
-            self.locks.holds_reserved(),
-            self.locks.holds_pending(),
-        );
+        let pin = self.locks.holds_pin();
+        let reached = self.bytes.raise(&self.file, level, self.locks.exclusive_mode(), pin);
         if reached < level {
             self.locks.fall_back(reached);
+            if reached == Level::None {
+                let _ = self.bytes.lower(&self.file, Level::None);
+            }
             return LockResult::Busy;
         }
+        if before == Level::None && level >= Level::Shared {
+            match Snapshot::take(&self.store.store, &self.path) {
+                Ok(s) => self.snap = Some(s),
+                Err(_) => {
+                    self.give_back(Level::None);
+                    return LockResult::Busy;
+                }
+            }
+        }
+        if before <= Level::Shared && level > Level::Shared {
+            // Now that no other writer can commit: is the snapshot still the committed state?
+            let current = match &self.snap {
+                Some(s) => s.is_current(&self.file),
+                None => Ok(true),
+            };
+            match current {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.give_back(Level::Shared);
+                    return LockResult::BusySnapshot;
+                }
+                Err(_) => {
+                    self.give_back(Level::Shared);
+                    return LockResult::Busy;
+                }
+            }
+        }
         result
+    }
+
+    fn give_back(&mut self, to: Level) {
+        self.locks.fall_back(to);
+        let _ = self.bytes.lower(&self.file, to);
+        if to == Level::None {
+            self.snap = None;
+        }
     }
 
     /// xUnlock to `to` (Shared or None). Leaving a write transaction drops what SQLite did not
     /// commit at its commit point: the store still holds the last committed state, which is
     /// exactly what a rollback restores (and a failed rollback must never make durable).
+    /// Staying at SHARED, the handle first takes a snapshot of what it committed, while other
+    /// writers are still kept out.
     pub fn unlock(&mut self, to: Level) -> Result<()> {
-        if self.in_write_transaction() && to <= Level::Shared {
+        let writing = self.in_write_transaction();
+        if writing && to <= Level::Shared {
             self.abandon();
         }
+        let mut result = Ok(());
+        if to == Level::None {
+            self.snap = None;
+        } else if writing && to == Level::Shared {
+            match Snapshot::take(&self.store.store, &self.path) {
+                Ok(s) => self.snap = Some(s),
+                Err(e) => {
+                    // No snapshot, no read transaction: SQLite sees the error and unlocks.
+                    self.snap = None;
+                    result = Err(e);
+                }
+            }
+        }
         self.locks.unlock(to);
-        self.bytes.lower(&self.file, to)
+        result.and(self.bytes.lower(&self.file, to))
     }
 
     fn abandon(&mut self) {

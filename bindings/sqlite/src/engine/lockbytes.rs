@@ -1,8 +1,13 @@
 //! SQLite's lock levels between processes: byte-range locks on the database file at the bytes
-//! os_unix.c uses (PENDING, RESERVED, and the SHARED range), taken through the core's
-//! per-handle range locks, which on a store shared by several processes are leased lock records
-//! that every process checks. The in-process table ([`super::locks`]) decides first; these
-//! bytes then make the same levels exclude the handles of other processes.
+//! os_unix.c uses (RESERVED and the SHARED range), taken through the core's per-handle range
+//! locks, which on a store shared by several processes are leased lock records that every
+//! process checks. The in-process table ([`super::locks`]) decides first; these bytes then
+//! make the same levels exclude the handles of other processes: RESERVED excludes writers;
+//! a reader holds a read lock on the SHARED range, which only an EXCLUSIVE lock in
+//! `locking_mode=EXCLUSIVE` (a write lock on the range) excludes. Readers read snapshots, so
+//! nothing else waits for them, except for a reader in `locking_mode=EXCLUSIVE` (pinned: it
+//! keeps SHARED, its snapshot and its cache across transactions): it holds a read lock on the
+//! PENDING byte, which every EXCLUSIVE lock write-locks.
 
 use super::locks::Level;
 use txvfs::{File, RangeLockKind, Result};
@@ -20,24 +25,13 @@ pub const SHARED_SIZE: u64 = 510;
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockBytes {
     shared: bool,
+    /// PENDING read-locked: a pinned reader.
+    pin: bool,
     reserved: bool,
+    /// PENDING write-locked: EXCLUSIVE.
     pending: bool,
+    /// The SHARED range write-locked (EXCLUSIVE in `locking_mode=EXCLUSIVE`).
     exclusive: bool,
-}
-
-/// The level an in-process holder should fall back to when the lock bytes stop short.
-fn level_of(b: &LockBytes) -> Level {
-    if b.exclusive {
-        Level::Exclusive
-    } else if b.pending {
-        Level::Pending
-    } else if b.reserved {
-        Level::Reserved
-    } else if b.shared {
-        Level::Shared
-    } else {
-        Level::None
-    }
 }
 
 /// True when the core granted the lock. A refusal (`WouldBlock`: another process holds the
@@ -48,41 +42,41 @@ fn granted(r: Result<()>) -> bool {
 }
 
 impl LockBytes {
-    /// Takes the bytes for `level` (with `reserved`/`pending` as the in-process holder holds
-    /// them). Returns the level actually reached: short of `level` when another process holds
-    /// a conflicting byte.
-    pub fn raise(&mut self, file: &File, level: Level, reserved: bool, pending: bool) -> Level {
+    /// Takes the bytes for `level` (`exclusive_mode`: `locking_mode=EXCLUSIVE`; `pin`: the
+    /// handle is a pinned reader). Returns the level reached: short of `level` when another
+    /// process holds a conflicting byte.
+    pub fn raise(&mut self, file: &File, level: Level, exclusive_mode: bool, pin: bool) -> Level {
         if level >= Level::Shared && !self.shared {
-            // A writer waiting for EXCLUSIVE holds PENDING: no new readers (os_unix.c takes a
-            // read lock on it for the moment; a test is enough, the writer then finds our
-            // SHARED byte and waits).
-            let pending_held = !matches!(file.test_lock(false, PENDING_BYTE, 1), Ok(None));
-            if pending_held
-                || !granted(file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false))
-            {
-                return level_of(self);
+            if !granted(file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false)) {
+                return Level::None;
             }
             self.shared = true;
         }
-        if reserved && !self.reserved {
+        if pin && !self.pin && !self.pending {
+            if !granted(file.lock_range(RangeLockKind::Read, PENDING_BYTE, 1, false)) {
+                return Level::None;
+            }
+            self.pin = true;
+        }
+        if level >= Level::Reserved && !self.reserved {
             if !granted(file.lock_range(RangeLockKind::Write, RESERVED_BYTE, 1, false)) {
-                return level_of(self);
+                return Level::Shared;
             }
             self.reserved = true;
         }
-        if pending && !self.pending {
+        if level == Level::Exclusive && !self.pending {
             if !granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 1, false)) {
-                return level_of(self);
+                return Level::Pending;
             }
             self.pending = true;
         }
-        if level == Level::Exclusive && !self.exclusive {
+        if level == Level::Exclusive && exclusive_mode && !self.exclusive {
             if !granted(file.lock_range(RangeLockKind::Write, SHARED_FIRST, SHARED_SIZE, false)) {
-                return level_of(self);
+                return Level::Pending;
             }
             self.exclusive = true;
         }
-        level_of(self)
+        level
     }
 
     /// Drops to `to` (Shared or None), as os_unix.c's unlock does.
@@ -100,9 +94,13 @@ impl LockBytes {
             retry(|| file.lock_range(RangeLockKind::Read, SHARED_FIRST, SHARED_SIZE, false))?;
             self.exclusive = false;
         }
-        if self.pending || self.reserved {
-            retry(|| file.lock_range(RangeLockKind::Unlock, PENDING_BYTE, 2, false))?;
+        if self.pending {
+            let kind = if self.pin { RangeLockKind::Read } else { RangeLockKind::Unlock };
+            retry(|| file.lock_range(kind, PENDING_BYTE, 1, false))?;
             self.pending = false;
+        }
+        if self.reserved {
+            retry(|| file.lock_range(RangeLockKind::Unlock, RESERVED_BYTE, 1, false))?;
             self.reserved = false;
         }
         Ok(())

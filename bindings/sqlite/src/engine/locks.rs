@@ -41,13 +41,23 @@ pub enum LockResult {
     Ok,
     /// Held by another handle: SQLite's busy handler retries.
     Busy,
+    /// A write lock refused to a reader whose snapshot is older than the last commit: its
+    /// transaction must end (and start again) before it may write (`SQLITE_BUSY_SNAPSHOT`).
+    BusySnapshot,
 }
 
 #[derive(Default)]
 struct LockState {
     shared: u32,
+    /// A writer holds RESERVED or more: writers exclude each other.
     reserved: bool,
-    pending: bool,
+    /// A writer in `locking_mode=EXCLUSIVE` holds PENDING or EXCLUSIVE: it keeps its lock
+    /// (and its cache) across transactions, as on the unix VFS, so no new reader may start.
+    blocking: bool,
+    /// Handles in `locking_mode=EXCLUSIVE` holding SHARED or more ("pinned" readers): they
+    /// keep their snapshot and cache across transactions, so no other writer may commit.
+    pinned: u32,
+    /// A handle holds EXCLUSIVE (a pinned reader waits).
     exclusive: bool,
 }
 
@@ -78,22 +88,50 @@ pub fn file_lock(store_id: &str, ino: u64) -> Arc<FileLock> {
 }
 
 /// One handle's hold on a [`FileLock`].
+///
+/// Readers hold snapshots (see [`super::snapshot`]), so SHARED excludes nothing and nothing
+/// excludes SHARED: a writer takes PENDING and EXCLUSIVE while readers read, and new readers
+/// start while it commits. Writers exclude each other (RESERVED). The one exception is a
+/// handle in `locking_mode=EXCLUSIVE` ([`Holder::set_exclusive_mode`]): SQLite then keeps its
+/// lock and cache across transactions and stops updating the change counter readers check,
+/// so its EXCLUSIVE waits for readers and keeps new ones out, and its SHARED keeps other
+/// writers from EXCLUSIVE (it never takes a new snapshot while it keeps SHARED), as on the
+/// unix VFS.
 pub struct Holder {
     lock: Arc<FileLock>,
     level: Level,
     holds_reserved: bool,
-    holds_pending: bool,
+    holds_blocking: bool,
+    holds_pin: bool,
+    exclusive_mode: bool,
 }
 
 impl Holder {
     /// A handle on `lock` that holds nothing yet.
     pub fn new(lock: Arc<FileLock>) -> Holder {
-        Holder { lock, level: Level::None, holds_reserved: false, holds_pending: false }
+        Holder {
+            lock,
+            level: Level::None,
+            holds_reserved: false,
+            holds_blocking: false,
+            holds_pin: false,
+            exclusive_mode: false,
+        }
     }
 
     /// The level this handle holds.
     pub fn level(&self) -> Level {
         self.level
+    }
+
+    /// `PRAGMA locking_mode=EXCLUSIVE` (true) or `NORMAL` (false) on this handle's connection.
+    pub fn set_exclusive_mode(&mut self, on: bool) {
+        self.exclusive_mode = on;
+    }
+
+    /// True in `locking_mode=EXCLUSIVE`.
+    pub fn exclusive_mode(&self) -> bool {
+        self.exclusive_mode
     }
 
     /// xLock.
@@ -102,68 +140,46 @@ impl Holder {
             return LockResult::Ok;
         }
         let mut st = self.lock.state.lock();
-        match want {
-            Level::None => LockResult::Ok,
-            Level::Shared => {
-                if st.pending || st.exclusive {
-                    return LockResult::Busy;
-                }
-                st.shared += 1;
-                self.level = Level::Shared;
-                LockResult::Ok
+        if self.level == Level::None && want >= Level::Shared {
+            if st.blocking || (self.exclusive_mode && st.exclusive) {
+                return LockResult::Busy;
             }
-            Level::Reserved => {
-                if st.reserved || st.pending || st.exclusive {
-                    return LockResult::Busy;
-                }
-                st.reserved = true;
-                self.holds_reserved = true;
-                self.level = Level::Reserved;
-                LockResult::Ok
+            if self.exclusive_mode {
+                st.pinned += 1;
+                self.holds_pin = true;
             }
-            Level::Pending | Level::Exclusive => {
-                if !self.holds_pending {
-                    if st.pending || st.exclusive || (st.reserved && !self.holds_reserved) {
-                        return LockResult::Busy;
-                    }
-                    st.pending = true;
-                    self.holds_pending = true;
-                    self.level = Level::Pending;
-                }
-                if want == Level::Pending {
-                    return LockResult::Ok;
-                }
-                if st.shared > 1 {
-                    return LockResult::Busy;
-                }
-                st.exclusive = true;
-                self.level = Level::Exclusive;
-                LockResult::Ok
-            }
+            st.shared += 1;
+            self.level = Level::Shared;
         }
+        if want >= Level::Reserved && !self.holds_reserved {
+            if st.reserved {
+                return LockResult::Busy;
+            }
+            st.reserved = true;
+            self.holds_reserved = true;
+            self.level = Level::Reserved;
+        }
+        if want >= Level::Pending && self.level < Level::Pending {
+            if self.exclusive_mode {
+                st.blocking = true;
+                self.holds_blocking = true;
+            }
+            self.level = Level::Pending;
+        }
+        if want == Level::Exclusive {
+            let pinned_by_others = st.pinned - self.holds_pin as u32;
+            if pinned_by_others > 0 || (self.exclusive_mode && st.shared > 1) {
+                return LockResult::Busy;
+            }
+            st.exclusive = true;
+            self.level = Level::Exclusive;
+        }
+        LockResult::Ok
     }
 
     /// xUnlock to `to` (Shared or None).
     pub fn unlock(&mut self, to: Level) {
-        if self.level <= to {
-            return;
-        }
-        let mut st = self.lock.state.lock();
-        if self.level == Level::Exclusive {
-            st.exclusive = false;
-        }
-        if self.holds_pending {
-            st.pending = false;
-            self.holds_pending = false;
-        }
-        if self.holds_reserved {
-            st.reserved = false;
-            self.holds_reserved = false;
-        }
-        if to == Level::None {
-            st.shared = st.shared.saturating_sub(1);
-        }
-        self.level = to;
+        self.fall_back(to)
     }
 
     /// True when this handle holds RESERVED.
@@ -171,13 +187,13 @@ impl Holder {
         self.holds_reserved
     }
 
-    /// True when this handle holds PENDING (on its way to EXCLUSIVE).
-    pub fn holds_pending(&self) -> bool {
-        self.holds_pending
+    /// True when this handle is a pinned reader (SHARED in `locking_mode=EXCLUSIVE`).
+    pub fn holds_pin(&self) -> bool {
+        self.holds_pin
     }
 
-    /// Undoes part of an upgrade this handle was just granted, back to `to` (another process
-    /// holds a lock byte it needs): gives up what `to` does not include.
+    /// Gives up what level `to` does not include (xUnlock, or part of an upgrade this handle
+    /// was just granted when another process holds a lock byte it needs).
     pub fn fall_back(&mut self, to: Level) {
         if self.level <= to {
             return;
@@ -186,9 +202,13 @@ impl Holder {
         if self.level == Level::Exclusive {
             st.exclusive = false;
         }
-        if self.holds_pending && to < Level::Pending {
-            st.pending = false;
-            self.holds_pending = false;
+        if self.holds_pin && to == Level::None {
+            st.pinned -= 1;
+            self.holds_pin = false;
+        }
+        if self.holds_blocking && to < Level::Pending {
+            st.blocking = false;
+            self.holds_blocking = false;
         }
         if self.holds_reserved && to < Level::Reserved {
             st.reserved = false;
@@ -202,8 +222,7 @@ impl Holder {
 
     /// xCheckReservedLock: does any handle hold RESERVED or more?
     pub fn reserved_by_anyone(&self) -> bool {
-        let st = self.lock.state.lock();
-        st.reserved || st.pending || st.exclusive
+        self.lock.state.lock().reserved
     }
 }
 

@@ -2,7 +2,8 @@
 //! names ([`stores`]), SQLite's five lock levels keyed by inode ([`locks`]) and between
 //! processes ([`lockbytes`]), database files whose writes stay in an overlay ([`overlay`],
 //! [`db`]) until SQLite commits, commits of one or several databases as one txvfs transaction
-//! ([`commit`]), and in-memory journal and temp files ([`memfile`]). `ffi` translates SQLite's callbacks into calls on these types.
+//! ([`commit`]), the snapshots read transactions read ([`snapshot`]), and in-memory journal
+//! and temp files ([`memfile`]), and `PRAGMA journal_mode=WAL` ([`wal`]). `ffi` translates SQLite's callbacks into calls on these types.
 
 pub mod commit;
 pub mod db;
@@ -10,7 +11,9 @@ pub mod lockbytes;
 pub mod locks;
 pub mod memfile;
 pub mod overlay;
+pub mod snapshot;
 pub mod stores;
+pub mod wal;
 
 pub use db::Db;
 pub use locks::{Level, LockResult};
@@ -50,7 +53,7 @@ mod tests {
     use txvfs::FileSystem;
 
     #[test]
-    fn five_lock_levels() {
+    fn readers_read_a_snapshot_and_do_not_block_writers() {
         let store = open_store(Some("memory:")).unwrap();
         let mut a = Db::open(store.clone(), "/locks.db", true, false, None).unwrap();
         let mut b = Db::open(store, "/locks.db", true, false, None).unwrap();
@@ -58,20 +61,48 @@ mod tests {
         assert_eq!(b.lock(Level::Shared), LockResult::Ok);
         assert_eq!(a.lock(Level::Reserved), LockResult::Ok);
         assert!(b.reserved_by_anyone());
-        assert_eq!(b.lock(Level::Reserved), LockResult::Busy);
-        assert_eq!(a.lock(Level::Exclusive), LockResult::Busy, "b still reads");
-        assert_eq!(a.level(), Level::Pending);
-        b.unlock(Level::None).unwrap();
-        assert_eq!(b.lock(Level::Shared), LockResult::Busy, "pending keeps new readers out");
-        assert_eq!(a.lock(Level::Exclusive), LockResult::Ok);
+        assert_eq!(b.lock(Level::Reserved), LockResult::Busy, "writers exclude each other");
+        assert_eq!(a.lock(Level::Exclusive), LockResult::Ok, "b's read does not block a");
         a.write(0, b"hello").unwrap();
         a.commit().unwrap();
         a.unlock(Level::Shared).unwrap();
-        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
         let mut buf = [0u8; 5];
-        assert_eq!(b.read(0, &mut buf).unwrap(), 5);
+        b.read(0, &mut buf).unwrap();
+        assert_eq!((&buf, b.size().unwrap()), (&[0u8; 5], 0), "b still reads its snapshot");
+        a.read(0, &mut buf).unwrap();
+        assert_eq!((&buf, a.size().unwrap()), (b"hello", 5), "a reads what it committed");
+        a.unlock(Level::None).unwrap();
+        assert_eq!(b.lock(Level::Reserved), LockResult::BusySnapshot, "b's snapshot is stale");
+        assert_eq!(b.level(), Level::Shared);
+        b.unlock(Level::None).unwrap();
+        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        buf = [0; 5];
+        b.read(0, &mut buf).unwrap();
         assert_eq!(&buf, b"hello");
+        assert_eq!(b.lock(Level::Reserved), LockResult::Ok, "a new snapshot may write");
         a.close().unwrap();
+        b.close().unwrap();
+    }
+
+    #[test]
+    fn exclusive_locking_mode_waits_for_readers_and_keeps_them_out() {
+        let store = open_store(Some("memory:")).unwrap();
+        let mut a = Db::open(store.clone(), "/x.db", true, false, None).unwrap();
+        let mut b = Db::open(store, "/x.db", true, false, None).unwrap();
+        a.set_exclusive_mode(true);
+        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(a.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(a.lock(Level::Exclusive), LockResult::Busy, "b still reads");
+        b.unlock(Level::None).unwrap();
+        assert_eq!(b.lock(Level::Shared), LockResult::Busy, "a is on its way to EXCLUSIVE");
+        assert_eq!(a.lock(Level::Exclusive), LockResult::Ok);
+        a.unlock(Level::Shared).unwrap();
+        // a keeps SHARED (and its cache) across transactions: b may not commit past it.
+        assert_eq!(b.lock(Level::Shared), LockResult::Ok);
+        assert_eq!(b.lock(Level::Reserved), LockResult::Ok);
+        assert_eq!(b.lock(Level::Exclusive), LockResult::Busy, "a is a pinned reader");
+        a.close().unwrap();
+        assert_eq!(b.lock(Level::Exclusive), LockResult::Ok);
         b.close().unwrap();
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 enum Kind {
-    Db(Db),
+    Db(Box<Db>),
     /// `level`: the lock SQLite holds (memory files are private to their handle; the level is
     /// kept for SQLITE_FCNTL_LOCKSTATE).
     Mem {
@@ -56,8 +56,9 @@ static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xUnfetch: None,
 };
 
-const WAL_REFUSED: &str = "txvfs: WAL mode is not supported (no shared memory); every write transaction already \
-commits atomically as one txvfs transaction: use journal_mode DELETE (the default), TRUNCATE, PERSIST or MEMORY";
+/// SQLite never opens a `-wal` file on txvfs: `PRAGMA journal_mode=WAL` is answered by the
+/// VFS ([`engine::wal`]) and the pager keeps its rollback journal.
+const WAL_REFUSED: &str = "txvfs: no -wal file: journal_mode=WAL is handled by the VFS";
 
 pub(super) unsafe extern "C" fn x_open(
     _vfs: *mut ffi::sqlite3_vfs,
@@ -96,7 +97,7 @@ pub(super) unsafe extern "C" fn x_open(
                 r => r,
             };
             match opened {
-                Ok(db) => Kind::Db(db),
+                Ok(db) => Kind::Db(Box::new(db)),
                 Err(e) => return fail(&e, ffi::SQLITE_CANTOPEN),
             }
         } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
@@ -242,6 +243,7 @@ unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
         Kind::Db(db) => match db.lock(Level::from_int(level)) {
             LockResult::Ok => ffi::SQLITE_OK,
             LockResult::Busy => ffi::SQLITE_BUSY,
+            LockResult::BusySnapshot => ffi::SQLITE_BUSY_SNAPSHOT,
         },
         Kind::Mem { level: l, .. } => {
             *l = (*l).max(level);
@@ -273,17 +275,41 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
     })
 }
 
-/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode=WAL` is refused; `txvfs_group` and `txvfs_stats`
-/// are txvfs's own; `synchronous` is noted (and left to SQLite).
+/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode=WAL` is answered here (see [`engine::wal`]); `txvfs_group` and `txvfs_stats`
+/// are txvfs's own; `synchronous` and `locking_mode` are noted (and left to SQLite).
 unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     let args = arg as *mut *mut c_char;
     let name = cstr(*args.add(1)).unwrap_or("").to_ascii_lowercase();
     let value = cstr(*args.add(2)).map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string());
     let set = |msg: &str| *args = sqlite_string(msg);
     match name.as_str() {
-        "journal_mode" if value.as_deref().is_some_and(|v| v.eq_ignore_ascii_case("wal")) => {
-            set(WAL_REFUSED);
-            ffi::SQLITE_ERROR
+        "journal_mode" => {
+            let store = &db.store().store;
+            let mode = value.as_deref().map(str::to_ascii_lowercase);
+            let r = match mode.as_deref() {
+                Some("wal") => engine::wal::set_wal(store, db.path(), true).map(|()| true),
+                Some("delete" | "truncate" | "persist" | "memory" | "off") => {
+                    engine::wal::set_wal(store, db.path(), false).map(|()| false)
+                }
+                _ => engine::wal::is_wal(store, db.path()),
+            };
+            match r {
+                Ok(true) => {
+                    set("wal");
+                    ffi::SQLITE_OK
+                }
+                Ok(false) => ffi::SQLITE_NOTFOUND,
+                Err(e) => {
+                    set(&format!("txvfs: {e}"));
+                    ffi::SQLITE_ERROR
+                }
+            }
+        }
+        "locking_mode" => {
+            if let Some(v) = &value {
+                db.set_exclusive_mode(v.eq_ignore_ascii_case("exclusive"));
+            }
+            ffi::SQLITE_NOTFOUND
         }
         "synchronous" => {
             if let Some(v) = &value {

@@ -20,11 +20,17 @@ use vfs::*;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct HostApi {
+    /// `sqlite3_vfs_register`
     pub vfs_register: Option<unsafe extern "C" fn(*mut ffi::sqlite3_vfs, c_int) -> c_int>,
+    /// `sqlite3_vfs_find`
     pub vfs_find: Option<unsafe extern "C" fn(*const c_char) -> *mut ffi::sqlite3_vfs>,
+    /// `sqlite3_uri_parameter`
     pub uri_parameter: Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
+    /// `sqlite3_mprintf` (error messages SQLite frees)
     pub mprintf: Option<unsafe extern "C" fn(*const c_char, ...) -> *mut c_char>,
+    /// `sqlite3_libversion_number`
     pub libversion_number: Option<unsafe extern "C" fn() -> c_int>,
+    /// `sqlite3_compileoption_used`
     pub compileoption_used: Option<unsafe extern "C" fn(*const c_char) -> c_int>,
 }
 
@@ -188,10 +194,7 @@ pub(crate) unsafe fn extension_init(api: *const ffi::sqlite3_api_routines) -> c_
     let host = HostApi {
         vfs_register: a.vfs_register,
         vfs_find: a.vfs_find,
-        uri_parameter: std::mem::transmute::<
-            Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
-            Option<unsafe extern "C" fn(*const c_char, *const c_char) -> *const c_char>,
-        >(a.uri_parameter),
+        uri_parameter: a.uri_parameter,
         mprintf: a.mprintf,
         libversion_number: a.libversion_number,
         compileoption_used: a.compileoption_used,

@@ -104,11 +104,17 @@ pub(super) unsafe extern "C" fn x_full_pathname(
     })
 }
 
+/// Delegated to the host's default VFS: real randomness in production, and the testfixture's
+/// deterministic bytes under SQLITE_TEST (what SQLite's tests expect).
 pub(super) unsafe extern "C" fn x_randomness(
     _vfs: *mut ffi::sqlite3_vfs,
     n: c_int,
     out: *mut c_char,
 ) -> c_int {
+    let s = system_vfs();
+    if let Some(f) = (*s).xRandomness {
+        return f(s, n, out);
+    }
     guard(0, || {
         let buf = std::slice::from_raw_parts_mut(out as *mut u8, n as usize);
         let mut done = 0;

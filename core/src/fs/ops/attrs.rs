@@ -48,7 +48,10 @@ impl Operation<'_> {
     /// Changes permission bits.
     pub fn chmod(&mut self, p: &[u8], mode: u32) -> Result<()> {
         let (ino, inode) = self.existing(p, true)?;
-        self.chmod_inode(ino, inode, mode, p)
+        let kind = inode.kind;
+        self.chmod_inode(ino, inode, mode, p)?;
+        self.note(crate::schema::ChangeKind::Attrs, ino, kind, p);
+        Ok(())
     }
 
     /// Changes the permission bits of `ino`.
@@ -79,7 +82,10 @@ impl Operation<'_> {
         follow: bool,
     ) -> Result<()> {
         let (ino, inode) = self.existing(p, follow)?;
-        self.chown_inode(ino, inode, uid, gid, p)
+        let kind = inode.kind;
+        self.chown_inode(ino, inode, uid, gid, p)?;
+        self.note(crate::schema::ChangeKind::Attrs, ino, kind, p);
+        Ok(())
     }
 
     /// Changes the owner and/or group of `ino`.
@@ -118,7 +124,10 @@ impl Operation<'_> {
         follow: bool,
     ) -> Result<()> {
         let (ino, inode) = self.existing(p, follow)?;
-        self.utimens_inode(ino, inode, atime, mtime, p)
+        let kind = inode.kind;
+        self.utimens_inode(ino, inode, atime, mtime, p)?;
+        self.note(crate::schema::ChangeKind::Attrs, ino, kind, p);
+        Ok(())
     }
 
     /// Sets the access and modification times of `ino`.
@@ -258,7 +267,8 @@ impl Operation<'_> {
             _ => {}
         }
         self.set(&key, value)?;
-        self.touch_ctime(ino, now_ns())
+        self.touch_ctime(ino, now_ns())?;
+        self.note_xattr(ino, p)
     }
 
     /// Lists extended attribute names.
@@ -286,6 +296,16 @@ impl Operation<'_> {
             ));
         }
         self.clear(&key)?;
-        self.touch_ctime(ino, now_ns())
+        self.touch_ctime(ino, now_ns())?;
+        self.note_xattr(ino, p)
+    }
+
+    /// Notes an xattr change for the change feed (for calls by path).
+    fn note_xattr(&mut self, ino: u64, p: &[u8]) -> Result<()> {
+        if self.inner.feed.on() && !p.is_empty() {
+            let kind = self.inode_meta(ino)?.kind;
+            self.note(crate::schema::ChangeKind::Xattrs, ino, kind, p);
+        }
+        Ok(())
     }
 }

@@ -49,7 +49,14 @@ impl Operation<'_> {
     pub fn open(&mut self, p: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
         Self::check_open_options(o, p)?;
         let r = self.resolve(p, !(o.create_new || o.no_follow))?;
-        self.open_resolved(r, o, p)
+        let existed = r.entry.is_some();
+        let (ino, kind) = self.open_resolved(r, o, p)?;
+        if !existed {
+            self.note(crate::schema::ChangeKind::Created, ino, kind, p);
+        } else if o.truncate {
+            self.note(crate::schema::ChangeKind::Written, ino, kind, p);
+        }
+        Ok((ino, kind))
     }
 
     pub(super) fn check_open_options(o: &OpenOptions, p: &[u8]) -> Result<()> {

@@ -46,6 +46,8 @@ pub struct Operation<'a> {
     pub(crate) freed: Vec<u64>,
     /// The explicit transaction's write-ahead state (`None` for auto-commit calls).
     pub(crate) staging: Option<&'a mut Staging>,
+    /// Changes noted for the change feed (only while it is on).
+    pub(crate) changes: Vec<crate::schema::Change>,
 }
 
 impl<'a> Operation<'a> {

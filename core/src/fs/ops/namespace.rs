@@ -95,7 +95,8 @@ impl Operation<'_> {
     /// Creates a directory.
     pub fn mkdir(&mut self, p: &[u8], mode: u32) -> Result<()> {
         let (parent, name) = self.for_create(p)?;
-        self.create_node(parent, &name, FileType::Dir, mode, &[], 0)?;
+        let ino = self.create_node(parent, &name, FileType::Dir, mode, &[], 0)?;
+        self.note(crate::schema::ChangeKind::Created, ino, FileType::Dir, p);
         Ok(())
     }
 
@@ -108,7 +109,8 @@ impl Operation<'_> {
             ));
         }
         let (parent, name) = self.for_create(p)?;
-        self.create_node(parent, &name, kind, mode, &[], rdev)?;
+        let ino = self.create_node(parent, &name, kind, mode, &[], rdev)?;
+        self.note(crate::schema::ChangeKind::Created, ino, kind, p);
         Ok(())
     }
 
@@ -116,7 +118,8 @@ impl Operation<'_> {
     pub fn symlink(&mut self, target: &[u8], link: &[u8]) -> Result<()> {
         check_symlink_target(target)?;
         let (parent, name) = self.for_create(link)?;
-        self.create_node(parent, &name, FileType::Symlink, 0o777, target, 0)?;
+        let ino = self.create_node(parent, &name, FileType::Symlink, 0o777, target, 0)?;
+        self.note(crate::schema::ChangeKind::Created, ino, FileType::Symlink, link);
         Ok(())
     }
 
@@ -124,7 +127,10 @@ impl Operation<'_> {
     pub fn link(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
         let (ino, inode) = self.existing(from, false)?;
         let (parent, name) = self.for_create(to)?;
-        self.add_link(ino, inode, parent, &name, from)
+        let kind = inode.kind;
+        self.add_link(ino, inode, parent, &name, from)?;
+        self.note(crate::schema::ChangeKind::Linked, ino, kind, to);
+        Ok(())
     }
 
     /// Creates a hard link `name` in `dir` to the non-directory `ino`.
@@ -229,7 +235,9 @@ impl Operation<'_> {
     /// Removes an empty directory.
     pub fn rmdir(&mut self, p: &[u8]) -> Result<()> {
         let (parent, name, e) = self.removable_entry(p)?;
-        self.rmdir_entry(parent, &name, e, p)
+        self.rmdir_entry(parent, &name, e, p)?;
+        self.note(crate::schema::ChangeKind::Removed, e.ino, e.kind, p);
+        Ok(())
     }
 
     /// Removes the empty directory `name` of `dir`.
@@ -258,7 +266,12 @@ impl Operation<'_> {
     /// Removes a name of a non-directory.
     pub fn unlink(&mut self, p: &[u8]) -> Result<()> {
         let r = self.resolve(p, false)?;
-        self.unlink_resolved(r, p)
+        let entry = r.entry;
+        self.unlink_resolved(r, p)?;
+        if let Some(e) = entry {
+            self.note(crate::schema::ChangeKind::Removed, e.ino, e.kind, p);
+        }
+        Ok(())
     }
 
     /// Removes the name `name` of a non-directory in `dir`.
@@ -291,7 +304,15 @@ impl Operation<'_> {
         }
         let s = self.resolve(from, false)?;
         let d = self.resolve(to, false)?;
-        self.rename_resolved(s, d, from, to, flags)
+        let (moved, other) = (s.entry, d.entry);
+        self.rename_resolved(s, d, from, to, flags)?;
+        if let Some(e) = moved {
+            self.note_rename(e.ino, e.kind, from, to);
+        }
+        if let (Some(e), true) = (other, flags.exchange) {
+            self.note_rename(e.ino, e.kind, to, from);
+        }
+        Ok(())
     }
 
     /// Renames `name` of `dir` to `new_name` of `new_dir`. Unlike the path form, this cannot

@@ -52,6 +52,7 @@ impl Operation<'_> {
         self.atomic_add(&schema::dir_attr_key(parent, DirAttr::Nlink), -1)?;
         self.touch_dir(parent, now_ns())?;
         self.set(&schema::orphan_key(e.ino), &[])?;
+        self.note(crate::schema::ChangeKind::Removed, e.ino, FileType::Dir, p);
         Ok(Some(e.ino))
     }
 

@@ -13,7 +13,16 @@ pub(super) struct Staged {
     pub(super) batch: Vec<Mutation>,
     /// Atomic operations, resolved against the latest state when the batch is applied.
     pub(super) atomics: Vec<(Vec<u8>, Vec<AtomicOp>)>,
+    /// Versionstamped writes (key prefix, value), stamped when the batch is applied.
+    pub(super) stamped: Vec<(Vec<u8>, Vec<u8>)>,
 }
+
+/// The length of a versionstamp: an 8-byte big-endian commit counter, then a 2-byte index.
+pub(crate) const STAMP_LEN: usize = 10;
+
+/// The engine key of the persisted versionstamp counter: the last stamp given (u64 LE).
+/// Outside every key scope of the file layer.
+pub(crate) const STAMP_KEY: &[u8] = b"\x00txvfs.versionstamp";
 
 /// Commits between the resolver and the engine.
 #[derive(Default)]
@@ -73,6 +82,22 @@ impl<E: Engine> OccStore<E> {
             let oldest = self.pinned.lock().keys().next().map_or(oldest, |&p| p.min(oldest));
             let mut batch = staged.batch;
             let mut r = Ok(());
+            let mut stamp = None;
+            if !staged.stamped.is_empty() {
+                match self.next_stamp() {
+                    Ok(n) => {
+                        for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
+                            let mut k = prefix;
+                            k.extend_from_slice(&n.to_be_bytes());
+                            k.extend_from_slice(&(i as u16).to_be_bytes());
+                            batch.push(Mutation::Set(k, value));
+                        }
+                        batch.push(Mutation::Set(STAMP_KEY.to_vec(), n.to_le_bytes().to_vec()));
+                        stamp = Some(n);
+                    }
+                    Err(e) => r = Err(e),
+                }
+            }
             for (k, ops) in staged.atomics {
                 match self.engine.get_latest(&k) {
                     Ok(base) => batch.push(Mutation::Set(k, apply_atomic(base.as_deref(), &ops))),
@@ -85,6 +110,9 @@ impl<E: Engine> OccStore<E> {
             if r.is_ok() {
                 r = self.engine.apply(&batch, version, oldest);
             }
+            if let (Some(n), true) = (stamp, r.is_ok()) {
+                *self.stamp.lock() = Some(n);
+            }
             self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
             *vis = version;
             self.visible_now.store(version, Ordering::SeqCst);
@@ -93,5 +121,15 @@ impl<E: Engine> OccStore<E> {
             out.push((version, r));
         }
         out
+    }
+
+    /// The stamp counter for the next stamped commit (the persisted one plus one); called by
+    /// the pipeline's leader only, so stamps follow version order.
+    fn next_stamp(&self) -> Result<u64> {
+        if let Some(n) = *self.stamp.lock() {
+            return Ok(n + 1);
+        }
+        let last = crate::kv::decode_counter(self.engine.get_latest(STAMP_KEY)?.as_deref());
+        Ok(last + 1)
     }
 }

@@ -43,6 +43,8 @@ pub(crate) struct OccStore<E: Engine> {
     /// the store refuses every transaction until it is reopened (RocksDB then replays its
     /// WAL from what is really on disk).
     pub(super) failed: Mutex<Option<String>>,
+    /// The last versionstamp counter applied (`None`: not read from the engine yet).
+    pub(super) stamp: Mutex<Option<u64>>,
 }
 
 impl<E: Engine> OccStore<E> {
@@ -61,6 +63,7 @@ impl<E: Engine> OccStore<E> {
             cache: Mutex::new(ReadCache::new(0, 0)),
             synced: Mutex::new(0),
             failed: Mutex::new(None),
+            stamp: Mutex::new(None),
         })
     }
 

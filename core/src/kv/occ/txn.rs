@@ -49,6 +49,8 @@ pub(super) struct OccTxn<E: Engine> {
     writes: BTreeMap<Vec<u8>, Pending>,
     /// Ranges cleared by this transaction, applied before the point writes at commit.
     cleared: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Versionstamped writes: key prefix and value; the stamp is appended at apply time.
+    stamped: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
 }
 
@@ -71,6 +73,7 @@ impl<E: Engine> OccTxn<E> {
             read_ranges: Vec::new(),
             writes: BTreeMap::new(),
             cleared: Vec::new(),
+            stamped: Vec::new(),
             bytes: 0,
         }
     }
@@ -395,6 +398,18 @@ impl<E: Engine> Txn for OccTxn<E> {
     fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()> {
         self.atomic(key, AtomicOp::Max(value))
     }
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.check_key(&[prefix, &[0; super::pipeline::STAMP_LEN]].concat())?;
+        if self.stamped.len() >= u16::MAX as usize {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                "more than 65535 versionstamped keys in one transaction",
+            ));
+        }
+        self.add_bytes(prefix.len() + super::pipeline::STAMP_LEN + value.len())?;
+        self.stamped.push((prefix.to_vec(), value.to_vec()));
+        Ok(())
+    }
 
     /// Moves to the latest snapshot if nothing this transaction read has changed since its
     /// own (then its reads are equally valid at the new one); a conflict otherwise. Writes
@@ -420,7 +435,7 @@ impl<E: Engine> Txn for OccTxn<E> {
     }
 
     fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
-        if self.writes.is_empty() && self.cleared.is_empty() {
+        if self.writes.is_empty() && self.cleared.is_empty() && self.stamped.is_empty() {
             // Read-only: serializable at its snapshot, nothing to check or apply.
             return Ok(());
         }
@@ -442,13 +457,18 @@ impl<E: Engine> Txn for OccTxn<E> {
             }
             ws.points.push(k);
         }
+        let stamped = std::mem::take(&mut self.stamped);
+        for (prefix, _) in &stamped {
+            // Readers of the range the stamped keys land in conflict with this commit.
+            ws.ranges.push((prefix.clone(), crate::kv::prefix_end(prefix)));
+        }
         let store = self.store.clone();
         let version = {
             let mut r = store.resolver.lock();
             r.check(self.read_version, &self.read_points, &read_ranges)?;
             r.assign(ws, store.oldest.load(Ordering::SeqCst))
         };
-        store.publish(version, Staged { batch, atomics })?;
+        store.publish(version, Staged { batch, atomics, stamped })?;
         if durable {
             // Applied and visible to others: a failure now cannot be "nothing changed".
             store.sync_to(version).map_err(|e| {

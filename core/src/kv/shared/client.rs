@@ -7,9 +7,15 @@
 //! When the connection breaks (the owner exited or was killed), the transaction fails with a
 //! retryable conflict, or, if its commit was in flight, with CommitUnknown; the client is
 //! marked lost and the next begin reconnects (see `SharedBackend::recover`).
+//!
+//! No wait is unbounded: every send and every reply is bounded by the store's `owner_timeout`
+//! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
+//! the owner is alive and serves again once it runs).
 
 use super::protocol::{self, op, Fields, Frame};
-use super::socket_path;
+use super::receipts;
+use super::waits::{self, Outcome};
+use super::{socket_path, SharedBackend};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::owner::fork_generation;
 use crate::kv::{KeyValue, Limits, Txn};
@@ -19,8 +25,8 @@ use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
@@ -35,26 +41,46 @@ struct Conn {
 }
 
 impl Conn {
-    fn open(dir: &Path) -> std::io::Result<Conn> {
+    /// Connects; every send and receive on the connection waits at most `timeout`.
+    fn open(dir: &Path, timeout: Duration) -> std::io::Result<Conn> {
         let stream = socket_path(dir, |p| UnixStream::connect(p))?;
+        let t = Some(waits::socket_timeout(timeout));
+        stream.set_read_timeout(t)?;
+        stream.set_write_timeout(t)?;
         let reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
         Ok(Conn { stream, reader, out: Vec::with_capacity(4096) })
     }
 
     /// Sends what is buffered plus `frame`, and reads the reply (OK and its fields, or the
-    /// server's error). `Err(Lost { sent })`: the connection broke, after the request was
-    /// handed to the socket (`sent`: the server may have acted on it) or before.
-    fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Lost> {
+    /// server's error). `Err(Fail::Lost { sent })`: the connection broke, after the request
+    /// was handed to the socket (`sent`: the server may have acted on it) or before.
+    /// `Err(Fail::Stalled)`: the server did not take the request or answer in time; the
+    /// connection is shut down (it must be dropped).
+    fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
         frame.push_to(&mut self.out);
-        self.flush().map_err(|_| Lost { sent: false })?;
-        let lost = Lost { sent: true };
-        let reply = protocol::read_frame(&mut self.reader).map_err(|_| lost)?.ok_or(lost)?;
+        self.flush().map_err(|e| self.failed(&e, false))?;
+        let reply = match protocol::read_frame(&mut self.reader) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Err(Fail::Lost { sent: true }),
+            Err(e) => return Err(self.failed(&e, true)),
+        };
+        let lost = Fail::Lost { sent: true };
         match reply.first() {
             Some(&op::OK) => Ok(Ok(reply)),
             Some(&op::ERR) => {
                 Ok(Err(protocol::decode_error(Fields::of(&reply).map_err(|_| lost)?.1)))
             }
             _ => Err(lost),
+        }
+    }
+
+    /// What an I/O error on the connection means: a timeout stalls it (and withdraws what the
+    /// server has not read), anything else breaks it.
+    fn failed(&self, e: &std::io::Error, sent: bool) -> Fail {
+        if waits::is_timeout(e) {
+            Fail::Stalled { withdrawn: waits::withdraw(self.stream.as_raw_fd()) }
+        } else {
+            Fail::Lost { sent }
         }
     }
 
@@ -103,43 +129,51 @@ impl Conn {
     }
 }
 
-/// A broken connection; `sent`: the last request reached the socket before it broke.
+/// Why a call on a connection got no reply.
 #[derive(Clone, Copy)]
-struct Lost {
-    sent: bool,
+enum Fail {
+    /// The connection broke; `sent`: the last request reached the socket before it broke.
+    Lost { sent: bool },
+    /// The server did not answer within the deadline; `withdrawn`: it had not read the whole
+    /// request (and will not act on it).
+    Stalled { withdrawn: bool },
 }
 
-fn to_io(e: Error) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
-}
-
-fn lost_io(_: Lost) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        "connection to the store's server broke",
-    )
+/// Why a connection to the owner could not be made.
+pub(crate) enum ConnectError {
+    /// Nobody serves the socket (the owner is starting or has just gone): try again.
+    NoServer,
+    /// The server accepted the connection but did not answer in time, or refused it.
+    Failed(Error),
 }
 
 /// A connection to a store's serving process.
 pub(crate) struct Client {
     dir: PathBuf,
+    /// The deadline of every wait on the server (the store's `owner_timeout`).
+    timeout: Duration,
     pool: Mutex<Vec<Conn>>,
     limits: Limits,
     describe: String,
     server_pid: u32,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
+    /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
+    /// (an operation of many calls, as SQLite's, then fails after one deadline, not many).
+    stalled: AtomicBool,
     generation: u64,
 }
 
 impl Client {
-    /// Connects to the process serving the store in `dir` and checks the protocol version.
-    pub(crate) fn connect(dir: &Path) -> std::io::Result<Arc<Client>> {
-        let mut conn = Conn::open(dir)?;
-        let reply = conn
-            .call(Frame::new(op::HELLO).u64(protocol::VERSION as u64))
-            .map_err(lost_io)?
-            .map_err(to_io)?;
+    /// Connects to the process serving the store in `dir` and checks the protocol version;
+    /// waits at most `timeout` for each answer.
+    pub(crate) fn connect(
+        dir: &Path,
+        timeout: Duration,
+        describe: &str,
+    ) -> std::result::Result<Arc<Client>, ConnectError> {
+        let mut conn = Conn::open(dir, timeout).map_err(|_| ConnectError::NoServer)?;
+        let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
         let parse = || -> Result<(Limits, u32, String)> {
             let (_, mut f) = Fields::of(&reply)?;
             let version = f.u64()?;
@@ -161,14 +195,16 @@ impl Client {
             let pid = f.u64()? as u32;
             Ok((limits, pid, String::from_utf8_lossy(f.bytes()?).into_owned()))
         };
-        let (limits, server_pid, describe) = parse().map_err(to_io)?;
+        let (limits, server_pid, describe) = parse().map_err(ConnectError::Failed)?;
         Ok(Arc::new(Client {
             dir: dir.to_path_buf(),
+            timeout,
             pool: Mutex::new(vec![conn]),
             limits,
             describe,
             server_pid,
             lost: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
             generation: fork_generation(),
         }))
     }
@@ -183,19 +219,59 @@ impl Client {
         self.limits
     }
 
-    fn take_conn(&self) -> std::io::Result<Conn> {
-        if let Some(c) = self.pool.lock().pop() {
+    /// A connection from the pool, or a new one. Errors are the caller's: a gone server marks
+    /// the client lost (the caller recovers), a stalled one gives EBUSY.
+    fn take_conn(&self) -> Result<Conn> {
+        self.check_stalled()?;
+        let pooled = self.pool.lock().pop();
+        if let Some(c) = pooled {
             if c.alive() {
                 return Ok(c);
             }
             // The server closed it: it has stopped or died; the caller recovers.
-            return Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "server gone"));
+            self.lose();
+            return Err(self.lost_error(false));
         }
-        let mut c = Conn::open(&self.dir)?;
-        c.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64))
-            .map_err(lost_io)?
-            .map_err(to_io)?;
-        Ok(c)
+        let mut c = Conn::open(&self.dir, self.timeout).map_err(|_| {
+            self.lose();
+            self.lost_error(false)
+        })?;
+        match hello(&mut c, self.timeout, &self.describe, || Some(self.server_pid)) {
+            Ok(_) => Ok(c),
+            Err(ConnectError::Failed(e)) => {
+                if e.kind() == ErrorKind::Busy {
+                    self.stalled.store(true, Ordering::SeqCst);
+                }
+                Err(e)
+            }
+            Err(ConnectError::NoServer) => {
+                self.lose();
+                Err(self.lost_error(false))
+            }
+        }
+    }
+
+    /// The error of a call that got no answer in time.
+    fn stalled_error(&self, outcome: Outcome) -> Error {
+        self.stalled.store(true, Ordering::SeqCst);
+        waits::owner_stalled(&self.describe, Some(self.server_pid), Some(self.timeout), outcome)
+    }
+
+    /// After a call ran out of time: fails at once while the owner is still stopped (nothing
+    /// was sent); once it runs again, calls wait for it as usual.
+    fn check_stalled(&self) -> Result<()> {
+        if self.stalled.load(Ordering::Relaxed) {
+            if waits::proc_state(self.server_pid) == waits::ProcState::Stopped {
+                return Err(waits::owner_stalled(
+                    &self.describe,
+                    Some(self.server_pid),
+                    None,
+                    Outcome::NoChange,
+                ));
+            }
+            self.stalled.store(false, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     fn put_conn(&self, c: Conn) {
@@ -233,27 +309,29 @@ impl Client {
     }
 
     /// Starts a transaction (sent with its first read or its commit).
-    pub(crate) fn begin(self: &Arc<Self>) -> Result<Box<dyn Txn>> {
-        let mut conn = self.take_conn().map_err(|_| {
-            self.lose();
-            self.lost_error(false)
-        })?;
+    /// `backend` is asked for the commit's outcome when the connection is lost during it.
+    pub(crate) fn begin(self: &Arc<Self>, backend: Weak<SharedBackend>) -> Result<Box<dyn Txn>> {
+        let mut conn = self.take_conn()?;
         Frame::new(op::BEGIN).push_to(&mut conn.out);
-        Ok(Box::new(ClientTxn { client: self.clone(), conn: Some(conn), writes: false }))
+        Ok(Box::new(ClientTxn {
+            backend,
+            client: self.clone(),
+            conn: Some(conn),
+            writes: false,
+            failed: None,
+        }))
     }
 
     /// Makes every commit so far durable (the serving process's shared fsync).
     pub(crate) fn sync(self: &Arc<Self>) -> Result<()> {
-        let mut conn = self.take_conn().map_err(|_| {
-            self.lose();
-            self.lost_error(false)
-        })?;
+        let mut conn = self.take_conn()?;
         match conn.call(Frame::new(op::SYNC)) {
             Ok(r) => {
                 self.put_conn(conn);
                 r.map(|_| ())
             }
-            Err(_) => {
+            Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
+            Err(Fail::Lost { .. }) => {
                 self.lose();
                 Err(self.lost_error(false))
             }
@@ -261,37 +339,138 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Whether the commit with receipt `id` took effect (asked of this client's server).
+    pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
+        let mut conn = self.take_conn()?;
+        match conn.call(Frame::new(op::OUTCOME).bytes(id)) {
+            Ok(r) => {
+                self.put_conn(conn);
+                let reply = r?;
+                let (_, mut f) = Fields::of(&reply)?;
+                Ok(f.u8()? != 0)
+            }
+            Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
+            Err(Fail::Lost { .. }) => {
+                self.lose();
+                Err(self.lost_error(false))
+            }
+        }
+    }
+}
+
+/// Says hello on a new connection and returns the server's reply; `pid` names the server in
+/// the error when it does not answer within `timeout`.
+fn hello(
+    conn: &mut Conn,
+    timeout: Duration,
+    describe: &str,
+    pid: impl FnOnce() -> Option<u32>,
+) -> std::result::Result<Vec<u8>, ConnectError> {
+    let started = Instant::now();
+    match conn.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64)) {
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(e)) => Err(ConnectError::Failed(e)),
+        Err(Fail::Lost { .. }) => Err(ConnectError::NoServer),
+        Err(Fail::Stalled { .. }) => Err(ConnectError::Failed(waits::owner_stalled(
+            describe,
+            pid(),
+            Some(started.elapsed().max(timeout)),
+            Outcome::NoChange,
+        ))),
+    }
+}
+
 /// A transaction run by the serving process for this one.
 struct ClientTxn {
+    /// The store, to ask for the outcome of a commit whose connection was lost.
+    backend: Weak<SharedBackend>,
     client: Arc<Client>,
-    /// None once the connection broke.
+    /// None once the connection broke or stalled.
     conn: Option<Conn>,
     writes: bool,
+    /// Why the connection was dropped: every later call fails with it.
+    failed: Option<Error>,
 }
 
 impl ClientTxn {
-    fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
-        let conn = self.conn.as_mut().ok_or_else(|| self.client.lost_error(false))?;
-        match conn.call(frame) {
-            Ok(r) => r,
-            Err(Lost { sent }) => {
-                self.conn = None;
+    fn conn(&mut self) -> Result<&mut Conn> {
+        match &mut self.conn {
+            Some(c) => Ok(c),
+            None => Err(self.failed.clone().unwrap_or_else(|| self.client.lost_error(false))),
+        }
+    }
+
+    /// Drops the connection after `fail`, and returns the error for the call.
+    fn drop_conn(&mut self, fail: Fail, during_commit: bool) -> Error {
+        self.conn = None;
+        let e = match fail {
+            Fail::Lost { sent } => {
                 self.client.lose();
-                Err(self.client.lost_error(during_commit && sent))
+                self.client.lost_error(during_commit && sent)
             }
+            Fail::Stalled { withdrawn } => {
+                self.client.stalled_error(match (during_commit, withdrawn) {
+                    (false, _) => Outcome::NoChange,
+                    (true, true) => Outcome::Withdrawn,
+                    (true, false) => Outcome::Unknown,
+                })
+            }
+        };
+        // After the commit's outcome, the transaction is over; before, it failed.
+        self.failed = Some(match e.kind() {
+            ErrorKind::Busy => e.clone(),
+            _ => self.client.lost_error(false),
+        });
+        e
+    }
+
+    fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
+        if let Err(e) = self.client.check_stalled() {
+            // Nothing of this request was sent: dropping the connection rolls back.
+            self.conn = None;
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        match self.conn()?.call(frame) {
+            Ok(r) => r,
+            Err(fail) => Err(self.drop_conn(fail, during_commit)),
         }
     }
 
     fn send(&mut self, frame: Frame) -> Result<()> {
-        let conn = self.conn.as_mut().ok_or_else(|| self.client.lost_error(false))?;
-        frame.push_to(&mut conn.out);
         self.writes = true;
-        if conn.out.len() >= FLUSH_AT && conn.flush().is_err() {
-            self.conn = None;
-            self.client.lose();
-            return Err(self.client.lost_error(false));
+        let conn = self.conn()?;
+        frame.push_to(&mut conn.out);
+        if conn.out.len() >= FLUSH_AT {
+            if let Err(e) = conn.flush() {
+                let fail = conn.failed(&e, false);
+                return Err(self.drop_conn(fail, false));
+            }
         }
         Ok(())
+    }
+
+    /// The definite outcome of the commit `id` whose connection was lost (`lost` is the error
+    /// to return when no owner can say): success, or a retryable conflict.
+    fn resolve(&self, id: &[u8], lost: Error) -> Result<()> {
+        let Some(backend) = self.backend.upgrade() else { return Err(lost) };
+        match backend.commit_outcome(id) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{}: lost contact with process {} serving the store while committing; the \
+                     store's current owner has no receipt of the commit: it did not take \
+                     effect: retry it",
+                    self.client.describe, self.client.server_pid
+                ),
+            )),
+            Err(e) => Err(Error::new(
+                ErrorKind::CommitUnknown,
+                format!("{}; its outcome could not be asked: {e}", lost.message()),
+            )),
+        }
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {
@@ -346,10 +525,11 @@ impl Drop for ClientTxn {
         if let Some(mut conn) = self.conn.take() {
             // Rolled back: sent at once, so the server does not pin the snapshot meanwhile.
             Frame::new(op::ROLLBACK).push_to(&mut conn.out);
-            if conn.flush().is_ok() {
-                self.client.put_conn(conn);
-            } else {
-                self.client.lose();
+            match conn.flush() {
+                Ok(()) => self.client.put_conn(conn),
+                // A stalled server: this connection is dropped (closing it rolls back).
+                Err(e) if waits::is_timeout(&e) => {}
+                Err(_) => self.client.lose(),
             }
         }
     }
@@ -409,16 +589,28 @@ impl Txn for ClientTxn {
         self.check_key(key)?;
         self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))
     }
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.check_key(prefix)?;
+        self.send(Frame::new(op::SET_VERSIONSTAMPED).bytes(prefix).bytes(value))
+    }
     fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
         if !self.writes {
             // Read-only: serializable at its snapshot; dropping sends the rollback.
             return Ok(());
         }
-        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8), true).map(|_| ());
+        let id = receipts::new_id();
+        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true).map(|_| ());
         if let Some(conn) = self.conn.take() {
             self.client.put_conn(conn);
         }
-        r
+        match r {
+            // The connection was lost after the commit left: the owner died or stopped
+            // serving. Ask the current owner (after a failover) whether its receipt is there.
+            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
+                self.resolve(&id, e)
+            }
+            r => r,
+        }
     }
     fn refresh(&mut self) -> Result<()> {
         self.call(Frame::new(op::REFRESH), false).map(|_| ())

@@ -13,11 +13,19 @@
 //! replays its log: every acknowledged commit is there) and serves; the others connect to it.
 //!
 //! A store opened with `?mode=exclusive` serves nobody and is refused to every other process.
+//!
+//! No process waits for ever on another: client calls, connections and failovers are bounded by
+//! the store's `owner_timeout` (`waits.rs`).
 
 mod alive;
 mod client;
 mod protocol;
+mod receipts;
 mod server;
+mod snapshot;
+mod waits;
+
+pub use waits::DEFAULT_OWNER_TIMEOUT;
 
 use super::owner::{fork_generation, owner_info};
 use super::rocks::RocksBackend;
@@ -26,7 +34,7 @@ use super::{
 };
 use crate::error::{Error, ErrorKind, Result};
 use alive::Alive;
-use client::Client;
+use client::{Client, ConnectError};
 use parking_lot::Mutex;
 use server::Server;
 use std::collections::HashMap;
@@ -90,6 +98,8 @@ enum Mode {
 
 /// A RocksDB store that several processes may use at once; see the module docs.
 pub struct SharedBackend {
+    /// This backend, for its clients' transactions (to ask a commit's outcome after a failover).
+    me: Weak<SharedBackend>,
     dir: PathBuf,
     exclusive: bool,
     mode: Mutex<Mode>,
@@ -103,6 +113,8 @@ pub struct SharedBackend {
     /// store (at open, and after a failover makes it the owner). Clients keep no cache: they
     /// do not see the other processes' commits.
     cache_bytes: AtomicU64,
+    /// The deadline of every wait on the owner (`owner_timeout`).
+    timeout: Duration,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -119,6 +131,18 @@ impl SharedBackend {
     /// Opens the store in directory `canon` (canonical): as its owner if nobody holds it, else
     /// as a client of the process that does. `exclusive` refuses sharing both ways.
     pub fn open(canon: &Path, exclusive: bool) -> Result<Arc<SharedBackend>> {
+        SharedBackend::open_with(canon, exclusive, None)
+    }
+
+    /// [`SharedBackend::open`], bounding every wait on another process by `owner_timeout`
+    /// ([`DEFAULT_OWNER_TIMEOUT`] when None). A store already open in this process keeps the
+    /// deadline of its first open.
+    pub fn open_with(
+        canon: &Path,
+        exclusive: bool,
+        owner_timeout: Option<Duration>,
+    ) -> Result<Arc<SharedBackend>> {
+        let timeout = owner_timeout.unwrap_or(DEFAULT_OWNER_TIMEOUT);
         let mut stores = registry().lock();
         // One instance per directory in a process, in the mode of its first open.
         let key = canon.to_path_buf();
@@ -128,11 +152,12 @@ impl SharedBackend {
             }
         }
         let sharing = AloneState::new();
-        let mode = first_mode(canon, exclusive, &sharing)?;
+        let mode = first_mode(canon, exclusive, &sharing, timeout)?;
         if matches!(mode, Mode::Client(_)) {
             sharing.become_shared();
         }
-        let backend = Arc::new(SharedBackend {
+        let backend = Arc::new_cyclic(|me| SharedBackend {
+            me: me.clone(),
             dir: canon.to_path_buf(),
             exclusive,
             mode: Mutex::new(mode),
@@ -141,6 +166,7 @@ impl SharedBackend {
             alive: Mutex::new(None),
             sharing,
             cache_bytes: AtomicU64::new(0),
+            timeout,
         });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
@@ -169,13 +195,15 @@ impl SharedBackend {
     }
 
     /// Finds the store's current owner after the old one went away: connects to it, or becomes
-    /// it. Waits up to [`RECOVERY_TIMEOUT`] for a new owner to start serving.
+    /// it. Waits up to the longer of [`RECOVERY_TIMEOUT`] and `owner_timeout` for a new owner
+    /// to start serving.
     fn recover(&self, mode: &mut Mode) -> Result<()> {
         // After a failover others are here (and their locks are in the store) whatever happens.
         self.sharing.become_shared();
-        let deadline = Instant::now() + RECOVERY_TIMEOUT;
+        let wait = self.timeout.max(RECOVERY_TIMEOUT);
+        let deadline = Instant::now() + wait;
         loop {
-            match try_mode(&self.dir, self.exclusive, &self.sharing)? {
+            match try_mode(&self.dir, self.exclusive, &self.sharing, self.timeout)? {
                 Some(m) => {
                     if let Mode::Owner { local, .. } = &m {
                         if let Some(c) = local.read_cache() {
@@ -186,14 +214,17 @@ impl SharedBackend {
                     return Ok(());
                 }
                 None if Instant::now() >= deadline => {
-                    return Err(busy(
-                        &self.dir,
-                        format!("no process serves the store after {RECOVERY_TIMEOUT:?}"),
-                    ));
+                    return Err(not_served(&self.dir, wait));
                 }
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         }
+    }
+
+    /// Whether the commit with receipt `id` took effect, asked of the store's current owner
+    /// (found anew if the connection to the old one was lost: see `receipts.rs`).
+    pub(crate) fn commit_outcome(&self, id: &[u8]) -> Result<bool> {
+        self.on_current(|local| receipts::committed(&**local, id), |c| c.outcome(id))
     }
 
     /// Runs `owner` on this process's engine, or `client` on the connection to the owner;
@@ -222,28 +253,56 @@ impl SharedBackend {
     }
 }
 
+/// The error when nobody served the store for `waited`: names the process holding it.
+fn not_served(dir: &Path, waited: Duration) -> Error {
+    let pid = owner_info(dir).0;
+    let mut e = waits::owner_stalled(
+        &format!("rocksdb:{}", dir.display()),
+        pid,
+        Some(waited),
+        waits::Outcome::NoChange,
+    );
+    if pid.is_some_and(|p| waits::proc_state(p) != waits::ProcState::Stopped) {
+        e = busy(
+            dir,
+            format!(
+                "process {} holds the store but does not serve it (waited {waited:?})",
+                pid.unwrap_or(0)
+            ),
+        );
+    }
+    e
+}
+
 /// The first mode of a new open: owner, or client (waiting for an owner that is starting).
-fn first_mode(dir: &Path, exclusive: bool, sharing: &Arc<AloneState>) -> Result<Mode> {
-    let deadline = Instant::now() + RECOVERY_TIMEOUT;
+fn first_mode(
+    dir: &Path,
+    exclusive: bool,
+    sharing: &Arc<AloneState>,
+    timeout: Duration,
+) -> Result<Mode> {
+    let wait = timeout.max(RECOVERY_TIMEOUT);
+    let deadline = Instant::now() + wait;
     loop {
-        if let Some(m) = try_mode(dir, exclusive, sharing)? {
+        if let Some(m) = try_mode(dir, exclusive, sharing, timeout)? {
             return Ok(m);
         }
         if Instant::now() >= deadline {
-            return Err(busy(
-                dir,
-                format!(
-                    "the process holding the store does not serve it (waited {RECOVERY_TIMEOUT:?})"
-                ),
-            ));
+            return Err(not_served(dir, wait));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 /// One attempt: become the owner, or connect to the owner. `Ok(None)`: try again shortly (the
-/// owner is starting, or has just gone away).
-fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<AloneState>) -> Result<Option<Mode>> {
+/// owner is starting, or has just gone away). An owner that accepts the connection but does
+/// not answer within `timeout` is an error (EBUSY, saying why).
+fn try_mode(
+    dir: &Path,
+    exclusive: bool,
+    sharing: &Arc<AloneState>,
+    timeout: Duration,
+) -> Result<Option<Mode>> {
     match RocksBackend::open_owned(dir, exclusive) {
         Ok(local) => {
             let server = if exclusive {
@@ -277,9 +336,10 @@ fn try_mode(dir: &Path, exclusive: bool, sharing: &Arc<AloneState>) -> Result<Op
             }
         }
     }
-    match Client::connect(dir) {
+    match Client::connect(dir, timeout, &format!("rocksdb:{}", dir.display())) {
         Ok(c) => Ok(Some(Mode::Client(c))),
-        Err(_) => Ok(None),
+        Err(ConnectError::NoServer) => Ok(None),
+        Err(ConnectError::Failed(e)) => Err(e),
     }
 }
 
@@ -310,7 +370,7 @@ impl Backend for SharedBackend {
                 self.pid,
             ));
         }
-        self.on_current(|local| local.begin(), |c| c.begin())
+        self.on_current(|local| local.begin(), |c| c.begin(self.me.clone()))
     }
     fn limits(&self) -> Limits {
         match &*self.mode.lock() {
@@ -389,12 +449,6 @@ impl ReadCacheControl for SharedBackend {
             Mode::Owner { local, .. } => local.read_cache().and_then(|c| c.stats()),
             _ => None,
         }
-    }
-}
-
-impl Snapshots for SharedBackend {
-    fn snapshot(&self) -> Result<Arc<dyn Backend>> {
-        self.owned("an in-process snapshot")?.snapshot()
     }
 }
 

@@ -32,6 +32,12 @@ pub mod op {
     pub const ROLLBACK: u8 = 11;
     pub const REFRESH: u8 = 12;
     pub const SYNC: u8 = 13;
+    /// A versionstamped write (key prefix, value); added without a version bump: an older
+    /// server answers it with an error, never with a wrong write.
+    pub const SET_VERSIONSTAMPED: u8 = 14;
+    /// Whether the commit with this id took effect (its receipt exists); a COMMIT may end with
+    /// a commit id (see `receipts.rs`). Numbered apart from the others, for additions.
+    pub const OUTCOME: u8 = 40;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;

@@ -8,7 +8,7 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
-use super::{socket_path, AloneState};
+use super::{receipts, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
@@ -76,8 +76,10 @@ impl Server {
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
     }
 
-    /// Stops serving: closes the listener and every connection (their clients see the
-    /// connection end and reconnect, to the next owner) and joins every thread.
+    /// Stops serving: closes the listener, ends every connection after the requests it has
+    /// already received (a commit sent before the stop is carried out and answered: a clean
+    /// exit drains in-flight commits; their clients then see the connection end and
+    /// reconnect, to the next owner) and joins every thread.
     pub(crate) fn stop(&mut self) {
         if self.stopped {
             return;
@@ -90,7 +92,9 @@ impl Server {
             let _ = t.join();
         }
         for s in self.conns.lock().values() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+            // Reading side only: what is queued is still read and answered, then the reads
+            // end; a client's later request fails at once (EPIPE).
+            let _ = s.shutdown(std::net::Shutdown::Read);
         }
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
@@ -167,6 +171,8 @@ fn accept_loop(
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
     backend: &'a dyn Backend,
+    /// The connection's socket, to see whether its client gave up before a commit.
+    peer: i32,
     txn: Option<Box<dyn Txn>>,
     failed: Option<Error>,
 }
@@ -234,6 +240,11 @@ impl Session<'_> {
                 self.quietly(|t| t.atomic_max(k, m));
                 None
             }
+            op::SET_VERSIONSTAMPED => {
+                let (p, v) = (f.bytes()?, f.bytes()?);
+                self.quietly(|t| t.set_versionstamped_key(p, v));
+                None
+            }
             op::GET => {
                 let (snapshot, k) = (f.u8()? != 0, f.bytes()?);
                 let r =
@@ -270,13 +281,34 @@ impl Session<'_> {
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
-                let r = self
-                    .txn()
-                    .map(|_| ())
-                    .and_then(|()| self.txn.take().ok_or_else(no_txn)?.commit(durable));
+                // The commit id, from clients that ask for a receipt.
+                let id = if f.done() { None } else { Some(f.bytes()?) };
+                if waits::peer_hung_up(self.peer) {
+                    // The client gave up waiting (see `waits::withdraw`) and was told that
+                    // nothing changed: the transaction is dropped with the connection.
+                    return Err(Error::new(ErrorKind::Invalid, "the client withdrew its commit"));
+                }
+                let r = self.txn().map(|_| ()).and_then(|()| {
+                    let mut t = self.txn.take().ok_or_else(no_txn)?;
+                    if let Some(id) = id {
+                        // In the same write batch as the commit: there exactly when it is.
+                        receipts::record(&mut *t, id)?;
+                    }
+                    t.commit(durable)
+                });
                 self.txn = None;
                 self.failed = None;
+                if id.is_some() && r.is_ok() {
+                    receipts::collect(self.backend);
+                }
                 Some(r.map(|()| Frame::new(op::OK).finish()))
+            }
+            op::OUTCOME => {
+                let id = f.bytes()?;
+                Some(
+                    receipts::committed(self.backend, id)
+                        .map(|c| Frame::new(op::OK).u8(c as u8).finish()),
+                )
             }
             op::REFRESH => {
                 Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish()))
@@ -336,7 +368,12 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
         },
         _ => return,
     }
-    let mut session = Session { backend, txn: None, failed: None };
+    // A client that stops reading (stopped, stuck) cannot hold a reply, and so the server's
+    // stop, for ever.
+    if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
+        return;
+    }
+    let mut session = Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None };
     loop {
         let idle = session.txn.is_some().then_some(IDLE_TXN);
         if writer.set_read_timeout(idle).is_err() {

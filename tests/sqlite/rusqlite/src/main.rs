@@ -1,5 +1,7 @@
 //! Uses the txvfs VFS from rusqlite: loads the extension, runs a workload in a database that
-//! lives in a txvfs store, checks integrity, a rolled-back transaction and a reopen.
+//! lives in a txvfs store, checks integrity, a rolled-back transaction and a reopen; then a
+//! reader's snapshot while another connection commits (SQLITE_BUSY_SNAPSHOT for its write
+//! after) and `PRAGMA journal_mode=WAL`.
 //! Usage: txvfs-rusqlite-check LIBTXVFS_SQLITE STORE_DIR
 
 use rusqlite::{Connection, OpenFlags};
@@ -48,6 +50,28 @@ fn main() -> rusqlite::Result<()> {
     let conn = open(store)?;
     check(&conn, 5000)?;
     let journal: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-    println!("rusqlite: 5000 rows, integrity ok, rollback ok, reopen ok (journal_mode={journal})");
+
+    // A reader's snapshot: another connection commits meanwhile; the reader's write is then
+    // refused with SQLITE_BUSY_SNAPSHOT.
+    let writer = open(store)?;
+    conn.execute_batch("BEGIN")?;
+    check(&conn, 5000)?;
+    writer.execute("INSERT INTO t(v) VALUES (x'00')", [])?;
+    let seen: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?;
+    assert_eq!(seen, 5000, "the reader keeps its snapshot");
+    match conn.execute("INSERT INTO t(v) VALUES (x'01')", []) {
+        Err(rusqlite::Error::SqliteFailure(e, _)) => {
+            assert_eq!(e.extended_code, rusqlite::ffi::SQLITE_BUSY_SNAPSHOT)
+        }
+        other => panic!("a stale reader's write: {other:?}"),
+    }
+    conn.execute_batch("ROLLBACK")?;
+    check(&conn, 5001)?;
+    let wal: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    assert_eq!(wal, "wal");
+    println!(
+        "rusqlite: 5000 rows, integrity ok, rollback ok, reopen ok (journal_mode={journal}), \
+         snapshot ok, busy_snapshot ok, wal ok"
+    );
     Ok(())
 }

@@ -1,0 +1,76 @@
+//! `txvfs watch [PATH] [--since CURSOR] [--json]`: follows the store's change feed, one line
+//! per change; and `txvfs feed on|off`.
+
+use crate::error::{CliError, CliResult};
+use std::io::Write;
+use std::time::{Duration, Instant};
+use txvfs::{Change, Cursor, Store, WatchOptions};
+
+fn json_str(b: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for c in String::from_utf8_lossy(b).chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if (c as u32) < 0x20 => s.push_str(&format!("\\u{:04x}", c as u32)),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+fn line(c: &Change, cursor: &Cursor, json: bool) -> String {
+    if json {
+        let to = c.to.as_deref().map_or("null".to_string(), json_str);
+        format!(
+            "{{\"cursor\":\"{cursor}\",\"kind\":\"{}\",\"path\":{},\"to\":{to},\"ino\":{}}}",
+            c.kind.name(),
+            json_str(&c.path),
+            c.ino
+        )
+    } else {
+        let to = c.to.as_deref().map(|t| format!(" -> {}", String::from_utf8_lossy(t)));
+        format!(
+            "{cursor} {} {}{}",
+            c.kind.name(),
+            String::from_utf8_lossy(&c.path),
+            to.unwrap_or_default()
+        )
+    }
+}
+
+/// Prints each change after `since` (default: from now) at or below `path`, until `count`
+/// changes were printed or nothing came for `idle` seconds (both optional: forever).
+pub fn watch(
+    store: &Store,
+    path: Option<&[u8]>,
+    since: Option<&str>,
+    json: bool,
+    count: Option<u64>,
+    idle: Option<f64>,
+) -> CliResult {
+    let since = since.map(Cursor::parse).transpose()?;
+    let prefixes = path.map(|p| vec![p.to_vec()]).unwrap_or_default();
+    let mut w = store.watch(WatchOptions { prefixes, since, ..WatchOptions::default() })?;
+    let mut out = std::io::stdout().lock();
+    let mut printed = 0u64;
+    let mut last = Instant::now();
+    loop {
+        for b in w.wait(Duration::from_millis(200))? {
+            for c in &b.changes {
+                writeln!(out, "{}", line(c, &b.cursor, json))
+                    .and_then(|()| out.flush())
+                    .map_err(|e| CliError::msg(format!("standard output: {e}")))?;
+                printed += 1;
+                if count.is_some_and(|n| printed >= n) {
+                    return Ok(());
+                }
+            }
+            last = Instant::now();
+        }
+        if idle.is_some_and(|s| last.elapsed().as_secs_f64() >= s) {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Deadlines for waits on another process: no client call waits for ever on its store's owner.
+//!
+//! Every request a client sends and every reply it waits for is bounded by the store's
+//! `owner_timeout` (the URI option `owner_timeout=SECONDS`, [`DEFAULT_OWNER_TIMEOUT`] by
+//! default; `0` fails at once when the owner does not answer straight away). When it runs out
+//! the call fails with EBUSY and a message that names the owner's pid and says why it did not
+//! answer: stopped (SIGSTOP, Ctrl-Z, a debugger; read from `/proc/PID/stat`), gone, or running
+//! but slow. Nothing is left half-done: a commit the owner had not read yet is withdrawn (the
+//! client shuts its connection down first, then checks with `SIOCOUTQ` that the owner had not
+//! consumed the request; the owner checks for that hang-up before it commits), and a commit it
+//! had read gives CommitUnknown, as a lost connection does.
+
+use crate::error::{Error, ErrorKind};
+use std::time::Duration;
+
+/// How long a client waits for its store's owner by default.
+pub const DEFAULT_OWNER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shortest wait on a socket: `owner_timeout=0` means "fail unless the owner answers at
+/// once", which a socket timeout of zero cannot express (zero means no timeout).
+const MIN_WAIT: Duration = Duration::from_millis(1);
+
+/// The timeout to put on a client's socket for a store's `owner_timeout`.
+pub(crate) fn socket_timeout(owner_timeout: Duration) -> Duration {
+    owner_timeout.max(MIN_WAIT)
+}
+
+/// What a process is doing, as far as `/proc` tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcState {
+    /// Stopped by a signal (SIGSTOP, SIGTSTP) or by a debugger.
+    Stopped,
+    /// Alive and not stopped; the character is its state in `/proc/PID/stat`.
+    Running(char),
+    /// No such process.
+    Gone,
+}
+
+/// The state of process `pid` (from the field after the command name in `/proc/PID/stat`).
+pub(crate) fn proc_state(pid: u32) -> ProcState {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return ProcState::Gone;
+    };
+    // "PID (COMMAND) STATE ...": the command may contain ')' itself, so take the last one.
+    let state = stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next());
+    match state {
+        Some('T') | Some('t') => ProcState::Stopped,
+        Some('Z') | Some('X') => ProcState::Gone,
+        Some(c) => ProcState::Running(c),
+        None => ProcState::Running('?'),
+    }
+}
+
+/// Why the owner `pid` did not answer, in words.
+fn why(pid: Option<u32>) -> String {
+    let Some(pid) = pid else {
+        return "the store's owner process (pid unknown) did not answer".into();
+    };
+    match proc_state(pid) {
+        ProcState::Stopped => format!(
+            "owner process {pid} is stopped (SIGSTOP or SIGTSTP, e.g. Ctrl-Z, a debugger or a \
+             paused container); it answers again once continued (SIGCONT)"
+        ),
+        ProcState::Gone => format!("owner process {pid} has exited"),
+        ProcState::Running('D') => {
+            format!("owner process {pid} is running but blocked in the kernel (disk I/O) and slow")
+        }
+        ProcState::Running(_) => format!("owner process {pid} is running but slow to answer"),
+    }
+}
+
+/// What a call that ran out of time had done, for the error message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not a commit: nothing changed.
+    NoChange,
+    /// A commit that the owner had not read: withdrawn, nothing changed.
+    Withdrawn,
+    /// A commit the owner had read: it may or may not take effect.
+    Unknown,
+}
+
+/// The error of a wait on the owner (`pid`, when known) that lasted `waited` without an answer
+/// (None: not waited, the owner was found stopped by an earlier call and still is).
+pub(crate) fn owner_stalled(
+    describe: &str,
+    pid: Option<u32>,
+    waited: Option<Duration>,
+    outcome: Outcome,
+) -> Error {
+    let waited = match waited {
+        Some(w) => format!("waited {:.3} s (the store's owner_timeout)", w.as_secs_f64()),
+        None => "failing at once: an earlier call already waited for it".into(),
+    };
+    let why = why(pid);
+    match outcome {
+        Outcome::NoChange => Error::new(
+            ErrorKind::Busy,
+            format!("{describe}: {why}; {waited}; nothing was changed: retry later"),
+        ),
+        Outcome::Withdrawn => Error::new(
+            ErrorKind::Busy,
+            format!(
+                "{describe}: {why}; {waited}; the commit was withdrawn before the owner read it: \
+                 nothing was changed: retry later"
+            ),
+        ),
+        Outcome::Unknown => Error::new(
+            ErrorKind::CommitUnknown,
+            format!(
+                "{describe}: {why}; {waited} after it had read the commit: the commit may or may \
+                 not take effect"
+            ),
+        ),
+    }
+}
+
+/// True when `e` is a socket timeout (SO_RCVTIMEO / SO_SNDTIMEO ran out).
+pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+}
+
+/// True when the peer of socket `fd` has shut its side down or closed it: a client that gave
+/// up waiting, whose pending commit must then not be applied.
+pub(crate) fn peer_hung_up(fd: i32) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLRDHUP, revents: 0 };
+    // SAFETY: polls one valid pollfd without waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP) != 0
+}
+
+/// Shuts socket `fd` down both ways, then tells whether the peer had left part of what was sent
+/// unread (`SIOCOUTQ`, the bytes of this socket still queued at the receiver). When it had,
+/// the last request never reached the peer whole, and the peer (which checks
+/// [`peer_hung_up`] before acting on a commit) will not act on it.
+pub(crate) fn withdraw(fd: i32) -> bool {
+    // SAFETY: plain calls on an open descriptor; `queued` is a valid int to write.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+        let mut queued: libc::c_int = 0;
+        libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) == 0 && queued > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_waits_the_shortest_time() {
+        assert_eq!(socket_timeout(Duration::ZERO), MIN_WAIT);
+    }
+
+    #[test]
+    fn this_process_is_running_and_a_reaped_child_is_gone() {
+        assert!(matches!(proc_state(std::process::id()), ProcState::Running(_)));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(proc_state(pid), ProcState::Gone);
+    }
+}

@@ -1,0 +1,178 @@
+"""Readers never block writers, writers never block readers: SQLite's read transactions read
+txvfs snapshots. Real processes on one shared store, ordered by messages (no timing
+assertions):
+
+1. A reader process holds a read transaction open (BEGIN; SELECT) until told to go on; a
+   writer process's INSERT commits meanwhile (the reader's transaction is still open when the
+   writer reports its commit, since the reader ends it only after that report); the reader
+   still sees its snapshot; its write then fails at once with SQLITE_BUSY_SNAPSHOT ("database
+   is locked"); after ROLLBACK it sees the new row and may write.
+2. A writer holding EXCLUSIVE (BEGIN EXCLUSIVE, uncommitted rows) does not keep a reader out,
+   even without a busy timeout; the reader sees the committed state.
+3. The same between two connections of one process.
+
+    python3 readers_writers.py LIBPATH WORKDIR
+"""
+
+import os
+import sqlite3
+import subprocess
+import sys
+import urllib.parse
+
+SQLITE_BUSY_SNAPSHOT = 517
+
+
+def load(lib):
+    boot = sqlite3.connect(":memory:")
+    boot.enable_load_extension(True)
+    boot.load_extension(lib)
+    boot.close()
+
+
+def connect(store, timeout):
+    uri = f"file:/rw/shared.db?vfs=txvfs&store={urllib.parse.quote(store, safe='/:=')}"
+    return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+
+
+def count(con):
+    return con.execute("SELECT count(*) FROM t").fetchone()[0]
+
+
+def say(*words):
+    print(*words, flush=True)
+
+
+def expect(stream, want):
+    line = stream.readline().strip()
+    assert line == want, f"expected {want!r}, got {line!r}"
+
+
+def reader(store):
+    """Holds BEGIN; SELECT open until the parent's 'check' line, then checks its snapshot
+    and that its write fails with SQLITE_BUSY_SNAPSHOT."""
+    con = connect(store, timeout=5)
+    con.execute("BEGIN")
+    say("reading", count(con))
+    expect(sys.stdin, "check")
+    say("snapshot", count(con))
+    try:
+        con.execute("INSERT INTO t(v) VALUES ('from the stale reader')")
+        say("write accepted")
+    except sqlite3.OperationalError as e:
+        say("write refused", e.sqlite_errorcode, str(e).replace(" ", "_"))
+    con.execute("ROLLBACK")
+    say("after", count(con))
+    con.execute("INSERT INTO t(v) VALUES ('from the reader')")
+    say("wrote", count(con))
+
+
+def writer(store, mode):
+    """'insert': one INSERT (busy timeout 30 s: a blocked writer fails instead of hanging).
+    'hold': BEGIN EXCLUSIVE and an uncommitted INSERT until told to commit."""
+    con = connect(store, timeout=30)
+    if mode == "insert":
+        con.execute("INSERT INTO t(v) VALUES ('from the writer')")
+        say("committed", count(con))
+        return
+    con.execute("BEGIN EXCLUSIVE")
+    con.execute("INSERT INTO t(v) VALUES ('uncommitted')")
+    say("holding")
+    expect(sys.stdin, "commit")
+    con.execute("COMMIT")
+    say("committed", count(con))
+
+
+def spawn(lib, store, *args):
+    return subprocess.Popen(
+        [sys.executable, __file__, "--role", lib, store, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def send(p, line):
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+
+
+def finish(p):
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, f"child failed with status {p.returncode}"
+    return out
+
+
+def reader_does_not_block_writer(lib, store):
+    r = spawn(lib, store, "reader")
+    expect(r.stdout, "reading 2")
+    w = spawn(lib, store, "writer", "insert")
+    # The reader's transaction stays open until it reads "check", sent only now.
+    assert finish(w).strip() == "committed 3", "the writer commits while the reader reads"
+    send(r, "check")
+    lines = finish(r).split("\n")
+    assert lines[0] == "snapshot 2", f"the reader keeps its snapshot: {lines[0]}"
+    assert lines[1] == f"write refused {SQLITE_BUSY_SNAPSHOT} database_is_locked", lines[1]
+    assert lines[2] == "after 3", lines[2]
+    assert lines[3] == "wrote 4", lines[3]
+    print("ok: a reader's open transaction does not block another process's commit")
+    print("ok: the reader keeps its snapshot and its write gets SQLITE_BUSY_SNAPSHOT")
+
+
+def writer_does_not_block_reader(lib, store):
+    w = spawn(lib, store, "writer", "hold")
+    expect(w.stdout, "holding")
+    con = connect(store, timeout=0)
+    assert count(con) == 4, "a reader under a writer's EXCLUSIVE lock sees the committed state"
+    con.execute("BEGIN")
+    assert count(con) == 4
+    send(w, "commit")
+    assert finish(w).strip() == "committed 5"
+    assert count(con) == 4, "still the snapshot"
+    con.execute("COMMIT")
+    assert count(con) == 5
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    print("ok: a writer holding EXCLUSIVE does not keep a reader out (no busy timeout)")
+
+
+def connections_of_one_process(store):
+    a = connect(store, timeout=0)
+    b = connect(store, timeout=0)
+    a.execute("BEGIN")
+    n = count(a)
+    b.execute("INSERT INTO t(v) VALUES ('from b')")
+    assert count(a) == n and count(b) == n + 1
+    try:
+        a.execute("INSERT INTO t(v) VALUES ('from stale a')")
+        raise AssertionError("a stale reader wrote")
+    except sqlite3.OperationalError as e:
+        assert e.sqlite_errorcode == SQLITE_BUSY_SNAPSHOT, e.sqlite_errorcode
+    a.execute("ROLLBACK")
+    assert count(a) == n + 1
+    assert a.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    a.close()
+    b.close()
+    print("ok: the same between two connections of one process")
+
+
+def main():
+    if sys.argv[1] == "--role":
+        lib, store, role, *rest = sys.argv[2:]
+        load(lib)
+        reader(store) if role == "reader" else writer(store, rest[0])
+        return
+    lib, work = sys.argv[1], sys.argv[2]
+    load(lib)
+    store = os.path.join(work, "rw-store")
+    con = connect(store, timeout=5)
+    con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+    con.execute("INSERT INTO t(v) VALUES ('one'), ('two')")
+    con.close()
+    reader_does_not_block_writer(lib, store)
+    writer_does_not_block_reader(lib, store)
+    connections_of_one_process(store)
+
+
+if __name__ == "__main__":
+    main()
