@@ -18,6 +18,15 @@ use std::thread::JoinHandle;
 static BOOT: OnceLock<Result<(), String>> = OnceLock::new();
 static THREAD: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 static STOPPED: AtomicBool = AtomicBool::new(false);
+/// False when another user of `libfdb_c` in this process (another copy of txvfs, such as the
+/// SQLite extension loaded into a Python process that uses the Python binding, or
+/// FoundationDB's own binding) had set up the network: it runs and stops it, not this copy.
+static OWNER: AtomicBool = AtomicBool::new(false);
+
+/// `api_version_already_set` and `network_already_setup`: another user of the library in
+/// this process came first.
+const API_VERSION_ALREADY_SET: i32 = 2201;
+const NETWORK_ALREADY_SETUP: i32 = 2009;
 
 /// The library with its network running, starting it on the first call in this process.
 pub fn start() -> Result<&'static Api, String> {
@@ -32,7 +41,7 @@ pub fn start() -> Result<&'static Api, String> {
 fn boot(api: &'static Api) -> Result<(), String> {
     // SAFETY: plain calls into the loaded library, once per process (BOOT).
     let e = unsafe { (api.fdb_select_api_version_impl)(ffi::API_VERSION, ffi::API_VERSION) };
-    if e != 0 {
+    if e != 0 && e != API_VERSION_ALREADY_SET {
         // SAFETY: as above.
         let max = unsafe { (api.fdb_get_max_api_version)() };
         return Err(format!(
@@ -44,6 +53,9 @@ fn boot(api: &'static Api) -> Result<(), String> {
     }
     // SAFETY: as above.
     let e = unsafe { (api.fdb_setup_network)() };
+    if e == NETWORK_ALREADY_SETUP {
+        return Ok(()); // another user runs the network (see OWNER)
+    }
     if e != 0 {
         return Err(format!(
             "cannot set up FoundationDB's network: {} (error {e})",
@@ -61,6 +73,7 @@ fn boot(api: &'static Api) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start FoundationDB's network thread: {e}"))?;
     *THREAD.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
+    OWNER.store(true, Ordering::Release);
     Ok(())
 }
 
@@ -74,6 +87,9 @@ pub fn stopped() -> bool {
 /// Registers [`stop_at_exit`] (again): see the module docs. Called once the network thread
 /// has answered a request, so that its lazily registered destructors run after the hook.
 pub fn register_stop_hook() {
+    if !OWNER.load(Ordering::Acquire) {
+        return;
+    }
     // SAFETY: registers a plain extern "C" function that captures nothing.
     unsafe { libc::atexit(stop_at_exit) };
 }
