@@ -39,8 +39,12 @@ def ratios(path: pathlib.Path) -> List[Tuple[str, List[Tuple[str, float]]]]:
                 raise ValueError("%s: role must be txvfs or baseline, not %r" % (path, r["role"]))
             seconds = float(r["seconds"])
             if not seconds > 0:
-                raise ValueError("%s: %s/%s: time must be positive" % (path, r["workload"], r["system"]))
-            rows.setdefault(r["workload"], {"txvfs": [], "baseline": []})[r["role"]].append((r["system"], seconds))
+                raise ValueError(
+                    "%s: %s/%s: time must be positive" % (path, r["workload"], r["system"])
+                )
+            rows.setdefault(r["workload"], {"txvfs": [], "baseline": []})[r["role"]].append(
+                (r["system"], seconds)
+            )
     out = []
     for workload, by_role in rows.items():
         several = len(by_role["txvfs"]) > 1
@@ -59,7 +63,7 @@ def ticks(lo: float, hi: float) -> List[float]:
     out = []
     for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
         for m in (1, 2, 5):
-            v = m * 10.0 ** e
+            v = m * 10.0**e
             if lo <= v <= hi:
                 out.append(v)
     return out
@@ -87,13 +91,18 @@ def svg(title: str, data: List[Tuple[str, List[Tuple[str, float]]]]) -> str:
         '<rect width="100%" height="100%" fill="white"/>',
         '<text x="10" y="18" font-size="14" font-weight="bold">%s</text>' % e(title),
         '<text x="10" y="36" fill="#444">txvfs time / baseline time, same run, log scale; '
-        'left of 1x (green): txvfs faster, right (orange): slower</text>',
+        "left of 1x (green): txvfs faster, right (orange): slower</text>",
     ]
     top, bottom = HEAD * 2 + 8, height - 24
     for t in ticks(lo, hi):
-        parts.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="%s"/>'
-                     % (x(t), top, x(t), bottom, "#000" if t == 1 else "#ddd", "1.5" if t == 1 else "1"))
-        parts.append('<text x="%.1f" y="%d" text-anchor="middle" fill="#444">%sx</text>' % (x(t), bottom + 16, fmt(t)))
+        parts.append(
+            '<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="%s"/>'
+            % (x(t), top, x(t), bottom, "#000" if t == 1 else "#ddd", "1.5" if t == 1 else "1")
+        )
+        parts.append(
+            '<text x="%.1f" y="%d" text-anchor="middle" fill="#444">%sx</text>'
+            % (x(t), bottom + 16, fmt(t))
+        )
     y = top + 6
     for workload, pairs in data:
         parts.append('<text x="10" y="%d" font-weight="bold">%s</text>' % (y + 14, e(workload)))
@@ -101,11 +110,19 @@ def svg(title: str, data: List[Tuple[str, List[Tuple[str, float]]]]) -> str:
         for label, r in pairs:
             x0, x1 = sorted((x(1.0), x(r)))
             color = "#2e9e5b" if r < 1 else "#e8853d"
-            parts.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (LEFT - 8, y + BAR - 4, e(label)))
-            parts.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>'
-                         % (x0, y, max(x1 - x0, 1.0), BAR, color))
+            parts.append(
+                '<text x="%d" y="%d" text-anchor="end">%s</text>'
+                % (LEFT - 8, y + BAR - 4, e(label))
+            )
+            parts.append(
+                '<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>'
+                % (x0, y, max(x1 - x0, 1.0), BAR, color)
+            )
             tx, anchor = (x1 + 4, "start") if r >= 1 else (x0 - 4, "end")
-            parts.append('<text x="%.1f" y="%d" text-anchor="%s">%sx</text>' % (tx, y + BAR - 4, anchor, fmt(r)))
+            parts.append(
+                '<text x="%.1f" y="%d" text-anchor="%s">%sx</text>'
+                % (tx, y + BAR - 4, anchor, fmt(r))
+            )
             y += BAR + GAP
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
@@ -132,7 +149,10 @@ def main(argv: List[str]) -> int:
         out.write_text(text)
         print(out)
     if stale:
-        print("charts differ from their data (run benches/charts.py): " + ", ".join(stale), file=sys.stderr)
+        print(
+            "charts differ from their data (run benches/charts.py): " + ", ".join(stale),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -76,12 +76,21 @@ def main() -> None:
     def per_file_row(name: str, a: Callable[[], None], b: Callable[[], None]) -> None:
         ta, tb = best(a, b)
         ta, tb = ta / nfiles, tb / nfiles
-        rows.append((name, "%.1f µs" % (ta * 1e6), "%.1f µs" % (tb * 1e6), "%.2fx" % (tb / ta), "-"))
+        rows.append(
+            (name, "%.1f µs" % (ta * 1e6), "%.1f µs" % (tb * 1e6), "%.2fx" % (tb / ta), "-")
+        )
 
     def rate_row(name: str, a: Callable[[], object], b: Callable[[], object]) -> None:
         ta, tb = best(a, b)
-        rows.append((name, "%.0f MiB/s" % (mib / ta), "%.0f MiB/s" % (mib / tb), "%.2fx" % (tb / ta),
-                     "%.0f / %.0f" % (faults[0] / mib, faults[1] / mib)))
+        rows.append(
+            (
+                name,
+                "%.0f MiB/s" % (mib / ta),
+                "%.0f MiB/s" % (mib / tb),
+                "%.2fx" % (tb / ta),
+                "%.0f / %.0f" % (faults[0] / mib, faults[1] / mib),
+            )
+        )
 
     try:
         plain = os.path.join(base, "plain")
@@ -110,26 +119,36 @@ def main() -> None:
                 with open(os.path.join(plain, "small", "f%d" % i), "rb") as f:
                     assert len(f.read()) == 4 * KiB
 
-        per_file_row("create+write 4 KiB+close (%d files)" % nfiles, write_small_txvfs, write_small_plain)
-        per_file_row("open+read 4 KiB+close (%d files)" % nfiles, read_small_txvfs, read_small_plain)
+        per_file_row(
+            "create+write 4 KiB+close (%d files)" % nfiles, write_small_txvfs, write_small_plain
+        )
+        per_file_row(
+            "open+read 4 KiB+close (%d files)" % nfiles, read_small_txvfs, read_small_plain
+        )
 
         chunk = os.urandom(MiB)
         big_plain = os.path.join(plain, "big")
         Opener = Callable[..., Any]
-        tx_open: Opener = lambda mode, **kw: store.open("/big", mode, **kw)
-        os_open: Opener = lambda mode, **kw: open(big_plain, mode, **kw)
+
+        def tx_open(mode: str, **kw: Any) -> Any:
+            return store.open("/big", mode, **kw)
+
+        def os_open(mode: str, **kw: Any) -> Any:
+            return open(big_plain, mode, **kw)
 
         def write_big(opener: Opener, data: Any) -> Callable[[], None]:
             def go() -> None:
                 with opener("wb") as f:
                     for _ in range(mib):
                         f.write(data)
+
             return go
 
         def read_whole(opener: Opener) -> Callable[[], None]:
             def go() -> None:
                 with opener("rb") as f:
                     assert len(f.read()) == big
+
             return go
 
         def read_chunks(opener: Opener, n: int) -> Callable[[], None]:
@@ -142,6 +161,7 @@ def main() -> None:
                             break
                         got += len(b)
                 assert got == big
+
             return go
 
         def read_into(opener: Opener, buf: Any, **kw: Any) -> Callable[[], None]:
@@ -154,23 +174,44 @@ def main() -> None:
                             break
                         got += k
                 assert got == big
+
             return go
 
-        rate_row("sequential write %d MiB (1 MiB writes of bytes)" % mib,
-                 write_big(tx_open, chunk), write_big(os_open, chunk))
+        rate_row(
+            "sequential write %d MiB (1 MiB writes of bytes)" % mib,
+            write_big(tx_open, chunk),
+            write_big(os_open, chunk),
+        )
         view = memoryview(bytearray(chunk))
-        rate_row("sequential write %d MiB (1 MiB writes of a memoryview)" % mib,
-                 write_big(tx_open, view), write_big(os_open, view))
-        rate_row("sequential read %d MiB: read() whole" % mib, read_whole(tx_open), read_whole(os_open))
-        rate_row("sequential read %d MiB: read(1 MiB)" % mib,
-                 read_chunks(tx_open, MiB), read_chunks(os_open, MiB))
+        rate_row(
+            "sequential write %d MiB (1 MiB writes of a memoryview)" % mib,
+            write_big(tx_open, view),
+            write_big(os_open, view),
+        )
+        rate_row(
+            "sequential read %d MiB: read() whole" % mib, read_whole(tx_open), read_whole(os_open)
+        )
+        rate_row(
+            "sequential read %d MiB: read(1 MiB)" % mib,
+            read_chunks(tx_open, MiB),
+            read_chunks(os_open, MiB),
+        )
         buf = bytearray(MiB)
-        rate_row("sequential read %d MiB: readinto(1 MiB bytearray)" % mib,
-                 read_into(tx_open, buf), read_into(os_open, buf))
-        rate_row("sequential read %d MiB: read(4 KiB) via BufferedReader" % mib,
-                 read_chunks(tx_open, 4 * KiB), read_chunks(os_open, 4 * KiB))
-        rate_row("sequential read %d MiB: raw readinto(1 MiB memoryview)" % mib,
-                 read_into(tx_open, view, buffering=0), read_into(os_open, view, buffering=0))
+        rate_row(
+            "sequential read %d MiB: readinto(1 MiB bytearray)" % mib,
+            read_into(tx_open, buf),
+            read_into(os_open, buf),
+        )
+        rate_row(
+            "sequential read %d MiB: read(4 KiB) via BufferedReader" % mib,
+            read_chunks(tx_open, 4 * KiB),
+            read_chunks(os_open, 4 * KiB),
+        )
+        rate_row(
+            "sequential read %d MiB: raw readinto(1 MiB memoryview)" % mib,
+            read_into(tx_open, view, buffering=0),
+            read_into(os_open, view, buffering=0),
+        )
 
         def core_row(name: str) -> None:
             """The same file read by the core in a Rust loop: the ceiling for the rows above."""
@@ -186,8 +227,11 @@ def main() -> None:
         # Reopened, the store reads them from its table files (in the page cache, like ext4's).
         store.close()
         store = txvfs.open(os.path.join(base, "store"))
-        rate_row("sequential read %d MiB: raw readinto(1 MiB memoryview), store reopened" % mib,
-                 read_into(tx_open, view, buffering=0), read_into(os_open, view, buffering=0))
+        rate_row(
+            "sequential read %d MiB: raw readinto(1 MiB memoryview), store reopened" % mib,
+            read_into(tx_open, view, buffering=0),
+            read_into(os_open, view, buffering=0),
+        )
         core_row("the same file read by the core in a Rust loop, store reopened")
 
         import fsspec
@@ -195,25 +239,56 @@ def main() -> None:
 
         tfs = TxvfsFileSystem(store=store, skip_instance_cache=True)
         lfs = fsspec.filesystem("file")
-        rate_row("fsspec cat_file %d MiB (vs LocalFileSystem)" % mib,
-                 lambda: tfs.cat_file("/big"), lambda: lfs.cat_file(big_plain))
+        rate_row(
+            "fsspec cat_file %d MiB (vs LocalFileSystem)" % mib,
+            lambda: tfs.cat_file("/big"),
+            lambda: lfs.cat_file(big_plain),
+        )
 
         n = 100_000 if not args.quick else 10_000
         store.stat("/")
         t_py = timed(lambda: [store.stat("/") for _ in range(n)]) / n
         t_rs = store._time_core_stat("/", n) / n
         t_os = timed(lambda: [os.stat(plain) for _ in range(n)]) / n
-        rows.append(("stat(\"/\") from Python", "%.2f µs" % (t_py * 1e6), "%.2f µs (os.stat)" % (t_os * 1e6), "%.2fx" % (t_os / t_py), "-"))
+        rows.append(
+            (
+                'stat("/") from Python',
+                "%.2f µs" % (t_py * 1e6),
+                "%.2f µs (os.stat)" % (t_os * 1e6),
+                "%.2fx" % (t_os / t_py),
+                "-",
+            )
+        )
         rows.append(("same core stat in a Rust loop", "%.2f µs" % (t_rs * 1e6), "-", "-", "-"))
-        rows.append(("binding overhead per call (difference)", "%.2f µs" % ((t_py - t_rs) * 1e6), "-", "-", "-"))
+        rows.append(
+            (
+                "binding overhead per call (difference)",
+                "%.2f µs" % ((t_py - t_rs) * 1e6),
+                "-",
+                "-",
+                "-",
+            )
+        )
         t_ex = timed(lambda: [store.exists("/missing") for _ in range(n)]) / n
-        t_exos = timed(lambda: [os.path.exists(os.path.join(plain, "missing")) for _ in range(n)]) / n
-        rows.append(("exists(missing) from Python", "%.2f µs" % (t_ex * 1e6), "%.2f µs (os.path.exists)" % (t_exos * 1e6), "%.2fx" % (t_exos / t_ex), "-"))
+        t_exos = (
+            timed(lambda: [os.path.exists(os.path.join(plain, "missing")) for _ in range(n)]) / n
+        )
+        rows.append(
+            (
+                "exists(missing) from Python",
+                "%.2f µs" % (t_ex * 1e6),
+                "%.2f µs (os.path.exists)" % (t_exos * 1e6),
+                "%.2fx" % (t_exos / t_ex),
+                "-",
+            )
+        )
         store.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
-    print("| workload | txvfs | builtin / local | txvfs rate / baseline rate | page faults per MiB (txvfs / baseline) |")
+    print(
+        "| workload | txvfs | builtin / local | txvfs rate / baseline rate | page faults per MiB (txvfs / baseline) |"
+    )
     print("|---|---|---|---|---|")
     for r in rows:
         print("| %s | %s | %s | %s | %s |" % r)

@@ -8,6 +8,7 @@ own (default); txvfs with the databases in one commit group.
 
 RESULTS_CSV gets the measurements (`workload,system,role,seconds,per`) for benches/charts.py.
 """
+
 import os
 import shutil
 import sqlite3
@@ -60,20 +61,33 @@ def run(kind, k):
 
 
 kinds = ["stock-journal", "stock-wal", "txvfs", "txvfs-group"]
-print(f"{n_tx} transactions per cell, µs per transaction (lower is better); ratio = stock / txvfs-group")
-print("| K | stock rollback journal | stock WAL | txvfs (each db commits alone) | txvfs commit group | journal / group | WAL / group | txvfs alone / group |")
+print(
+    f"{n_tx} transactions per cell, µs per transaction (lower is better); ratio = stock / txvfs-group"
+)
+print(
+    "| K | stock rollback journal | stock WAL | txvfs (each db commits alone) | txvfs commit group | journal / group | WAL / group | txvfs alone / group |"
+)
 print("|---|---|---|---|---|---|---|---|")
-names = {"stock-journal": "stock rollback journal", "stock-wal": "stock WAL",
-         "txvfs": "txvfs (each db alone)", "txvfs-group": "txvfs commit group"}
+names = {
+    "stock-journal": "stock rollback journal",
+    "stock-wal": "stock WAL",
+    "txvfs": "txvfs (each db alone)",
+    "txvfs-group": "txvfs commit group",
+}
 csv = ["workload,system,role,seconds,per"]
 for k in (1, 3, 5, 9):
     r = {kind: run(kind, k) for kind in kinds}
     for kind in kinds:
         role = "baseline" if kind.startswith("stock") else "txvfs"
-        csv.append(f"K={k} databases per transaction,{names[kind]},{role},{r[kind] / 1e6:.9e},transaction")
+        csv.append(
+            f"K={k} databases per transaction,{names[kind]},{role},{r[kind] / 1e6:.9e},transaction"
+        )
     g = r["txvfs-group"]
-    print(f"| {k} | {r['stock-journal']:.0f} | {r['stock-wal']:.0f} | {r['txvfs']:.0f} | {g:.0f} | "
-          f"{r['stock-journal'] / g:.1f}x | {r['stock-wal'] / g:.1f}x | {r['txvfs'] / g:.1f}x |", flush=True)
+    print(
+        f"| {k} | {r['stock-journal']:.0f} | {r['stock-wal']:.0f} | {r['txvfs']:.0f} | {g:.0f} | "
+        f"{r['stock-journal'] / g:.1f}x | {r['stock-wal'] / g:.1f}x | {r['txvfs'] / g:.1f}x |",
+        flush=True,
+    )
 if results_csv:
     with open(results_csv, "w") as f:
         f.write("\n".join(csv) + "\n")

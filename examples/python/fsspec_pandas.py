@@ -4,7 +4,6 @@ import tempfile
 
 import fsspec
 import pandas as pd
-
 import txvfs.fsspec  # noqa: F401  (registers "txvfs" when the package is not pip-installed)
 
 with tempfile.TemporaryDirectory() as tmp:

@@ -12,11 +12,27 @@ def capi() -> ctypes.CDLL:
     """libtxvfs.so, a second copy of the txvfs core in this process."""
     lib = ctypes.CDLL(os.environ["TXVFS_CAPI_LIB"])
     lib.txvfs_last_error.restype = ctypes.c_char_p
-    lib.txvfs_store_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.txvfs_store_open.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_void_p),
+    ]
     lib.txvfs_store_free.argtypes = [ctypes.c_void_p]
-    lib.txvfs_write_file.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    lib.txvfs_read_file.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
-                                    ctypes.POINTER(ctypes.c_size_t)]
+    lib.txvfs_write_file.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.txvfs_read_file.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t),
+    ]
     return lib
 
 

@@ -94,7 +94,12 @@ def test_a_second_process_shares_the_store(tmp_path):
     path = str(tmp_path / "store")
     with txvfs.open(path) as store:
         store.write_bytes("/first", b"owner")
-        out = subprocess.run([sys.executable, "-c", _OPEN_AND_WRITE, path], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", _OPEN_AND_WRITE, path],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert out.strip() == "ok owner", out
         assert store.read_bytes("/second") == b"process"
 
@@ -102,5 +107,12 @@ def test_a_second_process_shares_the_store(tmp_path):
 def test_an_exclusive_store_refuses_a_second_process_with_the_owner_pid(tmp_path):
     path = str(tmp_path / "store")
     with txvfs.open(f"rocksdb:{path}?mode=exclusive"):
-        out = subprocess.run([sys.executable, "-c", _OPEN_AND_WRITE, path], capture_output=True, text=True, check=True).stdout
-    assert out.startswith(f"{errno.EBUSY} ") and f"exclusive use by process {os.getpid()}" in out, out
+        out = subprocess.run(
+            [sys.executable, "-c", _OPEN_AND_WRITE, path],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert out.startswith(f"{errno.EBUSY} ") and f"exclusive use by process {os.getpid()}" in out, (
+        out
+    )

@@ -81,7 +81,9 @@ def test_a_killed_flock_holder_loses_the_lock_within_the_lease(tmp_path, killed)
             f.flock(fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except (BlockingIOError, OSError):
-            assert time.monotonic() - start < LEASE_BOUND, "the killed holder's flock was never released"
+            assert time.monotonic() - start < LEASE_BOUND, (
+                "the killed holder's flock was never released"
+            )
             time.sleep(0.1)
     print(f"flock granted {time.monotonic() - start:.1f} s after the holder ({killed}) was killed")
     f.close()
@@ -114,7 +116,9 @@ def test_a_killed_sqlite_writer_releases_reserved_within_the_lease(tmp_path, kil
     con.execute("BEGIN IMMEDIATE")
     con.execute("INSERT INTO t VALUES ('after')")
     con.execute("COMMIT")
-    print(f"RESERVED granted {time.monotonic() - start:.1f} s after the holder ({killed}) was killed")
+    print(
+        f"RESERVED granted {time.monotonic() - start:.1f} s after the holder ({killed}) was killed"
+    )
     assert con.execute("SELECT v FROM t").fetchall() == [("after",)]
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
@@ -133,7 +137,15 @@ def test_a_client_killed_with_a_snapshot_pinned_stalls_nobody(tmp_path):
     for i in range(200):
         store.write_bytes("/data", f"w{i}".encode())
     assert not store.exists("/from-killed")
-    out = subprocess.run([sys.executable, "-c", "import sys, txvfs\nwith txvfs.open(sys.argv[1]) as s:\n"
-                          " s.write_bytes('/next', s.read_bytes('/data'))", path], check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, txvfs\nwith txvfs.open(sys.argv[1]) as s:\n"
+            " s.write_bytes('/next', s.read_bytes('/data'))",
+            path,
+        ],
+        check=True,
+    )
     assert out.returncode == 0 and store.read_bytes("/next") == b"w199"
     store.close()

@@ -36,7 +36,10 @@ def test_pool_of_workers_writes_into_one_store_the_parent_holds(tmp_path, method
                 assert store.read_bytes(f"/w/{t}/{i}") == f"{t}:{i}".encode() * 100
     with txvfs.open(path) as again:
         assert sum(len(again.listdir(f"/w/{t}")) for t in range(8)) == 8 * FILES_PER_TASK
-        assert again.read_bytes("/parent-before") == b"1" and again.read_bytes("/parent-during") == b"2"
+        assert (
+            again.read_bytes("/parent-before") == b"1"
+            and again.read_bytes("/parent-during") == b"2"
+        )
 
 
 _inherited = None

@@ -44,11 +44,17 @@ def test_c_library_shares_the_store_python_owns(tmp_path, capi):
     store = txvfs.open(path)
     store.write_bytes("/kept", b"data")
     handle = ctypes.c_void_p()
-    assert capi.txvfs_store_open(path.encode(), None, ctypes.byref(handle)) == 0, capi.txvfs_last_error()
-    assert capi.txvfs_write_file(handle, None, b"/from-c", b"C wrote", 7) == 0, capi.txvfs_last_error()
+    assert capi.txvfs_store_open(path.encode(), None, ctypes.byref(handle)) == 0, (
+        capi.txvfs_last_error()
+    )
+    assert capi.txvfs_write_file(handle, None, b"/from-c", b"C wrote", 7) == 0, (
+        capi.txvfs_last_error()
+    )
     assert store.read_bytes("/from-c") == b"C wrote"
     store.close()  # the C copy takes the store over
-    assert capi.txvfs_write_file(handle, None, b"/after", b"C again", 7) == 0, capi.txvfs_last_error()
+    assert capi.txvfs_write_file(handle, None, b"/after", b"C again", 7) == 0, (
+        capi.txvfs_last_error()
+    )
     capi.txvfs_store_free(handle)
     with txvfs.open(path) as store:
         assert store.read_bytes("/kept") == b"data"

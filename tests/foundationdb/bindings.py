@@ -4,6 +4,7 @@ Run by tests/foundationdb/run as: python3 bindings.py CLUSTER-FILE SQLITE-EXTENS
 txvfs package on PYTHONPATH. Each store gets a prefix of its own. The process must then exit
 with status 0 (FoundationDB's network is stopped at exit; it used to die of SIGSEGV).
 """
+
 import sqlite3
 import sys
 import time
@@ -52,7 +53,7 @@ def sqlite_on_fdb():
         try:
             txvfs.open(uri("sqlite")).close()
         except Exception as why:
-            raise SystemExit(f"sqlite on fdb: {e}: {why}")
+            raise SystemExit(f"sqlite on fdb: {e}: {why}") from why
         raise
     con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
     con.execute("BEGIN")

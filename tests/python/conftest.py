@@ -12,7 +12,6 @@ import random
 from typing import Any, Iterator
 
 import pytest
-
 import txvfs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -49,9 +48,17 @@ from hypothesis import settings  # noqa: E402
 
 HYPOTHESIS_PROFILE = os.environ.get("TXVFS_HYPOTHESIS_PROFILE", "ci")
 if HYPOTHESIS_PROFILE not in ("ci", "long"):
-    raise pytest.UsageError("TXVFS_HYPOTHESIS_PROFILE must be 'ci' or 'long', not %r" % HYPOTHESIS_PROFILE)
+    raise pytest.UsageError(
+        "TXVFS_HYPOTHESIS_PROFILE must be 'ci' or 'long', not %r" % HYPOTHESIS_PROFILE
+    )
 _seed = os.environ.get("TXVFS_HYPOTHESIS_SEED")
-HYPOTHESIS_SEED = int(_seed) if _seed else 20 if HYPOTHESIS_PROFILE == "ci" else random.SystemRandom().randrange(2**32)
+HYPOTHESIS_SEED = (
+    int(_seed)
+    if _seed
+    else 20
+    if HYPOTHESIS_PROFILE == "ci"
+    else random.SystemRandom().randrange(2**32)
+)
 settings.register_profile("ci", database=None, deadline=None, print_blob=True)
 settings.register_profile("long", settings.get_profile("ci"))
 settings.load_profile(HYPOTHESIS_PROFILE)
@@ -73,5 +80,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """Prints the seed of the random tests, to replay a failure."""
     terminalreporter.write_line(
         "hypothesis: profile %s, seed %s (replay: TXVFS_HYPOTHESIS_PROFILE=%s TXVFS_HYPOTHESIS_SEED=%s tests/python/run)"
-        % (HYPOTHESIS_PROFILE, config.option.hypothesis_seed, HYPOTHESIS_PROFILE, config.option.hypothesis_seed)
+        % (
+            HYPOTHESIS_PROFILE,
+            config.option.hypothesis_seed,
+            HYPOTHESIS_PROFILE,
+            config.option.hypothesis_seed,
+        )
     )

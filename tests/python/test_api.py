@@ -10,7 +10,6 @@ import stat
 import threading
 
 import pytest
-
 import txvfs
 
 
@@ -271,7 +270,12 @@ def test_scandir_and_cached_stat(store: txvfs.Store) -> None:
     assert sorted(entries) == ["f", "link", "sub"]
     f, link, sub = entries["f"], entries["link"], entries["sub"]
     assert f.is_file() and not f.is_dir() and not f.is_symlink()
-    assert sub.is_dir() and link.is_symlink() and link.is_dir() and not link.is_dir(follow_symlinks=False)
+    assert (
+        sub.is_dir()
+        and link.is_symlink()
+        and link.is_dir()
+        and not link.is_dir(follow_symlinks=False)
+    )
     assert f.path == "/d/f" and os.fspath(f) == "/d/f" and f.inode() == store.stat("/d/f").st_ino
     st = f.stat()
     store.write_bytes("/d/f", b"abcdef")
@@ -291,7 +295,9 @@ def test_scandir_pages_large_directory(store: txvfs.Store) -> None:
     assert names == ["%05d" % i for i in range(2500)]
     assert store.listdir("/big") == names
     page = store.readdir("/big", "00100", 3)
-    assert page == [(n, store.stat("/big/" + n).st_ino, "file") for n in ("00101", "00102", "00103")]
+    assert page == [
+        (n, store.stat("/big/" + n).st_ino, "file") for n in ("00101", "00102", "00103")
+    ]
 
 
 def test_walk_matches_os_walk(store: txvfs.Store, tmp_path: pathlib.Path) -> None:
@@ -305,7 +311,9 @@ def test_walk_matches_os_walk(store: txvfs.Store, tmp_path: pathlib.Path) -> Non
     (tmp_path / "empty").mkdir()
 
     def norm(walk, root):  # type: ignore[no-untyped-def]
-        return [("/" + os.path.relpath(p, root).lstrip("."), sorted(d), sorted(f)) for p, d, f in walk]
+        return [
+            ("/" + os.path.relpath(p, root).lstrip("."), sorted(d), sorted(f)) for p, d, f in walk
+        ]
 
     for topdown in (True, False):
         mine = norm(store.walk("/", topdown=topdown), "/")

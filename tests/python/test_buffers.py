@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterator, List, Tuple
 
 import numpy  # installed with pandas (tests/python/requirements.txt)
 import pytest
-
 import txvfs
 
 SIZE = 3 * (1 << 20) + 12345  # more than the binding's 1 MiB core reads, not a block multiple
@@ -36,7 +35,10 @@ def both(tmp_path: pathlib.Path, any_store: txvfs.Store) -> Tuple[str, txvfs.Sto
 
 def openers(both: Tuple[str, txvfs.Store]) -> List[Callable[..., Any]]:
     real, store = both
-    return [lambda mode="rb", **kw: open(real, mode, **kw), lambda mode="rb", **kw: store.open("/data", mode, **kw)]
+    return [
+        lambda mode="rb", **kw: open(real, mode, **kw),
+        lambda mode="rb", **kw: store.open("/data", mode, **kw),
+    ]
 
 
 def outcome(fn: Callable[[], Any]) -> Any:
@@ -182,7 +184,9 @@ def test_a_buffer_being_filled_cannot_be_resized(store: txvfs.Store) -> None:
 
 
 @pytest.mark.parametrize("buffering", [0, -1])
-def test_threads_sharing_a_file_each_read_whole_distinct_pieces(any_store: txvfs.Store, buffering: int) -> None:
+def test_threads_sharing_a_file_each_read_whole_distinct_pieces(
+    any_store: txvfs.Store, buffering: int
+) -> None:
     piece, pieces = 64 << 10, 64
     data = b"".join(i.to_bytes(4, "big") * (piece // 4) for i in range(pieces))
     any_store.write_bytes("/p", data)
@@ -230,8 +234,10 @@ def test_write_takes_any_contiguous_buffer_like_builtin_open(
     real, store = both
     payload = DATA[: 1 << 20]
     results = []
-    for opener, read in [(lambda **kw: open(real, "wb", **kw), lambda: pathlib.Path(real).read_bytes()),
-                         (lambda **kw: store.open("/data", "wb", **kw), lambda: store.read_bytes("/data"))]:
+    for opener, read in [
+        (lambda **kw: open(real, "wb", **kw), lambda: pathlib.Path(real).read_bytes()),
+        (lambda **kw: store.open("/data", "wb", **kw), lambda: store.read_bytes("/data")),
+    ]:
         with opener(buffering=buffering) as f:
             r = outcome(lambda: f.write(make(payload)))
         results.append((r, read()))

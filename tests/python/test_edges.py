@@ -14,7 +14,6 @@ import pathlib
 from typing import Any, Callable, Iterator, Tuple
 
 import pytest
-
 import txvfs
 
 HUGE = 2**44  # 16 TiB: more than this machine can allocate
@@ -49,7 +48,9 @@ def outcome(fn: Callable[[], Any]) -> Any:
         ("r", -1, lambda f, n: f.read(n)),
     ],
 )
-def test_huge_read_sizes_behave_like_builtin_open(three: Tuple[str, txvfs.Store], mode: str, buffering: int, call: Any) -> None:
+def test_huge_read_sizes_behave_like_builtin_open(
+    three: Tuple[str, txvfs.Store], mode: str, buffering: int, call: Any
+) -> None:
     real, store = three
     with open(real, mode, buffering=buffering) as f:
         builtin = outcome(lambda: call(f, HUGE))
@@ -94,7 +95,11 @@ def test_a_file_that_grows_during_a_huge_read_is_read_to_its_end(store: txvfs.St
 @pytest.fixture
 def huge_buffer() -> Iterator[memoryview]:
     """A 1 TiB writable buffer that costs nothing until touched (MAP_NORESERVE)."""
-    m = mmap.mmap(-1, 2**40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000))
+    m = mmap.mmap(
+        -1,
+        2**40,
+        flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0x4000),
+    )
     view = memoryview(m)
     yield view
     view.release()
@@ -131,14 +136,36 @@ TREE = [
     ("symlink", "to_dir/f", "/chain"),
 ]
 PROBES = [
-    "/", "/d", "/d/", "/d/f", "/d/f/", "/d/f/x", "/d/missing", "/missing/x", "/to_file", "/to_file/",
-    "/to_dir", "/to_dir/", "/to_dir/f", "/dangling", "/dangling/", "/loop_a", "/loop_a/", "/loop_a/x",
-    "/self", "/self/x", "/chain", "/d/" + "n" * 300, "/d/f\0x",
+    "/",
+    "/d",
+    "/d/",
+    "/d/f",
+    "/d/f/",
+    "/d/f/x",
+    "/d/missing",
+    "/missing/x",
+    "/to_file",
+    "/to_file/",
+    "/to_dir",
+    "/to_dir/",
+    "/to_dir/f",
+    "/dangling",
+    "/dangling/",
+    "/loop_a",
+    "/loop_a/",
+    "/loop_a/x",
+    "/self",
+    "/self/x",
+    "/chain",
+    "/d/" + "n" * 300,
+    "/d/f\0x",
 ]
 PREDICATES = ["exists", "lexists", "isfile", "isdir", "islink"]
 
 
-def test_exists_and_friends_answer_like_os_path(tmp_path: pathlib.Path, any_store: txvfs.Store) -> None:
+def test_exists_and_friends_answer_like_os_path(
+    tmp_path: pathlib.Path, any_store: txvfs.Store
+) -> None:
     root = tmp_path / "tree"
     root.mkdir()
     for item in TREE:
@@ -159,7 +186,7 @@ def test_exists_and_friends_answer_like_os_path(tmp_path: pathlib.Path, any_stor
                 got = outcome(lambda: getattr(fs, name)(probe))
                 if got != expected:
                     mismatches.append((type(fs).__name__, name, probe, expected, got))
-            for as_bytes in (True,):
+            for _as_bytes in (True,):
                 got = outcome(lambda: getattr(any_store, name)(os.fsencode(probe)))
                 if got != expected:
                     mismatches.append(("bytes", name, probe, expected, got))

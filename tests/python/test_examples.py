@@ -12,7 +12,9 @@ EXAMPLES = ROOT / "examples" / "python"
 
 
 def run(path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, path], capture_output=True, text=True, timeout=120, env=os.environ.copy()
+    )
 
 
 def test_quickstart() -> None:

@@ -10,14 +10,13 @@ from typing import Any, Iterator
 
 import fsspec
 import pytest
+import txvfs
 from fsspec.tests.abstract import AbstractFixtures
 from fsspec.tests.abstract.copy import AbstractCopyTests
 from fsspec.tests.abstract.get import AbstractGetTests
 from fsspec.tests.abstract.open import AbstractOpenTests
 from fsspec.tests.abstract.pipe import AbstractPipeTests
 from fsspec.tests.abstract.put import AbstractPutTests
-
-import txvfs
 from txvfs.fsspec import TxvfsFileSystem
 
 
@@ -181,6 +180,7 @@ def test_open_text_and_modes(fs: TxvfsFileSystem) -> None:
 
 def test_pandas_round_trip(tmp_path: pathlib.Path) -> None:
     import pandas as pd  # a test requirement (requirements.txt): missing is a failure, not a skip
+
     uri = os.fspath(tmp_path / "store")
     df = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]})
     df.to_csv("txvfs:///frames/df.csv", index=False, storage_options={"store": uri})
@@ -205,7 +205,9 @@ class TxvfsFixtures(AbstractFixtures):  # type: ignore[misc]
 
     @pytest.fixture
     def fs_join(self) -> Any:
-        return lambda *parts: "/".join(p.rstrip("/") for p in parts[:-1]) + "/" + parts[-1].lstrip("/")
+        return (
+            lambda *parts: "/".join(p.rstrip("/") for p in parts[:-1]) + "/" + parts[-1].lstrip("/")
+        )
 
 
 class TestTxvfsCopy(AbstractCopyTests, TxvfsFixtures):  # type: ignore[misc]

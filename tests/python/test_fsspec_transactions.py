@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterator, List
 
 import fsspec
 import pytest
-
 import txvfs
 from txvfs.fsspec import TxvfsFileSystem
 
@@ -31,6 +30,7 @@ def fs() -> Iterator[TxvfsFileSystem]:
 
 def in_thread(fn: Callable[[], Any]) -> threading.Thread:
     """Starts ``fn`` in a thread; its exception (if any) is re-raised by ``join_all``."""
+
     def run() -> None:
         try:
             fn()
@@ -193,7 +193,12 @@ def test_instance_cache_is_keyed_by_the_store(tmp_path: pathlib.Path) -> None:
         assert not s2.exists("/only-in-1")
     # One RocksDB store spelled four ways is one instance.
     p = tmp_path / "store"
-    spellings = [os.fspath(p), "rocksdb:" + os.fspath(p), os.fspath(p) + "/", os.fspath(tmp_path / "x" / ".." / "store")]
+    spellings = [
+        os.fspath(p),
+        "rocksdb:" + os.fspath(p),
+        os.fspath(p) + "/",
+        os.fspath(tmp_path / "x" / ".." / "store"),
+    ]
     (tmp_path / "x").mkdir()
     instances = [fsspec.filesystem("txvfs", store=u) for u in spellings]
     assert all(i is instances[0] for i in instances), instances

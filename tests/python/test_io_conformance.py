@@ -15,12 +15,10 @@ import zipfile
 from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
+import txvfs
+from conftest import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-import txvfs
-
-from conftest import examples
 
 Op = Tuple[str, Tuple[Any, ...]]
 
@@ -80,7 +78,13 @@ def run_both(
     try:
         for i, op in enumerate(ops):
             want, got = apply(ref, op), apply(mine, op)
-            assert got == want, "step %d %r in mode %r: txvfs %r, builtin %r" % (i, op, mode, got, want)
+            assert got == want, "step %d %r in mode %r: txvfs %r, builtin %r" % (
+                i,
+                op,
+                mode,
+                got,
+                want,
+            )
     finally:
         ref.close()
         mine.close()
@@ -132,12 +136,26 @@ text_ops = st.lists(
     max_size=20,
 )
 
-SETTINGS = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=examples(120),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @SETTINGS
-@example(mode="r+b", buffering=7, initial=b"0123456789", ops=[("read1", (3,)), ("read1", (-1,)), ("write", (b"ab",)), ("read1", (100,)), ("read1", ())])
-@example(mode="rb", buffering=-1, initial=b"abc", ops=[("read1", ()), ("read1", (0,)), ("seek", (1, 0)), ("read1", (1,))])
+@example(
+    mode="r+b",
+    buffering=7,
+    initial=b"0123456789",
+    ops=[("read1", (3,)), ("read1", (-1,)), ("write", (b"ab",)), ("read1", (100,)), ("read1", ())],
+)
+@example(
+    mode="rb",
+    buffering=-1,
+    initial=b"abc",
+    ops=[("read1", ()), ("read1", (0,)), ("seek", (1, 0)), ("read1", (1,))],
+)
 @example(mode="rb", buffering=0, initial=b"abc", ops=[("read1", (1,))])  # raw files have no read1
 @given(
     mode=st.sampled_from(BIN_MODES),
@@ -145,7 +163,14 @@ SETTINGS = settings(max_examples=examples(120), deadline=None, suppress_health_c
     initial=st.one_of(st.none(), bin_data),
     ops=bin_ops,
 )
-def test_binary_sequences_match_builtin_open(store: txvfs.Store, tmp_path: pathlib.Path, mode: str, buffering: int, initial: Optional[bytes], ops: List[Op]) -> None:
+def test_binary_sequences_match_builtin_open(
+    store: txvfs.Store,
+    tmp_path: pathlib.Path,
+    mode: str,
+    buffering: int,
+    initial: Optional[bytes],
+    ops: List[Op],
+) -> None:
     run_both(store, tmp_path, mode, ops, initial, buffering)
 
 
@@ -157,7 +182,15 @@ def test_binary_sequences_match_builtin_open(store: txvfs.Store, tmp_path: pathl
     initial=st.one_of(st.none(), text_data.map(lambda s: s.encode("utf-8"))),
     ops=text_ops,
 )
-def test_text_sequences_match_builtin_open(store: txvfs.Store, tmp_path: pathlib.Path, mode: str, buffering: int, newline: Optional[str], initial: Optional[bytes], ops: List[Op]) -> None:
+def test_text_sequences_match_builtin_open(
+    store: txvfs.Store,
+    tmp_path: pathlib.Path,
+    mode: str,
+    buffering: int,
+    newline: Optional[str],
+    initial: Optional[bytes],
+    ops: List[Op],
+) -> None:
     run_both(store, tmp_path, mode, ops, initial, buffering, encoding="utf-8", newline=newline)
 
 
@@ -178,7 +211,9 @@ def test_text_sequences_match_builtin_open(store: txvfs.Store, tmp_path: pathlib
         ("r", "big", {}),
     ],
 )
-def test_invalid_arguments_match_builtin_open(store: txvfs.Store, tmp_path: pathlib.Path, mode: str, buffering: Any, kw: Any) -> None:
+def test_invalid_arguments_match_builtin_open(
+    store: txvfs.Store, tmp_path: pathlib.Path, mode: str, buffering: Any, kw: Any
+) -> None:
     (tmp_path / "f").write_bytes(b"x")
     store.write_bytes("/f", b"x")
     want = outcome(lambda: open(tmp_path / "f", mode, buffering, **kw))
@@ -186,7 +221,9 @@ def test_invalid_arguments_match_builtin_open(store: txvfs.Store, tmp_path: path
     assert want[0] == "raise" and got == want
 
 
-def test_open_missing_and_directories_match_builtin(store: txvfs.Store, tmp_path: pathlib.Path) -> None:
+def test_open_missing_and_directories_match_builtin(
+    store: txvfs.Store, tmp_path: pathlib.Path
+) -> None:
     (tmp_path / "d").mkdir()
     store.mkdir("/d")
     for mode in ("r", "rb", "w", "a", "r+", "x"):
@@ -202,7 +239,12 @@ def test_open_missing_and_directories_match_builtin(store: txvfs.Store, tmp_path
 
 def test_types_attributes_and_closed_state(store: txvfs.Store) -> None:
     store.write_bytes("/f", b"line1\nline2\n")
-    cases = [("rb", io.BufferedReader, "rb"), ("wb", io.BufferedWriter, "wb"), ("r+b", io.BufferedRandom, "rb+"), ("r", io.TextIOWrapper, "r")]
+    cases = [
+        ("rb", io.BufferedReader, "rb"),
+        ("wb", io.BufferedWriter, "wb"),
+        ("r+b", io.BufferedRandom, "rb+"),
+        ("r", io.TextIOWrapper, "r"),
+    ]
     for mode, cls, shown in cases:
         f = store.open("/f", mode)
         assert type(f) is cls and isinstance(f, io.IOBase)

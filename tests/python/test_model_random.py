@@ -13,12 +13,10 @@ import stat
 import tempfile
 from typing import Any, Callable, Dict, List, Tuple
 
+import txvfs
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import txvfs
-
-from conftest import examples
 
 PATHS = ["a", "b", "a/c", "a/d", "b/c", "a/c/e"]
 # Relative targets without "..": in the model, ".." from the root leaves the temporary directory.
@@ -137,7 +135,7 @@ def snapshot_model(root: str) -> Dict[str, Any]:
         out[rel] = ("dir", sorted(dirs + files))
         for f in files:
             full = os.path.join(dirpath, f)
-            key = (rel.rstrip("/") + "/" + f)
+            key = rel.rstrip("/") + "/" + f
             if os.path.islink(full):
                 out[key] = ("link", os.readlink(full))
             else:
@@ -172,7 +170,10 @@ def check(fs: Any, seq: List[Op]) -> None:
         shutil.rmtree(root)
 
 
-SETTINGS = settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @SETTINGS
@@ -199,9 +200,16 @@ def test_random_sequences_inside_one_transaction(seq: List[Op], commit: bool) ->
 
 def test_model_runs_on_rocksdb(tmp_path: pathlib.Path) -> None:
     seq: List[Op] = [
-        ("mkdir", ("a",)), ("write", ("a/c", b"x")), ("link", ("a/c", "b")), ("rename", ("b", "a/d")),
-        ("symlink", ("c", "a/c/e")), ("symlink", ("c", "b")), ("read", ("b",)),
-        ("rmdir", ("a",)), ("truncate", ("a/d", 5)), ("listdir", ("a",)),
+        ("mkdir", ("a",)),
+        ("write", ("a/c", b"x")),
+        ("link", ("a/c", "b")),
+        ("rename", ("b", "a/d")),
+        ("symlink", ("c", "a/c/e")),
+        ("symlink", ("c", "b")),
+        ("read", ("b",)),
+        ("rmdir", ("a",)),
+        ("truncate", ("a/d", 5)),
+        ("listdir", ("a",)),
     ]
     with txvfs.open(tmp_path / "s", sync=False) as s:
         check(s, seq)

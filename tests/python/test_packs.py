@@ -10,7 +10,6 @@ import subprocess
 
 import fsspec
 import pytest
-
 import txvfs
 from txvfs.fsspec import TxvfsFileSystem
 

@@ -14,7 +14,6 @@ import warnings
 from typing import Any, Iterator
 
 import pytest
-
 import txvfs
 import txvfs.fsspec
 from txvfs.fsspec import TxvfsFileSystem
@@ -69,7 +68,10 @@ def test_pathlike_everywhere(wrap: Any, tmp_path: pathlib.Path) -> None:
         s.setxattr(P("/d/a"), "user.k", b"v")
         assert s.getxattr(P("/d/a"), "user.k") == b"v" and s.listxattr(P("/d/a")) == ["user.k"]
         s.removexattr(P("/d/a"), "user.k")
-        assert "a" in s.listdir(P("/d")) and [n for n, _, _ in s.readdir(P("/d"), after=P("a"))][0] > "a"
+        assert (
+            "a" in s.listdir(P("/d"))
+            and [n for n, _, _ in s.readdir(P("/d"), after=P("a"))][0] > "a"
+        )
         assert "a" in [e.name for e in s.scandir(P("/d"))]
         assert [w[0] for w in s.walk(P("/d/e"))] == ["/d/e", "/d/e/f"]
         with s.transaction() as tx:
@@ -118,7 +120,9 @@ def test_store_pickles_by_uri_with_its_options(store_dir: str) -> None:
                 ro2.write_bytes("/c", b"3")
 
 
-def test_relative_store_path_pickles_as_absolute(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_relative_store_path_pickles_as_absolute(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with txvfs.open("rel-store", sync=False) as s:
         s.write_bytes("/a", b"1")
@@ -158,7 +162,9 @@ def test_fsspec_filesystem_pickles(store_dir: str) -> None:
             fs_obj = TxvfsFileSystem(store=s)
             other = pickle.loads(pickle.dumps(fs_obj))  # the Store inside goes by URI
             try:
-                assert other.cat_file("/f") == b"fsspec" and other.store.uri == os.path.abspath(store_dir)
+                assert other.cat_file("/f") == b"fsspec" and other.store.uri == os.path.abspath(
+                    store_dir
+                )
             finally:
                 other.store.close()
     finally:
@@ -185,7 +191,9 @@ def _fs_worker(fs: TxvfsFileSystem) -> bytes:
 
 def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
     # One worker is enough: it opens, in another process, the store the parent pickled.
-    return concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    return concurrent.futures.ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn")
+    )
 
 
 def test_worker_process_uses_a_store_the_parent_closed(store_dir: str) -> None:

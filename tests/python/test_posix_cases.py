@@ -9,12 +9,10 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
-
 import txvfs
-
 from conftest import ROOT
 
 TABLE = ROOT / "tests" / "cases" / "posix.cases"
@@ -63,7 +61,10 @@ def listing(names: List[bytes]) -> bytes:
 
 def run_op(fs: txvfs.Store, op: str, a: List[str]) -> Optional[bytes]:
     """Runs one step; returns the value of a query, None for an operation."""
-    arg: Callable[[int], bytes] = lambda i: decode(a[i])
+
+    def arg(i: int) -> bytes:
+        return decode(a[i])
+
     if op == "mkdir":
         fs.mkdir(arg(0), int(a[1], 8))
     elif op == "rmdir":
@@ -116,7 +117,11 @@ def run_op(fs: txvfs.Store, op: str, a: List[str]) -> Optional[bytes]:
     elif op == "chmod":
         fs.chmod(arg(0), int(a[1], 8))
     elif op in ("setxattr", "setxattr_create", "setxattr_replace"):
-        flags = {"setxattr": 0, "setxattr_create": txvfs.XATTR_CREATE, "setxattr_replace": txvfs.XATTR_REPLACE}[op]
+        flags = {
+            "setxattr": 0,
+            "setxattr_create": txvfs.XATTR_CREATE,
+            "setxattr_replace": txvfs.XATTR_REPLACE,
+        }[op]
         fs.setxattr(arg(0), arg(1), arg(2), flags)
     elif op == "getxattr":
         return fs.getxattr(arg(0), arg(1))

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
-
 import txvfs
 
 
@@ -282,7 +281,9 @@ def test_several_unflushed_files_and_a_closed_one_commit_together(store: txvfs.S
 
 
 @pytest.mark.parametrize("ending", ["with", "commit"])
-def test_a_failed_flush_fails_the_commit_and_commits_nothing(store: txvfs.Store, ending: str) -> None:
+def test_a_failed_flush_fails_the_commit_and_commits_nothing(
+    store: txvfs.Store, ending: str
+) -> None:
     store.write_bytes("/before", b"old")
     tx = store.begin()
     tx.write_bytes("/before", b"new")

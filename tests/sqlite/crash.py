@@ -16,6 +16,7 @@ attach: a main database and two attached ones, no commit group: SQLite's super-j
 group:  the same three databases in an explicit commit group (group=g), in every journal
         mode and synchronous setting.
 """
+
 import os
 import random
 import signal
@@ -31,27 +32,41 @@ def child(lib, store, mode, seed):
     boot.enable_load_extension(True)
     boot.load_extension(lib)
     group = "&group=g" if mode == "group" else ""
-    con = sqlite3.connect(f"file:/crash/main.db?vfs=txvfs&store={store}{group}", uri=True, isolation_level=None, timeout=60)
+    con = sqlite3.connect(
+        f"file:/crash/main.db?vfs=txvfs&store={store}{group}",
+        uri=True,
+        isolation_level=None,
+        timeout=60,
+    )
     schemas = ["main"]
     if mode in ("attach", "group"):
         for s in ("b", "c"):
             con.execute(f"ATTACH 'file:/crash/{s}.db?vfs=txvfs&store={store}{group}' AS {s}")
             schemas.append(s)
     for s in schemas:
-        con.execute(f"CREATE TABLE IF NOT EXISTS {s}.t(id INTEGER PRIMARY KEY, n INTEGER, pad BLOB)")
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {s}.t(id INTEGER PRIMARY KEY, n INTEGER, pad BLOB)"
+        )
     # Verify what the killed predecessor left.
     state = []
     for s in schemas:
         ok = con.execute(f"PRAGMA {s}.integrity_check").fetchone()[0]
-        n, mx, total = con.execute(f"SELECT count(*), coalesce(max(id), 0), coalesce(sum(n), 0) FROM {s}.t").fetchone()
+        n, mx, total = con.execute(
+            f"SELECT count(*), coalesce(max(id), 0), coalesce(sum(n), 0) FROM {s}.t"
+        ).fetchone()
         big = con.execute(f"SELECT count(*) FROM {s}.t WHERE id > 1000000").fetchone()[0]
-        state.append(f"{s}:{ok}:{n - big}:{mx if mx < 1000000 else con.execute(f'SELECT max(id) FROM {s}.t WHERE id < 1000000').fetchone()[0] or 0}:{total}")
+        state.append(
+            f"{s}:{ok}:{n - big}:{mx if mx < 1000000 else con.execute(f'SELECT max(id) FROM {s}.t WHERE id < 1000000').fetchone()[0] or 0}:{total}"
+        )
     print("state " + " ".join(state), flush=True)
     if mode == "attach":
         # The modes in which SQLite uses a super-journal (and so tells the VFS the set).
         jm, sync = rnd.choice(["delete", "truncate", "persist"]), rnd.choice(["full", "normal"])
     else:
-        jm, sync = rnd.choice(["delete", "truncate", "persist", "memory", "off"]), rnd.choice(["full", "normal", "off"])
+        jm, sync = (
+            rnd.choice(["delete", "truncate", "persist", "memory", "off"]),
+            rnd.choice(["full", "normal", "off"]),
+        )
     cache = rnd.choice([5, 50, 2000])
     for s in schemas:
         got = con.execute(f"PRAGMA {s}.journal_mode={jm}").fetchone()[0]
@@ -64,12 +79,17 @@ def child(lib, store, mode, seed):
     while True:
         con.execute("BEGIN")
         for s in schemas:
-            con.execute(f"INSERT INTO {s}.t(id, n, pad) VALUES (?, ?, randomblob(?))", (nxt, nxt, rnd.choice([10, 500, 3000])))
+            con.execute(
+                f"INSERT INTO {s}.t(id, n, pad) VALUES (?, ?, randomblob(?))",
+                (nxt, nxt, rnd.choice([10, 500, 3000])),
+            )
         if rnd.random() < 0.05:
             # A large transaction: many pages, spilled before COMMIT with small caches.
             for s in schemas:
-                con.executemany(f"INSERT INTO {s}.t(id, n, pad) VALUES (?, 0, randomblob(2000))",
-                                [(big_id + k,) for k in range(300)])
+                con.executemany(
+                    f"INSERT INTO {s}.t(id, n, pad) VALUES (?, 0, randomblob(2000))",
+                    [(big_id + k,) for k in range(300)],
+                )
             big_id += 1000
         con.execute("COMMIT")
         print(f"committed {nxt}", flush=True)
@@ -84,10 +104,13 @@ def parent(lib, work, kills, mode):
     rnd = random.Random()
     print(f"crash test {mode}: {kills} kills, seed {seed}", flush=True)
     rnd.seed(seed)
-    last = 0      # last commit the child reported
+    last = 0  # last commit the child reported
     for cycle in range(kills + 1):
-        p = subprocess.Popen([sys.executable, __file__, "child", lib, store, mode, str(rnd.randrange(1 << 30))],
-                             stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, __file__, "child", lib, store, mode, str(rnd.randrange(1 << 30))],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         line = p.stdout.readline().split()
         assert line and line[0] == "state", f"cycle {cycle}: child said {line}"
         rows = None
@@ -97,8 +120,12 @@ def parent(lib, work, kills, mode):
             assert ok == "ok", f"cycle {cycle}: {s} integrity_check: {ok}"
             # Exactly the committed rows: 1..mx, where mx is the last reported commit or the
             # one that was in flight when the kill came.
-            assert mx in (last, last + 1), f"cycle {cycle}: {s} max {mx}, last reported commit {last}"
-            assert n == mx and total == mx * (mx + 1) // 2, f"cycle {cycle}: {s} rows {n} sum {total} max {mx}"
+            assert mx in (last, last + 1), (
+                f"cycle {cycle}: {s} max {mx}, last reported commit {last}"
+            )
+            assert n == mx and total == mx * (mx + 1) // 2, (
+                f"cycle {cycle}: {s} rows {n} sum {total} max {mx}"
+            )
             assert rows is None or rows == mx, f"cycle {cycle}: databases disagree: {line}"
             rows = mx
         last = rows
@@ -111,14 +138,14 @@ def parent(lib, work, kills, mode):
         os.set_blocking(p.stdout.fileno(), False)
         while time.time() < deadline:
             time.sleep(0.005)
-            for l in p.stdout.readlines():
-                if l.startswith("committed"):
-                    last = int(l.split()[1])
+            for line in p.stdout.readlines():
+                if line.startswith("committed"):
+                    last = int(line.split()[1])
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
-        for l in p.stdout.readlines():   # anything written before the kill
-            if l.startswith("committed"):
-                last = int(l.split()[1])
+        for line in p.stdout.readlines():  # anything written before the kill
+            if line.startswith("committed"):
+                last = int(line.split()[1])
         p.stdout.close()
     print(f"crash test {mode}: {kills} kills passed, {last} transactions committed", flush=True)
 

@@ -8,6 +8,7 @@ PRAGMA integrity_check is ok.
 
     python3 multiproc.py LIBPATH WORKDIR [SEED]
 """
+
 import os
 import random
 import signal
@@ -25,7 +26,9 @@ def connect(lib, store):
     boot = sqlite3.connect(":memory:")
     boot.enable_load_extension(True)
     boot.load_extension(lib)
-    con = sqlite3.connect(f"file:/mp/shared.db?vfs=txvfs&store={store}", uri=True, isolation_level=None, timeout=60)
+    con = sqlite3.connect(
+        f"file:/mp/shared.db?vfs=txvfs&store={store}", uri=True, isolation_level=None, timeout=60
+    )
     return con
 
 
@@ -42,7 +45,10 @@ def worker(lib, store, wid, seed):
                 con.execute(begin)
                 n = con.execute("SELECT n FROM c WHERE k = 0").fetchone()[0]
                 con.execute("UPDATE c SET n = ? WHERE k = 0", (n + 1,))
-                con.execute("INSERT INTO t(w, seq, pad) VALUES (?, ?, randomblob(?))", (wid, seq, rnd.randrange(10, 3000)))
+                con.execute(
+                    "INSERT INTO t(w, seq, pad) VALUES (?, ?, randomblob(?))",
+                    (wid, seq, rnd.randrange(10, 3000)),
+                )
                 con.execute("COMMIT")
                 break
             except sqlite3.OperationalError as e:
@@ -61,7 +67,9 @@ def main():
     rnd = random.Random(seed)
     store = os.path.join(work, "mp-store")
     con = connect(lib, store)
-    con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, w INTEGER, seq INTEGER, pad BLOB, UNIQUE(w, seq))")
+    con.execute(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, w INTEGER, seq INTEGER, pad BLOB, UNIQUE(w, seq))"
+    )
     con.execute("CREATE TABLE c(k INTEGER PRIMARY KEY, n INTEGER)")
     con.execute("INSERT INTO c VALUES (0, 0)")
     con.close()
@@ -73,8 +81,11 @@ def main():
     def start():
         wid = next_id[0]
         next_id[0] += 1
-        p = subprocess.Popen([sys.executable, __file__, "--worker", lib, store, str(wid), str(seed * 1000 + wid)],
-                             stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, __file__, "--worker", lib, store, str(wid), str(seed * 1000 + wid)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         os.set_blocking(p.stdout.fileno(), False)
         procs[wid] = (p, [""])
 
@@ -107,7 +118,10 @@ def main():
                 p.send_signal(signal.SIGKILL)
                 p.wait()
                 drain(wid)
-                print(f"killed worker {wid} after {sum(1 for a in acked if a[0] == wid)} commits", flush=True)
+                print(
+                    f"killed worker {wid} after {sum(1 for a in acked if a[0] == wid)} commits",
+                    flush=True,
+                )
                 kills += 1
                 del procs[wid]
                 start()

@@ -7,12 +7,20 @@ loaded in this process): /data/x.db (empty), /data/link.db -> x.db (symlink), /d
 
     python3 test_names.py LIBPATH STORE_URI OTHER_STORE_URI
 """
+
 import sqlite3
 import sys
 import urllib.parse
 
 LIB, STORE, OTHER = sys.argv[1], sys.argv[2], sys.argv[3]
-ALIASES = ["/./data/x.db", "//data/x.db", "/a/../data/x.db", "/data/./x.db", "/data/link.db", "/data/hard.db"]
+ALIASES = [
+    "/./data/x.db",
+    "//data/x.db",
+    "/a/../data/x.db",
+    "/data/./x.db",
+    "/data/link.db",
+    "/data/hard.db",
+]
 passed = []
 
 
@@ -94,7 +102,7 @@ for alias in ALIASES:
     a.execute("INSERT INTO main.t VALUES (-2)")
     locked(a, "INSERT INTO y.t VALUES (-3)")
     a.execute("ROLLBACK")
-    a.execute("INSERT INTO y.t VALUES (?)", (len(want),))   # alone, through the other name
+    a.execute("INSERT INTO y.t VALUES (?)", (len(want),))  # alone, through the other name
     want.append(len(want))
     assert rows(a) == want and rows(a, "y") == want, (alias, rows(a), want)
     check(a)
@@ -103,7 +111,14 @@ for alias in ALIASES:
 passed.append("ATTACH under another name")
 
 # xFullPathname gives one canonical name for every spelling.
-for alias in ["/./data/x.db", "//data/x.db", "/a/../data/x.db", "/data/./x.db", "data/x.db", "/data//x.db"]:
+for alias in [
+    "/./data/x.db",
+    "//data/x.db",
+    "/a/../data/x.db",
+    "/data/./x.db",
+    "data/x.db",
+    "/data//x.db",
+]:
     c = connect(alias)
     name = c.execute("PRAGMA database_list").fetchone()[2]
     assert name == "/data/x.db", (alias, name)
@@ -122,7 +137,7 @@ for c in (a, o):
     c.execute("PRAGMA cache_size=5")
 a.execute("BEGIN")
 o.execute("BEGIN")
-for i in range(300):
+for _ in range(300):
     a.execute("INSERT INTO big VALUES (randomblob(1000))")
     o.execute("INSERT INTO big VALUES (randomblob(1000))")
 a.execute("INSERT INTO t VALUES (-4)")

@@ -3,6 +3,7 @@
 Run by tests/sqlite/run as: python3 test_python.py LIBPATH WORKDIR. Each test ends with
 PRAGMA integrity_check on every database it touched.
 """
+
 import os
 import sqlite3
 import subprocess
@@ -62,7 +63,12 @@ def database_blocks_are_its_pages():
         for _ in range(6):
             con.execute("INSERT INTO t SELECT randomblob(500) FROM t")
         check(con)
-        out = subprocess.run([cli, "--store", STORE, "stat", f"/pages/p{page}.db"], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [cli, "--store", STORE, "stat", f"/pages/p{page}.db"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         assert f"IO Block: {page}\t" in out, out
         con.close()
 
@@ -72,7 +78,9 @@ def workload_and_reopen():
     con = connect("/py/work.db")
     con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, b BLOB)")
     con.execute("BEGIN")
-    con.executemany("INSERT INTO t(v, b) VALUES (?, randomblob(300))", [(f"row{i}",) for i in range(3000)])
+    con.executemany(
+        "INSERT INTO t(v, b) VALUES (?, randomblob(300))", [(f"row{i}",) for i in range(3000)]
+    )
     con.execute("COMMIT")
     con.execute("UPDATE t SET v = v || '!' WHERE id % 3 = 0")
     con.execute("DELETE FROM t WHERE id % 5 = 0")
@@ -169,17 +177,15 @@ def wal_is_accepted_remembered_and_switched_back():
     con.close()
 
 
-
-
 @test
 def two_connections_contend_for_the_write_lock():
     setup = connect("/py/lock.db")
     setup.execute("CREATE TABLE t(who, n)")
     setup.close()
     a = connect("/py/lock.db", check_same_thread=False)
-    b = connect("/py/lock.db", timeout=30)     # busy_timeout 30 s
-    c = connect("/py/lock.db", timeout=0)      # no busy handler
-    a.execute("BEGIN IMMEDIATE")                 # RESERVED
+    b = connect("/py/lock.db", timeout=30)  # busy_timeout 30 s
+    c = connect("/py/lock.db", timeout=0)  # no busy handler
+    a.execute("BEGIN IMMEDIATE")  # RESERVED
     a.execute("INSERT INTO t VALUES ('a', 1)")
     # A reader still sees the committed state while a writes.
     assert c.execute("SELECT count(*) FROM t").fetchone()[0] == 0
@@ -196,7 +202,7 @@ def two_connections_contend_for_the_write_lock():
 
     t = threading.Thread(target=finish)
     t.start()
-    b.execute("BEGIN IMMEDIATE")   # waits in the busy handler until a commits
+    b.execute("BEGIN IMMEDIATE")  # waits in the busy handler until a commits
     b.execute("INSERT INTO t VALUES ('b', 2)")
     b.execute("COMMIT")
     t.join()
@@ -329,7 +335,10 @@ def attached_databases_commit_together_without_a_group():
         other = connect(f"/py/at-{mode}-a.db", store=store)
         other.execute(f"ATTACH 'file:/py/at-{mode}-b.db?vfs=txvfs&store={quoted}' AS b")
         for c in (con, other):
-            assert c.execute("SELECT x FROM main.t").fetchall() == [("one",)], (mode, c.execute("SELECT x FROM main.t").fetchall())
+            assert c.execute("SELECT x FROM main.t").fetchall() == [("one",)], (
+                mode,
+                c.execute("SELECT x FROM main.t").fetchall(),
+            )
             assert c.execute("SELECT count(*) FROM b.t").fetchone()[0] == 1, mode
             check(c)
             check(c, "b")
@@ -356,7 +365,10 @@ def one_group_two_connections_two_threads():
         except Exception as e:  # reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in ("/py/tg-1.db", "/py/tg-2.db")]
+    threads = [
+        threading.Thread(target=writer, args=(n,), daemon=True)
+        for n in ("/py/tg-1.db", "/py/tg-2.db")
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -383,7 +395,9 @@ def backup_and_vacuum_into():
     dst.execute("CREATE TABLE old(y)")
     src.backup(dst)
     src.close()
-    dst.execute(f"VACUUM INTO 'file:/py/vacuumed.db?vfs=txvfs&store={urllib.parse.quote(STORE, safe='/:=')}'")
+    dst.execute(
+        f"VACUUM INTO 'file:/py/vacuumed.db?vfs=txvfs&store={urllib.parse.quote(STORE, safe='/:=')}'"
+    )
     dst.close()
     for name in ("/py/backup.db", "/py/vacuumed.db"):
         c = connect(name)

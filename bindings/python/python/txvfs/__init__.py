@@ -79,9 +79,9 @@ __all__ = [
     "XATTR_REPLACE",
 ]
 
+from . import _watch
 from ._dirs import DirEntry, _ScandirIterator
 from ._files import RawFile, _parse_mode, flock, lockf
-from . import _watch
 from ._watch import Change, Watcher
 
 # The public classes keep the name users see (txvfs.RawFile, txvfs.DirEntry).
@@ -114,8 +114,19 @@ class _PathOps:
 
     # Provided by the native base class; declared for type checkers.
     if TYPE_CHECKING:  # pragma: no cover
-        def open_raw(self, path: Any, flags: int = 0, mode: int = 0o644, *, write_back: bool = False, block_size: Optional[int] = None) -> Handle: ...
-        def readdir(self, path: Any, after: Any = None, limit: int = 0) -> List[Tuple[Any, int, str]]: ...
+
+        def open_raw(
+            self,
+            path: Any,
+            flags: int = 0,
+            mode: int = 0o644,
+            *,
+            write_back: bool = False,
+            block_size: Optional[int] = None,
+        ) -> Handle: ...
+        def readdir(
+            self, path: Any, after: Any = None, limit: int = 0
+        ) -> List[Tuple[Any, int, str]]: ...
         def stat(self, path: Any, *, follow_symlinks: bool = True) -> StatResult: ...
         def lstat(self, path: Any) -> StatResult: ...
         def isdir(self, path: Any) -> bool: ...
@@ -220,7 +231,9 @@ class _PathOps:
     def _opened_for_writing(self, f: Any) -> None:
         """Called with each file :meth:`open` returns for writing (a transaction tracks them)."""
 
-    def read_text(self, path: PathArg, encoding: Optional[str] = None, errors: Optional[str] = None) -> str:
+    def read_text(
+        self, path: PathArg, encoding: Optional[str] = None, errors: Optional[str] = None
+    ) -> str:
         """The contents of a text file, decoded like ``pathlib.Path.read_text``."""
         with self.open(path, "r", encoding=encoding, errors=errors) as f:
             return f.read()  # type: ignore[no-any-return]
@@ -320,7 +333,8 @@ class Store(_PathOps, _txvfs.Store):
         if uri is None:
             raise TypeError(
                 "cannot pickle a %r store: it lives in this process's memory only "
-                "(use a RocksDB path or an fdb: URI to share a store with other processes)" % self.uri
+                "(use a RocksDB path or an fdb: URI to share a store with other processes)"
+                % self.uri
             )
         return uri, dict(state.get("_options", {}))
 
@@ -456,7 +470,7 @@ def _portable_uri(uri: PathArg) -> Optional[str]:
     if scheme.isalpha() and scheme != "rocksdb":  # fdb:, pack:, ... name the same store anywhere
         return s
     if s.startswith("rocksdb:"):
-        return "rocksdb:" + os.path.abspath(s[len("rocksdb:"):])
+        return "rocksdb:" + os.path.abspath(s[len("rocksdb:") :])
     return os.path.abspath(s)
 
 

@@ -99,4 +99,3 @@ class _ScandirIterator:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-

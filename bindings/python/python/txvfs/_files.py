@@ -179,4 +179,3 @@ def _parse_mode(mode: str) -> Tuple[int, str, bool]:
     elif not reading:
         flags |= os.O_WRONLY
     return flags, raw, not binary
-

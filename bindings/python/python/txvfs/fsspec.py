@@ -142,8 +142,8 @@ def _store_identity(store: Any, store_options: Optional[Dict[str, Any]]) -> Tupl
     if uri.startswith(("memory:", "fdb:")):
         return ("uri", uri, options)
     if uri.startswith("pack:"):
-        return ("pack", os.path.realpath(uri[len("pack:"):]), options)
-    path = uri[len("rocksdb:"):] if uri.startswith("rocksdb:") else uri  # as the core reads it
+        return ("pack", os.path.realpath(uri[len("pack:") :]), options)
+    path = uri[len("rocksdb:") :] if uri.startswith("rocksdb:") else uri  # as the core reads it
     return ("rocksdb", os.path.realpath(path), options)
 
 
@@ -160,9 +160,11 @@ class _CachedByStore(_Cached):  # type: ignore[misc]
         rest = dict(kwargs)
         store = args[0] if args else rest.pop("store", None)
         options = args[1] if len(args) > 1 else rest.pop("store_options", None)
-        key = "txvfs-store-" + tokenize(cls, os.getpid(), _store_identity(store, options), args[2:], rest)
+        key = "txvfs-store-" + tokenize(
+            cls, os.getpid(), _store_identity(store, options), args[2:], rest
+        )
         with cls._instantiation_lock:
-            if os.getpid() != getattr(cls, "_pid"):
+            if os.getpid() != cls._pid:
                 cls._cache.clear()
                 cls._pid = os.getpid()
             inst = cls._cache.get(key)
@@ -202,10 +204,12 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
         self.auto_mkdir = auto_mkdir
         if store is None:
             store = "memory:"
-        self.store: Store = store if isinstance(store, Store) else _open_store(store, **(store_options or {}))
+        self.store: Store = (
+            store if isinstance(store, Store) else _open_store(store, **(store_options or {}))
+        )
         # The transaction of the running thread (context); see TxvfsTransaction.
-        self._current: "contextvars.ContextVar[Optional[TxvfsTransaction]]" = contextvars.ContextVar(
-            "txvfs_fsspec_transaction", default=None
+        self._current: "contextvars.ContextVar[Optional[TxvfsTransaction]]" = (
+            contextvars.ContextVar("txvfs_fsspec_transaction", default=None)
         )
 
     def __reduce__(self) -> Any:
@@ -217,7 +221,9 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
             uri, options = self.store._reopen_args()
         except TypeError as e:
             raise TypeError("cannot pickle this txvfs file system: %s" % e) from None
-        kwargs = {k: v for k, v in self.storage_options.items() if k not in ("store", "store_options")}
+        kwargs = {
+            k: v for k, v in self.storage_options.items() if k not in ("store", "store_options")
+        }
         args = (uri, options) + tuple(self.storage_args[2:])
         return make_instance, (type(self), args, kwargs)
 
@@ -268,9 +274,9 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
             path = os.fspath(path)
         path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
         if path.startswith("txvfs://"):
-            path = path[len("txvfs://"):]
+            path = path[len("txvfs://") :]
         elif path.startswith("txvfs:"):
-            path = path[len("txvfs:"):]
+            path = path[len("txvfs:") :]
         path = "/" + path.lstrip("/")
         if len(path) > 1:
             path = path.rstrip("/")
@@ -414,7 +420,14 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
 
         self.store.transact(go)
 
-    def mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: Optional[int] = None, **kwargs: Any) -> None:
+    def mv(
+        self,
+        path1: Any,
+        path2: Any,
+        recursive: bool = False,
+        maxdepth: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
         """Moves ``path1`` to ``path2``. One existing file (or directory, with
         ``recursive``) is one atomic rename, into ``path2`` when that is a directory or ends
         with ``/``; globs and lists are copied and removed like fsspec does."""
@@ -452,7 +465,9 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
                     break
                 fout.write(chunk)
 
-    def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any) -> bytes:
+    def cat_file(
+        self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
+    ) -> bytes:
         """The bytes of a file, or of ``[start, end)`` (negative values count from the
         end), read in one transaction."""
         path = self._strip_protocol(path)
@@ -537,7 +552,9 @@ class TxvfsFileSystem(AbstractFileSystem, metaclass=_CachedByStore):  # type: ig
         if parent != "/":
             self._fs.makedirs(parent, exist_ok=True)
 
-    def read_block(self, fn: str, offset: int, length: Optional[int], delimiter: Optional[bytes] = None) -> bytes:
+    def read_block(
+        self, fn: str, offset: int, length: Optional[int], delimiter: Optional[bytes] = None
+    ) -> bytes:
         """``length`` bytes from ``offset`` (to the end with ``None``), extended to
         ``delimiter`` boundaries when one is given (see ``fsspec.utils.read_block``)."""
         if delimiter is None and length is not None:
