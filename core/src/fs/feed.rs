@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{self, Txn};
 use crate::schema::{self, Change, ChangeKind, FeedConfig, FileType, Meta};
 use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Retention runs after this many of a process's commits that wrote a record.
@@ -40,7 +41,13 @@ pub(crate) struct Feed {
     pub(crate) seq: Mutex<u64>,
     pub(crate) moved: Condvar,
     since_trim: AtomicU64,
+    /// Directory inode -> (parent, name), learned while finding the paths of inode-addressed
+    /// calls; every use checks it against the store (two point reads), so it may be stale.
+    names: Mutex<HashMap<u64, (u64, Vec<u8>)>>,
 }
+
+/// The name cache is emptied when it holds this many directories.
+const NAMES_MAX: usize = 1 << 16;
 
 impl Feed {
     /// Reads the feed's settings from the store.
@@ -78,6 +85,94 @@ impl Operation<'_> {
             return;
         }
         self.changes.push(Change { kind, ino, file_type, path: path.to_vec(), to: None });
+    }
+
+    /// The path of entry `name` of directory `dir`, for noting a change made by an
+    /// inode-addressed call (the FUSE mount's); empty when the feed is off or the directory's
+    /// path cannot be found (see [`Operation::dir_path`]).
+    pub(crate) fn path_at(&mut self, dir: u64, name: &[u8]) -> Result<Vec<u8>> {
+        if !self.inner.feed.on() {
+            return Ok(Vec::new());
+        }
+        let Some(mut p) = self.dir_path(dir)? else { return Ok(Vec::new()) };
+        if p != b"/" {
+            p.push(b'/');
+        }
+        p.extend_from_slice(name);
+        Ok(p)
+    }
+
+    /// The best-known path of inode `ino` of type `kind`: a directory's path, or empty for
+    /// anything else (the store keeps no way from a file to its names).
+    pub(crate) fn path_of(&mut self, ino: u64, kind: FileType) -> Result<Vec<u8>> {
+        if !self.inner.feed.on() || kind != FileType::Dir {
+            return Ok(Vec::new());
+        }
+        Ok(self.dir_path(ino)?.unwrap_or_default())
+    }
+
+    /// The path of directory `dir` as this transaction sees it: up its parent keys to the
+    /// root, finding each name in the parent's entries. Reads are snapshot reads, so finding
+    /// a path never makes the operation conflict; `None` for a detached directory or one made
+    /// before parent keys existed.
+    pub(crate) fn dir_path(&mut self, dir: u64) -> Result<Option<Vec<u8>>> {
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut cur = dir;
+        for _ in 0..=crate::fs::PATH_MAX / 2 {
+            if cur == schema::ROOT_INO {
+                let mut p = Vec::new();
+                for n in names.iter().rev() {
+                    p.push(b'/');
+                    p.extend_from_slice(n);
+                }
+                if p.is_empty() {
+                    p.push(b'/');
+                }
+                return Ok(Some(p));
+            }
+            let key = schema::dir_attr_key(cur, schema::DirAttr::Parent);
+            let Some(v) = self.tx.snapshot_get(&key)? else { return Ok(None) };
+            let parent = kv::decode_counter(Some(&v));
+            let Some(name) = self.name_in(parent, cur)? else { return Ok(None) };
+            names.push(name);
+            cur = parent;
+        }
+        Ok(None)
+    }
+
+    /// The name of directory `dir` in directory `parent`: the cached one if the store still
+    /// has it, else found by listing `parent`.
+    fn name_in(&mut self, parent: u64, dir: u64) -> Result<Option<Vec<u8>>> {
+        let cached = self.inner.feed.names.lock().get(&dir).cloned();
+        if let Some((p, name)) = cached.filter(|(p, _)| *p == parent) {
+            if let Some(v) = self.tx.snapshot_get(&schema::dentry_key(p, &name))? {
+                if schema::Dentry::decode(&v)?.ino == dir {
+                    return Ok(Some(name));
+                }
+            }
+        }
+        let (mut start, end) = schema::dentry_range(parent);
+        loop {
+            let page = self.tx.snapshot_get_range(&start, &end, 1024, false)?;
+            for (k, v) in &page {
+                if schema::Dentry::decode(v)?.ino == dir {
+                    let name = schema::dentry_name(k).to_vec();
+                    let mut names = self.inner.feed.names.lock();
+                    if names.len() >= NAMES_MAX {
+                        names.clear();
+                    }
+                    names.insert(dir, (parent, name.clone()));
+                    return Ok(Some(name));
+                }
+            }
+            match page.last() {
+                Some((k, _)) if page.len() == 1024 => {
+                    start = k.clone();
+                    start.push(0);
+                }
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// Notes a rename of `from` to `to` for the change feed.

@@ -40,6 +40,11 @@ impl File {
         Ok(file)
     }
 
+    /// Sets the path the change feed records this handle's writes at.
+    pub(crate) fn set_path(&mut self, path: Vec<u8>) {
+        self.path = path;
+    }
+
     /// Runs a write of this handle's file, noting it for the change feed.
     fn run_write<R>(&self, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
         self.scope.run(|op| {

@@ -167,7 +167,15 @@ pub trait InodeFileSystem: FileSystem {
     /// Opens `name` in `dir`, creating it if `options` say so; the new file's attributes
     /// come from [`File::stat`].
     fn open_at(&self, dir: u64, name: impl AsRef<[u8]>, options: &OpenOptions) -> Result<File> {
-        File::open_with(self.scope(), options, |op| op.open_at(dir, name.as_ref(), options))
+        let mut path = Vec::new();
+        let mut file = File::open_with(self.scope(), options, |op| {
+            let opened = op.open_at(dir, name.as_ref(), options)?;
+            // The change feed records the handle's writes at this path.
+            path = op.path_at(dir, name.as_ref())?;
+            Ok(opened)
+        })?;
+        file.set_path(path);
+        Ok(file)
     }
     /// Reads extended attribute `name` of `ino` (ENODATA if absent).
     fn getxattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {

@@ -57,7 +57,9 @@ impl Operation<'_> {
     /// Changes the permission bits of `ino`.
     pub fn chmod_ino(&mut self, ino: u64, mode: u32) -> Result<()> {
         let inode = self.inode(ino)?;
-        self.chmod_inode(ino, inode, mode, b"")
+        let kind = inode.kind;
+        self.chmod_inode(ino, inode, mode, b"")?;
+        self.note_ino(crate::schema::ChangeKind::Attrs, ino, kind)
     }
 
     pub(super) fn chmod_inode(
@@ -91,7 +93,9 @@ impl Operation<'_> {
     /// Changes the owner and/or group of `ino`.
     pub fn chown_ino(&mut self, ino: u64, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         let inode = self.inode(ino)?;
-        self.chown_inode(ino, inode, uid, gid, b"")
+        let kind = inode.kind;
+        self.chown_inode(ino, inode, uid, gid, b"")?;
+        self.note_ino(crate::schema::ChangeKind::Attrs, ino, kind)
     }
 
     pub(super) fn chown_inode(
@@ -133,7 +137,9 @@ impl Operation<'_> {
     /// Sets the access and modification times of `ino`.
     pub fn utimens_ino(&mut self, ino: u64, atime: SetTime, mtime: SetTime) -> Result<()> {
         let inode = self.inode(ino)?;
-        self.utimens_inode(ino, inode, atime, mtime, b"")
+        let kind = inode.kind;
+        self.utimens_inode(ino, inode, atime, mtime, b"")?;
+        self.note_ino(crate::schema::ChangeKind::Attrs, ino, kind)
     }
 
     pub(super) fn utimens_inode(
@@ -300,11 +306,29 @@ impl Operation<'_> {
         self.note_xattr(ino, p)
     }
 
-    /// Notes an xattr change for the change feed (for calls by path).
+    /// Notes an xattr change for the change feed (a call by inode has an empty `p`).
     fn note_xattr(&mut self, ino: u64, p: &[u8]) -> Result<()> {
-        if self.inner.feed.on() && !p.is_empty() {
+        if self.inner.feed.on() {
             let kind = self.inode_meta(ino)?.kind;
+            if p.is_empty() {
+                return self.note_ino(crate::schema::ChangeKind::Xattrs, ino, kind);
+            }
             self.note(crate::schema::ChangeKind::Xattrs, ino, kind, p);
+        }
+        Ok(())
+    }
+
+    /// Notes a change of a call by inode, at the inode's best-known path
+    /// ([`Operation::path_of`]: a directory's path, empty for other files).
+    pub(super) fn note_ino(
+        &mut self,
+        kind: crate::schema::ChangeKind,
+        ino: u64,
+        file_type: FileType,
+    ) -> Result<()> {
+        if self.inner.feed.on() {
+            let p = self.path_of(ino, file_type)?;
+            self.note(kind, ino, file_type, &p);
         }
         Ok(())
     }

@@ -83,7 +83,18 @@ impl Operation<'_> {
     pub fn open_at(&mut self, dir: u64, name: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
         Self::check_open_options(o, name)?;
         let r = self.resolved_at(dir, name)?;
-        self.open_resolved(r, o, name)
+        let existed = r.entry.is_some();
+        let (ino, kind) = self.open_resolved(r, o, name)?;
+        if self.inner.feed.on() && (!existed || o.truncate) {
+            let p = self.path_at(dir, name)?;
+            let change = if existed {
+                crate::schema::ChangeKind::Written
+            } else {
+                crate::schema::ChangeKind::Created
+            };
+            self.note(change, ino, kind, &p);
+        }
+        Ok((ino, kind))
     }
 
     /// Opens the existing inode `ino`, checking the caller's permission for `o`.
@@ -478,7 +489,8 @@ impl Operation<'_> {
         if inode.kind == FileType::File {
             self.access(&inode, W_OK)?;
         }
-        self.truncate_ino(ino, size)
+        self.truncate_ino(ino, size)?;
+        self.note_ino(crate::schema::ChangeKind::Written, ino, inode.kind)
     }
 
     /// Sets the size of file `ino` (no permission check: the caller holds a writable handle).

@@ -89,7 +89,12 @@ impl Operation<'_> {
             check_symlink_target(data)?;
         }
         self.create_check(dir, name)?;
-        self.create_node(dir, name, kind, perm, data, rdev)
+        let ino = self.create_node(dir, name, kind, perm, data, rdev)?;
+        if self.inner.feed.on() {
+            let p = self.path_at(dir, name)?;
+            self.note(crate::schema::ChangeKind::Created, ino, kind, &p);
+        }
+        Ok(ino)
     }
 
     /// Creates a directory.
@@ -137,7 +142,13 @@ impl Operation<'_> {
     pub fn link_at(&mut self, ino: u64, dir: u64, name: &[u8]) -> Result<()> {
         let inode = self.inode(ino)?;
         self.create_check(dir, name)?;
-        self.add_link(ino, inode, dir, name, name)
+        let kind = inode.kind;
+        self.add_link(ino, inode, dir, name, name)?;
+        if self.inner.feed.on() {
+            let p = self.path_at(dir, name)?;
+            self.note(crate::schema::ChangeKind::Linked, ino, kind, &p);
+        }
+        Ok(())
     }
 
     pub(super) fn add_link(
@@ -244,7 +255,12 @@ impl Operation<'_> {
     pub fn rmdir_at(&mut self, dir: u64, name: &[u8]) -> Result<()> {
         let r = self.resolved_at(dir, name)?;
         let e = r.entry.ok_or_else(|| Error::at(ErrorKind::NotFound, name))?;
-        self.rmdir_entry(dir, name, e, name)
+        self.rmdir_entry(dir, name, e, name)?;
+        if self.inner.feed.on() {
+            let p = self.path_at(dir, name)?;
+            self.note(crate::schema::ChangeKind::Removed, e.ino, e.kind, &p);
+        }
+        Ok(())
     }
 
     pub(super) fn rmdir_entry(
@@ -277,7 +293,13 @@ impl Operation<'_> {
     /// Removes the name `name` of a non-directory in `dir`.
     pub fn unlink_at(&mut self, dir: u64, name: &[u8]) -> Result<()> {
         let r = self.resolved_at(dir, name)?;
-        self.unlink_resolved(r, name)
+        let entry = r.entry;
+        self.unlink_resolved(r, name)?;
+        if let Some(e) = entry.filter(|_| self.inner.feed.on()) {
+            let p = self.path_at(dir, name)?;
+            self.note(crate::schema::ChangeKind::Removed, e.ino, e.kind, &p);
+        }
+        Ok(())
     }
 
     pub(super) fn unlink_resolved(&mut self, r: Resolved, p: &[u8]) -> Result<()> {
@@ -334,7 +356,19 @@ impl Operation<'_> {
         }
         let s = self.resolved_at(dir, name)?;
         let d = self.resolved_at(new_dir, new_name)?;
-        self.rename_resolved(s, d, name, new_name, flags)
+        let (moved, other) = (s.entry, d.entry);
+        self.rename_resolved(s, d, name, new_name, flags)?;
+        if self.inner.feed.on() {
+            let from = self.path_at(dir, name)?;
+            let to = self.path_at(new_dir, new_name)?;
+            if let Some(e) = moved {
+                self.note_rename(e.ino, e.kind, &from, &to);
+            }
+            if let (Some(e), true) = (other, flags.exchange) {
+                self.note_rename(e.ino, e.kind, &to, &from);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn rename_resolved(
