@@ -236,6 +236,46 @@
 #define TXVFS_UTIME_NOW -9223372036854775806
 
 /**
+ * Change kind (and `kinds` filter bit): a file, directory, symlink or special file was created.
+ */
+#define TXVFS_CHANGE_CREATED 1
+
+/**
+ * Change kind: a file's data changed (written or truncated).
+ */
+#define TXVFS_CHANGE_WRITTEN 2
+
+/**
+ * Change kind: a name was removed (a directory's whole subtree with it, for a tree removal).
+ */
+#define TXVFS_CHANGE_REMOVED 4
+
+/**
+ * Change kind: a name was moved to `to` (replacing what was there).
+ */
+#define TXVFS_CHANGE_RENAMED 8
+
+/**
+ * Change kind: attributes changed (mode, owner, times).
+ */
+#define TXVFS_CHANGE_ATTRS 16
+
+/**
+ * Change kind: extended attributes changed.
+ */
+#define TXVFS_CHANGE_XATTRS 32
+
+/**
+ * Change kind: a hard link was added at `path`.
+ */
+#define TXVFS_CHANGE_LINKED 64
+
+/**
+ * Room for a cursor string with its NUL (`txvfs-c1-<32 hex>-<20 hex>`).
+ */
+#define TXVFS_CURSOR_MAX 63
+
+/**
  * Options for `txvfs_store_open`. Create with `txvfs_options_new`, free with
  * `txvfs_options_free`. Not thread-safe: use one from one thread at a time.
  */
@@ -259,6 +299,12 @@ typedef struct txvfs_store txvfs_store;
  * transaction).
  */
 typedef struct txvfs_tx txvfs_tx;
+
+/**
+ * A consumer of a store's change feed (`txvfs_watch_open`). Use it from one thread at a
+ * time. It keeps the store open by itself: it may outlive `txvfs_store_free`.
+ */
+typedef struct txvfs_watcher txvfs_watcher;
 
 /**
  * File attributes, as `txvfs_stat`, `txvfs_lstat` and `txvfs_fstat` return them.
@@ -415,6 +461,53 @@ typedef struct txvfs_usage {
  */
 typedef int (*txvfs_transact_fn)(struct txvfs_tx *tx,
                                  void *userdata);
+
+/**
+ * One change, as `txvfs_watch_poll` and `txvfs_watch_wait` hand it out.
+ *
+ * Ownership: `path` and `to` belong to the watcher and stay valid until its next
+ * `txvfs_watch_poll`, `txvfs_watch_wait` or `txvfs_watch_free`.
+ */
+typedef struct txvfs_change {
+    /**
+     * One `TXVFS_CHANGE_*` value.
+     */
+    uint32_t kind;
+    /**
+     * The file's type: `TXVFS_DT_REG`, `TXVFS_DT_DIR`, `TXVFS_DT_LNK`, ...
+     */
+    uint8_t type;
+    /**
+     * 1 when this is the last change of its transaction: the watcher's cursor now stands
+     * after that transaction. 0 otherwise.
+     */
+    uint8_t last_in_transaction;
+    /**
+     * The inode changed (for a removal, the inode the name referred to).
+     */
+    uint64_t ino;
+    /**
+     * When the transaction committed, in ms since the Unix epoch (the committer's clock).
+     */
+    uint64_t time_ms;
+    /**
+     * The path, NUL-terminated (for a rename, the old one). Empty for a file changed through
+     * its inode alone (the FUSE mount), whose path the store cannot know.
+     */
+    const char *path;
+    /**
+     * Length of `path` in bytes (without the NUL).
+     */
+    size_t path_len;
+    /**
+     * A rename's new path, NUL-terminated; NULL for every other kind.
+     */
+    const char *to;
+    /**
+     * Length of `to` in bytes (0 when NULL).
+     */
+    size_t to_len;
+} txvfs_change;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1086,6 +1179,74 @@ void txvfs_tx_free(struct txvfs_tx *tx);
 int txvfs_transact(struct txvfs_store *store,
                    txvfs_transact_fn callback,
                    void *userdata);
+
+/**
+ * Turns the change feed of `store` on (`on` non-zero) or off. Off by default: recording
+ * costs each writing transaction one more key. The setting is kept in the store and read by
+ * each process when it opens the store: turn it on before the writers open it.
+ * Errors: -EINVAL (NULL `store`, a backend without versionstamped keys), -EROFS,
+ * -TXVFS_ECONFLICT, -TXVFS_EBACKEND.
+ */
+int txvfs_set_change_feed(struct txvfs_store *store,
+                          int on);
+
+/**
+ * Opens a watcher of `store`'s change feed (turn it on first: `txvfs_set_change_feed`).
+ * Every transaction committed after the start is handed out once, in commit order, one
+ * change at a time. `prefix` (NULL or "" for everything) keeps only changes at or below a
+ * path (`/a` matches `/a` and `/a/...`; a rename matches by either path); `kinds` (0 for
+ * every kind) is an OR of `TXVFS_CHANGE_*` bits; `since_cursor` (NULL: start after the
+ * newest commit) is a cursor string from `txvfs_watch_cursor`, to resume after it.
+ *
+ * Ownership: the caller owns the watcher in `*out` and frees it with `txvfs_watch_free`.
+ * Errors: -EINVAL (NULL `store` or `out`, the feed is off, unknown `kinds` bits, a cursor
+ * that is garbage, of another store or from the future: the message says which), -ENODATA
+ * (retention dropped changes after `since_cursor`: rescan, then watch from a fresh cursor),
+ * -TXVFS_EBACKEND.
+ */
+int txvfs_watch_open(struct txvfs_store *store,
+                     const char *prefix,
+                     uint32_t kinds,
+                     const char *since_cursor,
+                     struct txvfs_watcher **out);
+
+/**
+ * Hands out the next change without blocking: `*has` is 1 and `*out` filled, or `*has` is
+ * 0 when there is none yet. See `txvfs_change` for how long its paths stay valid.
+ * Errors: -EINVAL (NULL argument), -ENODATA (retention dropped changes the watcher had not
+ * read yet: rescan), -TXVFS_EBACKEND.
+ */
+int txvfs_watch_poll(struct txvfs_watcher *watcher,
+                     struct txvfs_change *out,
+                     int *has);
+
+/**
+ * Like `txvfs_watch_poll`, but blocks up to `timeout_ms` milliseconds for a change
+ * (committed by this or another process); `*has` is 0 if none came in time.
+ * Errors: as `txvfs_watch_poll`.
+ */
+int txvfs_watch_wait(struct txvfs_watcher *watcher,
+                     uint32_t timeout_ms,
+                     struct txvfs_change *out,
+                     int *has);
+
+/**
+ * Copies the watcher's cursor into `buf` (`cap` bytes; `TXVFS_CURSOR_MAX` is enough), NUL
+ * terminated, and its length into `*len`: the position after every transaction whose
+ * changes were all handed out (and past those the filters dropped). Save it; pass it to
+ * `txvfs_watch_open` to resume with no change lost and none repeated. `buf` NULL with `cap`
+ * 0 asks for the length.
+ * Errors: -EINVAL (NULL `watcher` or `len`), -ERANGE (`buf` too small).
+ */
+int txvfs_watch_cursor(struct txvfs_watcher *watcher,
+                       char *buf,
+                       size_t cap,
+                       size_t *len);
+
+/**
+ * Frees a watcher (NULL: nothing). The changes it handed out are invalid afterwards.
+ */
+void txvfs_watch_free(struct txvfs_watcher *watcher);
 
 #ifdef __cplusplus
 }  // extern "C"

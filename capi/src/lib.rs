@@ -14,7 +14,7 @@
 //! [`types`] (C structs and constants), [`options`], [`store`], [`tx`] (transactions),
 //! [`paths`] (path operations), `handles` (the descriptor table), [`files`] (calls on
 //! descriptors). Imports go one way: boundary and types at the bottom, then handles, store,
-//! tx, and paths and files on top.
+//! tx, and paths and files on top; [`watch`] (the change feed) beside them.
 #![allow(non_camel_case_types)]
 #![warn(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the safety contract of each function is in the header
@@ -29,6 +29,7 @@ pub mod snapshots;
 pub mod store;
 pub mod tx;
 pub mod types;
+pub mod watch;
 
 use std::ffi::c_char;
 

@@ -177,7 +177,7 @@ impl From<&DirEntry> for txvfs_dirent {
     }
 }
 
-fn dt(kind: FileType) -> u8 {
+pub(crate) fn dt(kind: FileType) -> u8 {
     match kind {
         FileType::File => TXVFS_DT_REG,
         FileType::Dir => TXVFS_DT_DIR,
