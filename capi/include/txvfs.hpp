@@ -18,6 +18,7 @@
 #include "txvfs.h"
 
 #include <cerrno>
+#include <chrono>
 #include <fcntl.h> // the O_... flags of filesystem::open
 #include <cstddef>
 #include <cstdint>
@@ -329,6 +330,8 @@ public:
         detail::check(txvfs_clone_create(detail::cstr(lower), detail::cstr(upper)));
         return open(upper);
     }
+    /** Turns the store's change feed on or off (txvfs_set_change_feed); see txvfs::watcher. */
+    void set_change_feed(bool on) const { detail::check(txvfs_set_change_feed(s_, on ? 1 : 0)); }
     txvfs_store *get() const noexcept { return s_; }
 
 private:
@@ -338,6 +341,83 @@ private:
         detail::check(txvfs_store_open(detail::cstr(uri), o, &s));
         return store(s);
     }
+};
+
+/** One change of the change feed, copied out of the watcher (see txvfs_change). */
+struct change {
+    /** One TXVFS_CHANGE_* value. */
+    std::uint32_t kind;
+    /** TXVFS_DT_REG, TXVFS_DT_DIR, TXVFS_DT_LNK, ... */
+    std::uint8_t type;
+    std::uint64_t ino;
+    /** Commit time, ms since the Unix epoch. */
+    std::uint64_t time_ms;
+    /** The path (a rename's old one); empty for a file changed through its inode alone. */
+    std::string path;
+    /** A rename's new path. */
+    std::optional<std::string> to;
+    /** The last change of its transaction: cursor() now stands after that transaction. */
+    bool last_in_transaction;
+};
+
+/**
+ * A consumer of a store's change feed (owns txvfs_watcher; move-only; one thread at a time).
+ * Every transaction committed after the start is handed out once, in commit order, one change
+ * at a time; save cursor() and pass it as `since` to resume with nothing lost or repeated.
+ *
+ *   txvfs::watcher w(s, "/docs");                       // after the newest commit
+ *   while (auto c = w.wait(std::chrono::seconds(1))) handle(*c);
+ */
+class watcher {
+public:
+    /** Watches `s` (its change feed on): changes at or below `prefix` ("" for all), of the
+     *  TXVFS_CHANGE_* bits in `kinds` (0 for all), after the cursor `since` (none: now). */
+    explicit watcher(const store &s, std::string_view prefix = {}, std::uint32_t kinds = 0,
+                     std::optional<std::string_view> since = std::nullopt) {
+        std::optional<detail::cstr> c;
+        if (since) c.emplace(*since);
+        detail::check(txvfs_watch_open(s.get(), detail::cstr(prefix), kinds, c ? static_cast<const char *>(*c) : nullptr, &w_));
+    }
+    watcher(const watcher &) = delete;
+    watcher &operator=(const watcher &) = delete;
+    watcher(watcher &&other) noexcept : w_(std::exchange(other.w_, nullptr)) {}
+    watcher &operator=(watcher &&other) noexcept {
+        std::swap(w_, other.w_);
+        return *this;
+    }
+    ~watcher() { txvfs_watch_free(w_); }
+
+    /** The next change, or none yet (txvfs_watch_poll). */
+    std::optional<change> poll() {
+        txvfs_change c;
+        int has = 0;
+        detail::check(txvfs_watch_poll(w_, &c, &has));
+        return has ? std::optional<change>(copy(c)) : std::nullopt;
+    }
+    /** The next change, waiting up to `timeout` for one (txvfs_watch_wait). */
+    std::optional<change> wait(std::chrono::milliseconds timeout) {
+        txvfs_change c;
+        int has = 0;
+        auto ms = timeout.count() < 0 ? 0 : timeout.count() > 0xFFFFFFFF ? 0xFFFFFFFF : timeout.count();
+        detail::check(txvfs_watch_wait(w_, static_cast<std::uint32_t>(ms), &c, &has));
+        return has ? std::optional<change>(copy(c)) : std::nullopt;
+    }
+    /** Where the watcher stands, as a cursor string (txvfs_watch_cursor). */
+    std::string cursor() const {
+        char buf[TXVFS_CURSOR_MAX];
+        std::size_t n = 0;
+        detail::check(txvfs_watch_cursor(w_, buf, sizeof buf, &n));
+        return std::string(buf, n);
+    }
+    txvfs_watcher *get() const noexcept { return w_; }
+
+private:
+    static change copy(const txvfs_change &c) {
+        change out{c.kind, c.type, c.ino, c.time_ms, std::string(c.path, c.path_len), std::nullopt, c.last_in_transaction != 0};
+        if (c.to) out.to = std::string(c.to, c.to_len);
+        return out;
+    }
+    txvfs_watcher *w_ = nullptr;
 };
 
 /**

@@ -2,6 +2,8 @@
 // filters, waiting with a timeout, resuming from a saved cursor, and bad input (issue 31).
 #include "support.hpp"
 
+#include <txvfs.hpp>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -164,4 +166,32 @@ TEST_CASE("watch: bad input gives clear errors", "[watch][bad-input]") {
     REQUIRE(txvfs_watch_cursor(w, small, sizeof small, nullptr) == -EINVAL);
     REQUIRE(txvfs_watch_cursor(nullptr, small, sizeof small, &n) == -EINVAL);
     txvfs_watch_free(w);
+}
+
+TEST_CASE("watch: the C++ wrapper", "[watch][wrapper]") {
+    txvfs::store s = txvfs::store::open("memory:");
+    s.set_change_feed(true);
+    txvfs::watcher w(s, "/d");
+    std::string start = w.cursor();
+    s.mkdir("/d", 0755);
+    s.rename("/d", "/e");
+    auto c = w.wait(std::chrono::seconds(5));
+    REQUIRE(c);
+    REQUIRE(c->kind == TXVFS_CHANGE_CREATED);
+    REQUIRE(c->path == "/d");
+    REQUIRE(c->last_in_transaction);
+    c = w.poll();
+    REQUIRE(c);
+    REQUIRE(c->kind == TXVFS_CHANGE_RENAMED);
+    REQUIRE(c->to == std::optional<std::string>("/e"));
+    REQUIRE(!w.poll());
+    REQUIRE(!w.wait(std::chrono::milliseconds(1)));
+    txvfs::watcher again(s, "", TXVFS_CHANGE_RENAMED, start);
+    REQUIRE(again.poll()->path == "/d");
+    try {
+        txvfs::watcher bad(s, "", 0, std::string_view("nope"));
+        FAIL("a bad cursor was accepted");
+    } catch (const txvfs::error &e) {
+        REQUIRE(e.code() == -EINVAL);
+    }
 }
