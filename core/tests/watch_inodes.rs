@@ -96,3 +96,53 @@ fn inode_calls_record_nothing_while_the_feed_is_off() {
     let mut w = store.watch(WatchOptions::default()).unwrap();
     assert!(w.poll().unwrap().is_empty());
 }
+
+#[test]
+fn a_transaction_of_inode_calls_sees_its_own_new_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let rocks = Store::open(d.path().join("s").to_str().unwrap()).unwrap();
+    for store in [Store::open("memory:").unwrap(), rocks] {
+        store.set_change_feed(true).unwrap();
+        let mut w = store.watch(WatchOptions::default()).unwrap();
+        let tx = store.begin().unwrap();
+        let t = tx.mkdir_at(ROOT_INO, "t", 0o755).unwrap().ino;
+        let u = tx.mkdir_at(t, "u", 0o755).unwrap().ino;
+        let f = tx.mknod_at(u, "f", FileType::File, 0o644, 0).unwrap().ino;
+        tx.rename_at(u, "f", t, "g", RenameFlags::default()).unwrap();
+        tx.commit().unwrap();
+        let got = w.poll().unwrap();
+        assert_eq!(got.len(), 1, "one transaction, one batch");
+        let expect = [
+            (ChangeKind::Created, "/t", t),
+            (ChangeKind::Created, "/t/u", u),
+            (ChangeKind::Created, "/t/u/f", f),
+            (ChangeKind::Renamed, "/t/u/f", f),
+        ];
+        let expect: Vec<_> = expect.iter().map(|(k, p, i)| (*k, p.to_string(), *i)).collect();
+        assert_eq!(kinds(&got), expect, "{}", store.describe());
+    }
+}
+
+#[test]
+fn a_renamed_directory_gives_its_new_path() {
+    let store = Store::open("memory:").unwrap();
+    store.set_change_feed(true).unwrap();
+    let a = store.mkdir_at(ROOT_INO, "a", 0o755).unwrap().ino;
+    store.mknod_at(a, "x", FileType::File, 0o644, 0).unwrap(); // learns a's name
+    store.rename("/a", "/b").unwrap();
+    store.mkdir("/a", 0o755).unwrap(); // another directory takes the old name
+    let mut w = store.watch(WatchOptions::default()).unwrap();
+    let y = store.mknod_at(a, "y", FileType::File, 0o644, 0).unwrap().ino;
+    store.mkdir("/c", 0o755).unwrap();
+    store.rename("/b", "/c/b").unwrap();
+    let z = store.mknod_at(a, "z", FileType::File, 0o644, 0).unwrap().ino;
+    let got: Vec<_> =
+        kinds(&w.poll().unwrap()).into_iter().filter(|c| c.2 == y || c.2 == z).collect();
+    assert_eq!(
+        got,
+        [
+            (ChangeKind::Created, "/b/y".to_string(), y),
+            (ChangeKind::Created, "/c/b/z".to_string(), z)
+        ]
+    );
+}
