@@ -31,12 +31,12 @@ fn line(c: &Change, cursor: &Cursor, json: bool) -> String {
         )
     } else {
         let to = c.to.as_deref().map(|t| format!(" -> {}", String::from_utf8_lossy(t)));
-        format!(
-            "{cursor} {} {}{}",
-            c.kind.name(),
-            String::from_utf8_lossy(&c.path),
-            to.unwrap_or_default()
-        )
+        // A file changed through its inode alone (the FUSE mount) has no known path.
+        let path = match c.path.is_empty() {
+            true => format!("(inode {})", c.ino),
+            false => String::from_utf8_lossy(&c.path).into_owned(),
+        };
+        format!("{cursor} {} {path}{}", c.kind.name(), to.unwrap_or_default())
     }
 }
 
@@ -72,5 +72,27 @@ pub fn watch(
         if idle.is_some_and(|s| last.elapsed().as_secs_f64() >= s) {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use txvfs::{ChangeKind, FileType};
+
+    #[test]
+    fn a_change_without_a_path_shows_its_inode() {
+        let cursor = Cursor::parse(&format!("txvfs-c1-{}-{}", "0".repeat(32), "0".repeat(20)));
+        let cursor = cursor.unwrap();
+        let c = |path: &[u8]| Change {
+            kind: ChangeKind::Written,
+            ino: 42,
+            file_type: FileType::File,
+            path: path.to_vec(),
+            to: None,
+        };
+        assert!(line(&c(b""), &cursor, false).ends_with(" written (inode 42)"));
+        assert!(line(&c(b"/a"), &cursor, false).ends_with(" written /a"));
+        assert!(line(&c(b""), &cursor, true).contains("\"path\":\"\",\"to\":null,\"ino\":42"));
     }
 }
