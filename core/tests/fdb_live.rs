@@ -161,3 +161,26 @@ fn directory_foundationdb() {
     assert_eq!(store.readdir("/", None, 0).unwrap().len(), 0);
     assert_eq!(store.statfs().unwrap().files, files_before);
 }
+
+/// Known defect, failing: a handle opened and closed inside a transaction leaves this process's
+/// open-file mark (`H`) in the store after the commit. The open writes the mark in the
+/// transaction; the last close clears it in an auto-commit of its own, which commits first,
+/// so the transaction's commit brings the mark back. Another process that unlinks the file
+/// then keeps it as an orphan (its data not freed) until this process opens and closes it
+/// again or its liveness record lapses. Not run by tests/foundationdb/run until fixed.
+#[test]
+#[ignore = "known defect, fails: needs a FoundationDB cluster (cargo test --test fdb_live -- --ignored transaction_handle_)"]
+fn transaction_handle_leaves_no_open_mark() {
+    let (store, backend) = open("marks", Options::default());
+    store.write_file("/f", b"x").unwrap();
+    let marks = || backend.begin().unwrap().get_range(b"H", b"I", 0, false).unwrap().len();
+    let f = store.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap();
+    assert_eq!(marks(), 1, "an open handle is marked");
+    f.close().unwrap();
+    assert_eq!(marks(), 0, "its close clears the mark");
+    let tx = store.begin().unwrap();
+    let f = tx.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap();
+    f.close().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(marks(), 0, "a transaction's handle, closed before the commit, left its mark");
+}
