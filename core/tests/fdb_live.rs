@@ -117,8 +117,10 @@ fn large_transaction_foundationdb() {
     assert_eq!(tx.read_file("/read").unwrap(), b"1");
     std::thread::sleep(Duration::from_millis(5_500));
     store.write_file("/read", b"2").unwrap();
-    tx.write_file("/late", b"x").unwrap();
-    assert_eq!(tx.commit().unwrap_err().kind(), ErrorKind::Conflict);
+    // The stale read is caught at the transaction's next renewal: the write after the sleep
+    // (which renews it) or the commit, whichever comes first.
+    let r = tx.write_file("/late", b"x").and_then(|()| tx.commit());
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::Conflict);
     assert!(!store.exists("/late").unwrap());
 
     store.remove_all("/big").unwrap();
@@ -158,4 +160,27 @@ fn directory_foundationdb() {
     store.remove_all("/moved").unwrap();
     assert_eq!(store.readdir("/", None, 0).unwrap().len(), 0);
     assert_eq!(store.statfs().unwrap().files, files_before);
+}
+
+/// Known defect, failing: a handle opened and closed inside a transaction leaves this process's
+/// open-file mark (`H`) in the store after the commit. The open writes the mark in the
+/// transaction; the last close clears it in an auto-commit of its own, which commits first,
+/// so the transaction's commit brings the mark back. Another process that unlinks the file
+/// then keeps it as an orphan (its data not freed) until this process opens and closes it
+/// again or its liveness record lapses. Not run by tests/foundationdb/run until fixed.
+#[test]
+#[ignore = "known defect, fails: needs a FoundationDB cluster (cargo test --test fdb_live -- --ignored transaction_handle_)"]
+fn transaction_handle_leaves_no_open_mark() {
+    let (store, backend) = open("marks", Options::default());
+    store.write_file("/f", b"x").unwrap();
+    let marks = || backend.begin().unwrap().get_range(b"H", b"I", 0, false).unwrap().len();
+    let f = store.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap();
+    assert_eq!(marks(), 1, "an open handle is marked");
+    f.close().unwrap();
+    assert_eq!(marks(), 0, "its close clears the mark");
+    let tx = store.begin().unwrap();
+    let f = tx.open("/f", &txvfs::OpenOptions::new().read(true)).unwrap();
+    f.close().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(marks(), 0, "a transaction's handle, closed before the commit, left its mark");
 }
