@@ -108,7 +108,7 @@ impl LeaseTable {
     /// Replaces `owner`'s locks on `ino` by `locks`, unless a live lock of another process
     /// conflicts with one of them: then nothing changes and that lock is returned.
     ///
-    /// While the backend says this process is alone on it ([`Backend::alone`]), nothing is
+    /// While the backend says this process is alone on it ([`Sharing::alone`](crate::kv::Sharing::alone)), nothing is
     /// written: the locks are only noted, and [`LeaseTable::publish_all`] writes them when
     /// another process first arrives (the `held` lock orders the two).
     pub fn publish(&self, ino: u64, owner: u64, locks: &[LockSpec]) -> Result<Option<Blocker>> {

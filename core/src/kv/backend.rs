@@ -280,7 +280,7 @@ pub trait Txn: Send {
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
     /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and
     /// its writes), so that its next reads see every commit made so far. The default does
-    /// nothing; [`JournalTxn`] renews itself.
+    /// nothing; `JournalTxn` (kv/journal.rs) renews itself.
     fn refresh(&mut self) -> Result<()> {
         Ok(())
     }

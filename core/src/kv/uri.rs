@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// default; then the call fails with EBUSY naming that process and why it did not answer).
 ///
 /// `rocksdb:/path?snapshot=NAME` (or the snapshot's own directory, `/path/snapshots/NAME`)
-/// opens a named snapshot, read-only. A store made a clone by [`create_clone`] opens as the
+/// opens a named snapshot, read-only. A store made a clone by [`create_clone`](crate::kv::create_clone) opens as the
 /// clone, its lower layer opened by the URI it recorded.
 pub fn open(uri: &str) -> Result<Arc<dyn Backend>> {
     if let Some(path) = uri.strip_prefix("pack:") {

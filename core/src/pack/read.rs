@@ -133,7 +133,7 @@ pub(super) struct Inner {
     preads: AtomicU64,
 }
 
-/// A read-only [`Backend`] over a pack image.
+/// A read-only [`Backend`](crate::kv::Backend) over a pack image.
 pub struct PackBackend {
     pub(super) inner: Arc<Inner>,
 }

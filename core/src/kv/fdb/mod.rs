@@ -68,7 +68,7 @@ pub struct FdbBackend {
 
 impl FdbBackend {
     /// Connects to the cluster named by `uri` (`fdb:[CLUSTER-FILE][?prefix=NAME]`), loading
-    /// FoundationDB's client library first if this process has not yet (see [`ffi`]).
+    /// FoundationDB's client library first if this process has not yet (see the `ffi` module).
     pub fn open(uri: &str) -> Result<Arc<FdbBackend>> {
         let parsed = FdbUri::parse(uri)?;
         let api =
