@@ -164,7 +164,7 @@ class _CachedByStore(_Cached):  # type: ignore[misc]
             cls, os.getpid(), _store_identity(store, options), args[2:], rest
         )
         with cls._instantiation_lock:
-            if os.getpid() != cls._pid:
+            if os.getpid() != getattr(cls, "_pid"):  # noqa: B009 (set by fsspec at run time; mypy cannot see it)
                 cls._cache.clear()
                 cls._pid = os.getpid()
             inst = cls._cache.get(key)
