@@ -10,6 +10,7 @@ mod chunks;
 mod data;
 mod namespace;
 mod reap;
+mod resize;
 mod resolve;
 
 pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};

@@ -13,12 +13,11 @@
 //! the owner is alive and serves again once it runs).
 
 use super::protocol::{self, op, Fields, Frame};
-use super::receipts;
 use super::waits::{self, Outcome};
 use super::{socket_path, SharedBackend};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::owner::fork_generation;
-use crate::kv::{KeyValue, Limits, Txn};
+use crate::kv::{Limits, Txn};
 use parking_lot::Mutex;
 use std::io::BufReader;
 use std::os::unix::io::AsRawFd;
@@ -31,13 +30,13 @@ use std::time::{Duration, Instant};
 /// Idle connections kept per client.
 const POOL: usize = 16;
 /// Writes buffered before they are sent without waiting for a reply.
-const FLUSH_AT: usize = 1 << 20;
+pub(super) const FLUSH_AT: usize = 1 << 20;
 
-struct Conn {
-    stream: UnixStream,
-    reader: BufReader<UnixStream>,
+pub(super) struct Conn {
+    pub(super) stream: UnixStream,
+    pub(super) reader: BufReader<UnixStream>,
     /// Requests without a reply, not sent yet.
-    out: Vec<u8>,
+    pub(super) out: Vec<u8>,
 }
 
 impl Conn {
@@ -56,7 +55,7 @@ impl Conn {
     /// was handed to the socket (`sent`: the server may have acted on it) or before.
     /// `Err(Fail::Stalled)`: the server did not take the request or answer in time; the
     /// connection is shut down (it must be dropped).
-    fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
+    pub(super) fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
         frame.push_to(&mut self.out);
         self.flush().map_err(|e| self.failed(&e, false))?;
         let reply = match protocol::read_frame(&mut self.reader) {
@@ -76,7 +75,7 @@ impl Conn {
 
     /// What an I/O error on the connection means: a timeout stalls it (and withdraws what the
     /// server has not read), anything else breaks it.
-    fn failed(&self, e: &std::io::Error, sent: bool) -> Fail {
+    pub(super) fn failed(&self, e: &std::io::Error, sent: bool) -> Fail {
         if waits::is_timeout(e) {
             Fail::Stalled { withdrawn: waits::withdraw(self.stream.as_raw_fd()) }
         } else {
@@ -86,7 +85,7 @@ impl Conn {
 
     /// Sends what is buffered. With MSG_NOSIGNAL: a server that went away gives EPIPE, never
     /// a SIGPIPE that would kill a host program that has not ignored it.
-    fn flush(&mut self) -> std::io::Result<()> {
+    pub(super) fn flush(&mut self) -> std::io::Result<()> {
         let mut sent = 0;
         while sent < self.out.len() {
             let rest = &self.out[sent..];
@@ -114,7 +113,7 @@ impl Conn {
     }
 
     /// False when the server has closed this idle connection (it stopped or died).
-    fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         let mut b = 0u8;
         // SAFETY: peeks at most one byte into `b`, without blocking.
         let n = unsafe {
@@ -131,7 +130,7 @@ impl Conn {
 
 /// Why a call on a connection got no reply.
 #[derive(Clone, Copy)]
-enum Fail {
+pub(super) enum Fail {
     /// The connection broke; `sent`: the last request reached the socket before it broke.
     Lost { sent: bool },
     /// The server did not answer within the deadline; `withdrawn`: it had not read the whole
@@ -153,9 +152,9 @@ pub(crate) struct Client {
     /// The deadline of every wait on the server (the store's `owner_timeout`).
     timeout: Duration,
     pool: Mutex<Vec<Conn>>,
-    limits: Limits,
-    describe: String,
-    server_pid: u32,
+    pub(super) limits: Limits,
+    pub(super) describe: String,
+    pub(super) server_pid: u32,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -221,7 +220,7 @@ impl Client {
 
     /// A connection from the pool, or a new one. Errors are the caller's: a gone server marks
     /// the client lost (the caller recovers), a stalled one gives EBUSY.
-    fn take_conn(&self) -> Result<Conn> {
+    pub(super) fn take_conn(&self) -> Result<Conn> {
         self.check_stalled()?;
         let pooled = self.pool.lock().pop();
         if let Some(c) = pooled {
@@ -252,14 +251,14 @@ impl Client {
     }
 
     /// The error of a call that got no answer in time.
-    fn stalled_error(&self, outcome: Outcome) -> Error {
+    pub(super) fn stalled_error(&self, outcome: Outcome) -> Error {
         self.stalled.store(true, Ordering::SeqCst);
         waits::owner_stalled(&self.describe, Some(self.server_pid), Some(self.timeout), outcome)
     }
 
     /// After a call ran out of time: fails at once while the owner is still stopped (nothing
     /// was sent); once it runs again, calls wait for it as usual.
-    fn check_stalled(&self) -> Result<()> {
+    pub(super) fn check_stalled(&self) -> Result<()> {
         if self.stalled.load(Ordering::Relaxed) {
             if waits::proc_state(self.server_pid) == waits::ProcState::Stopped {
                 return Err(waits::owner_stalled(
@@ -274,19 +273,19 @@ impl Client {
         Ok(())
     }
 
-    fn put_conn(&self, c: Conn) {
+    pub(super) fn put_conn(&self, c: Conn) {
         let mut pool = self.pool.lock();
         if pool.len() < POOL && !self.lost() {
             pool.push(c);
         }
     }
 
-    fn lose(&self) {
+    pub(super) fn lose(&self) {
         self.lost.store(true, Ordering::SeqCst);
         self.pool.lock().clear();
     }
 
-    fn lost_error(&self, during_commit: bool) -> Error {
+    pub(super) fn lost_error(&self, during_commit: bool) -> Error {
         if during_commit {
             Error::new(
                 ErrorKind::CommitUnknown,
@@ -313,7 +312,7 @@ impl Client {
     pub(crate) fn begin(self: &Arc<Self>, backend: Weak<SharedBackend>) -> Result<Box<dyn Txn>> {
         let mut conn = self.take_conn()?;
         Frame::new(op::BEGIN).push_to(&mut conn.out);
-        Ok(Box::new(ClientTxn {
+        Ok(Box::new(super::client_txn::ClientTxn {
             backend,
             client: self.clone(),
             conn: Some(conn),
@@ -378,241 +377,5 @@ fn hello(
             Some(started.elapsed().max(timeout)),
             Outcome::NoChange,
         ))),
-    }
-}
-
-/// A transaction run by the serving process for this one.
-struct ClientTxn {
-    /// The store, to ask for the outcome of a commit whose connection was lost.
-    backend: Weak<SharedBackend>,
-    client: Arc<Client>,
-    /// None once the connection broke or stalled.
-    conn: Option<Conn>,
-    writes: bool,
-    /// Why the connection was dropped: every later call fails with it.
-    failed: Option<Error>,
-}
-
-impl ClientTxn {
-    fn conn(&mut self) -> Result<&mut Conn> {
-        match &mut self.conn {
-            Some(c) => Ok(c),
-            None => Err(self.failed.clone().unwrap_or_else(|| self.client.lost_error(false))),
-        }
-    }
-
-    /// Drops the connection after `fail`, and returns the error for the call.
-    fn drop_conn(&mut self, fail: Fail, during_commit: bool) -> Error {
-        self.conn = None;
-        let e = match fail {
-            Fail::Lost { sent } => {
-                self.client.lose();
-                self.client.lost_error(during_commit && sent)
-            }
-            Fail::Stalled { withdrawn } => {
-                self.client.stalled_error(match (during_commit, withdrawn) {
-                    (false, _) => Outcome::NoChange,
-                    (true, true) => Outcome::Withdrawn,
-                    (true, false) => Outcome::Unknown,
-                })
-            }
-        };
-        // After the commit's outcome, the transaction is over; before, it failed.
-        self.failed = Some(match e.kind() {
-            ErrorKind::Busy => e.clone(),
-            _ => self.client.lost_error(false),
-        });
-        e
-    }
-
-    fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
-        if let Err(e) = self.client.check_stalled() {
-            // Nothing of this request was sent: dropping the connection rolls back.
-            self.conn = None;
-            self.failed = Some(e.clone());
-            return Err(e);
-        }
-        match self.conn()?.call(frame) {
-            Ok(r) => r,
-            Err(fail) => Err(self.drop_conn(fail, during_commit)),
-        }
-    }
-
-    fn send(&mut self, frame: Frame) -> Result<()> {
-        self.writes = true;
-        let conn = self.conn()?;
-        frame.push_to(&mut conn.out);
-        if conn.out.len() >= FLUSH_AT {
-            if let Err(e) = conn.flush() {
-                let fail = conn.failed(&e, false);
-                return Err(self.drop_conn(fail, false));
-            }
-        }
-        Ok(())
-    }
-
-    /// The definite outcome of the commit `id` whose connection was lost (`lost` is the error
-    /// to return when no owner can say): success, or a retryable conflict.
-    fn resolve(&self, id: &[u8], lost: Error) -> Result<()> {
-        let Some(backend) = self.backend.upgrade() else { return Err(lost) };
-        match backend.commit_outcome(id) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Error::new(
-                ErrorKind::Conflict,
-                format!(
-                    "{}: lost contact with process {} serving the store while committing; the \
-                     store's current owner has no receipt of the commit: it did not take \
-                     effect: retry it",
-                    self.client.describe, self.client.server_pid
-                ),
-            )),
-            Err(e) => Err(Error::new(
-                ErrorKind::CommitUnknown,
-                format!("{}; its outcome could not be asked: {e}", lost.message()),
-            )),
-        }
-    }
-
-    fn check_key(&self, key: &[u8]) -> Result<()> {
-        match self.client.limits.max_key {
-            Some(max) if key.len() > max => Err(Error::new(
-                ErrorKind::TooLarge,
-                format!("key of {} bytes exceeds the backend's limit of {max}", key.len()),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    fn get_op(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
-        self.check_key(key)?;
-        let reply = self.call(Frame::new(op::GET).u8(snapshot as u8).bytes(key), false)?;
-        let (_, mut f) = Fields::of(&reply)?;
-        Ok(match f.u8()? {
-            0 => None,
-            _ => Some(f.bytes()?.to_vec()),
-        })
-    }
-
-    fn range_op(
-        &mut self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-        reverse: bool,
-        snapshot: bool,
-    ) -> Result<Vec<KeyValue>> {
-        self.check_key(start)?;
-        self.check_key(end)?;
-        let frame = Frame::new(op::GET_RANGE)
-            .u8(snapshot as u8)
-            .bytes(start)
-            .bytes(end)
-            .u64(limit as u64)
-            .u8(reverse as u8);
-        let reply = self.call(frame, false)?;
-        let (_, mut f) = Fields::of(&reply)?;
-        let n = f.u64()? as usize;
-        let mut out = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            out.push((f.bytes()?.to_vec(), f.bytes()?.to_vec()));
-        }
-        Ok(out)
-    }
-}
-
-impl Drop for ClientTxn {
-    fn drop(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            // Rolled back: sent at once, so the server does not pin the snapshot meanwhile.
-            Frame::new(op::ROLLBACK).push_to(&mut conn.out);
-            match conn.flush() {
-                Ok(()) => self.client.put_conn(conn),
-                // A stalled server: this connection is dropped (closing it rolls back).
-                Err(e) if waits::is_timeout(&e) => {}
-                Err(_) => self.client.lose(),
-            }
-        }
-    }
-}
-
-impl Txn for ClientTxn {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_op(key, false)
-    }
-    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.get_op(key, true)
-    }
-    fn get_range(
-        &mut self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, false)
-    }
-    fn snapshot_get_range(
-        &mut self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, true)
-    }
-    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_key(key)?;
-        if let Some(max) = self.client.limits.max_value {
-            if value.len() > max {
-                return Err(Error::new(
-                    ErrorKind::TooLarge,
-                    format!("value of {} bytes exceeds the backend's limit of {max}", value.len()),
-                ));
-            }
-        }
-        self.send(Frame::new(op::SET).bytes(key).bytes(value))
-    }
-    fn clear(&mut self, key: &[u8]) -> Result<()> {
-        self.check_key(key)?;
-        self.send(Frame::new(op::CLEAR).bytes(key))
-    }
-    fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
-        self.check_key(start)?;
-        self.check_key(end)?;
-        self.send(Frame::new(op::CLEAR_RANGE).bytes(start).bytes(end))
-    }
-    fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()> {
-        self.check_key(key)?;
-        self.send(Frame::new(op::ATOMIC_ADD).bytes(key).u64(delta as u64))
-    }
-    fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()> {
-        self.check_key(key)?;
-        self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))
-    }
-    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
-        self.check_key(prefix)?;
-        self.send(Frame::new(op::SET_VERSIONSTAMPED).bytes(prefix).bytes(value))
-    }
-    fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
-        if !self.writes {
-            // Read-only: serializable at its snapshot; dropping sends the rollback.
-            return Ok(());
-        }
-        let id = receipts::new_id();
-        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true).map(|_| ());
-        if let Some(conn) = self.conn.take() {
-            self.client.put_conn(conn);
-        }
-        match r {
-            // The connection was lost after the commit left: the owner died or stopped
-            // serving. Ask the current owner (after a failover) whether its receipt is there.
-            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
-                self.resolve(&id, e)
-            }
-            r => r,
-        }
-    }
-    fn refresh(&mut self) -> Result<()> {
-        self.call(Frame::new(op::REFRESH), false).map(|_| ())
     }
 }

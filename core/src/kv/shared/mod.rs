@@ -19,6 +19,7 @@
 
 mod alive;
 mod client;
+mod client_txn;
 mod protocol;
 mod receipts;
 mod server;

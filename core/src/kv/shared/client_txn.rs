@@ -1,0 +1,248 @@
+//! One transaction of a client process, run by the store's serving process: reads are round
+//! trips, writes wait in the connection's buffer, the commit asks for a receipt (see
+//! `client.rs` for connections and `receipts.rs` for outcomes).
+
+use super::client::{Client, Conn, Fail, FLUSH_AT};
+use super::protocol::{op, Fields, Frame};
+use super::receipts;
+use super::waits::{self, Outcome};
+use super::SharedBackend;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::{KeyValue, Txn};
+use std::sync::{Arc, Weak};
+
+/// A transaction run by the serving process for this one.
+pub(super) struct ClientTxn {
+    /// The store, to ask for the outcome of a commit whose connection was lost.
+    pub(super) backend: Weak<SharedBackend>,
+    pub(super) client: Arc<Client>,
+    /// None once the connection broke or stalled.
+    pub(super) conn: Option<Conn>,
+    pub(super) writes: bool,
+    /// Why the connection was dropped: every later call fails with it.
+    pub(super) failed: Option<Error>,
+}
+
+impl ClientTxn {
+    fn conn(&mut self) -> Result<&mut Conn> {
+        match &mut self.conn {
+            Some(c) => Ok(c),
+            None => Err(self.failed.clone().unwrap_or_else(|| self.client.lost_error(false))),
+        }
+    }
+
+    /// Drops the connection after `fail`, and returns the error for the call.
+    fn drop_conn(&mut self, fail: Fail, during_commit: bool) -> Error {
+        self.conn = None;
+        let e = match fail {
+            Fail::Lost { sent } => {
+                self.client.lose();
+                self.client.lost_error(during_commit && sent)
+            }
+            Fail::Stalled { withdrawn } => {
+                self.client.stalled_error(match (during_commit, withdrawn) {
+                    (false, _) => Outcome::NoChange,
+                    (true, true) => Outcome::Withdrawn,
+                    (true, false) => Outcome::Unknown,
+                })
+            }
+        };
+        // After the commit's outcome, the transaction is over; before, it failed.
+        self.failed = Some(match e.kind() {
+            ErrorKind::Busy => e.clone(),
+            _ => self.client.lost_error(false),
+        });
+        e
+    }
+
+    fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
+        if let Err(e) = self.client.check_stalled() {
+            // Nothing of this request was sent: dropping the connection rolls back.
+            self.conn = None;
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        match self.conn()?.call(frame) {
+            Ok(r) => r,
+            Err(fail) => Err(self.drop_conn(fail, during_commit)),
+        }
+    }
+
+    fn send(&mut self, frame: Frame) -> Result<()> {
+        self.writes = true;
+        let conn = self.conn()?;
+        frame.push_to(&mut conn.out);
+        if conn.out.len() >= FLUSH_AT {
+            if let Err(e) = conn.flush() {
+                let fail = conn.failed(&e, false);
+                return Err(self.drop_conn(fail, false));
+            }
+        }
+        Ok(())
+    }
+
+    /// The definite outcome of the commit `id` whose connection was lost (`lost` is the error
+    /// to return when no owner can say): success, or a retryable conflict.
+    fn resolve(&self, id: &[u8], lost: Error) -> Result<()> {
+        let Some(backend) = self.backend.upgrade() else { return Err(lost) };
+        match backend.commit_outcome(id) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{}: lost contact with process {} serving the store while committing; the \
+                     store's current owner has no receipt of the commit: it did not take \
+                     effect: retry it",
+                    self.client.describe, self.client.server_pid
+                ),
+            )),
+            Err(e) => Err(Error::new(
+                ErrorKind::CommitUnknown,
+                format!("{}; its outcome could not be asked: {e}", lost.message()),
+            )),
+        }
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        match self.client.limits.max_key {
+            Some(max) if key.len() > max => Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("key of {} bytes exceeds the backend's limit of {max}", key.len()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn get_op(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
+        self.check_key(key)?;
+        let reply = self.call(Frame::new(op::GET).u8(snapshot as u8).bytes(key), false)?;
+        let (_, mut f) = Fields::of(&reply)?;
+        Ok(match f.u8()? {
+            0 => None,
+            _ => Some(f.bytes()?.to_vec()),
+        })
+    }
+
+    fn range_op(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
+        self.check_key(start)?;
+        self.check_key(end)?;
+        let frame = Frame::new(op::GET_RANGE)
+            .u8(snapshot as u8)
+            .bytes(start)
+            .bytes(end)
+            .u64(limit as u64)
+            .u8(reverse as u8);
+        let reply = self.call(frame, false)?;
+        let (_, mut f) = Fields::of(&reply)?;
+        let n = f.u64()? as usize;
+        let mut out = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            out.push((f.bytes()?.to_vec(), f.bytes()?.to_vec()));
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for ClientTxn {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            // Rolled back: sent at once, so the server does not pin the snapshot meanwhile.
+            Frame::new(op::ROLLBACK).push_to(&mut conn.out);
+            match conn.flush() {
+                Ok(()) => self.client.put_conn(conn),
+                // A stalled server: this connection is dropped (closing it rolls back).
+                Err(e) if waits::is_timeout(&e) => {}
+                Err(_) => self.client.lose(),
+            }
+        }
+    }
+}
+
+impl Txn for ClientTxn {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_op(key, false)
+    }
+    fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_op(key, true)
+    }
+    fn get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
+        self.range_op(start, end, limit, reverse, false)
+    }
+    fn snapshot_get_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<KeyValue>> {
+        self.range_op(start, end, limit, reverse, true)
+    }
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_key(key)?;
+        if let Some(max) = self.client.limits.max_value {
+            if value.len() > max {
+                return Err(Error::new(
+                    ErrorKind::TooLarge,
+                    format!("value of {} bytes exceeds the backend's limit of {max}", value.len()),
+                ));
+            }
+        }
+        self.send(Frame::new(op::SET).bytes(key).bytes(value))
+    }
+    fn clear(&mut self, key: &[u8]) -> Result<()> {
+        self.check_key(key)?;
+        self.send(Frame::new(op::CLEAR).bytes(key))
+    }
+    fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.check_key(start)?;
+        self.check_key(end)?;
+        self.send(Frame::new(op::CLEAR_RANGE).bytes(start).bytes(end))
+    }
+    fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()> {
+        self.check_key(key)?;
+        self.send(Frame::new(op::ATOMIC_ADD).bytes(key).u64(delta as u64))
+    }
+    fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()> {
+        self.check_key(key)?;
+        self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))
+    }
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.check_key(prefix)?;
+        self.send(Frame::new(op::SET_VERSIONSTAMPED).bytes(prefix).bytes(value))
+    }
+    fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
+        if !self.writes {
+            // Read-only: serializable at its snapshot; dropping sends the rollback.
+            return Ok(());
+        }
+        let id = receipts::new_id();
+        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true).map(|_| ());
+        if let Some(conn) = self.conn.take() {
+            self.client.put_conn(conn);
+        }
+        match r {
+            // The connection was lost after the commit left: the owner died or stopped
+            // serving. Ask the current owner (after a failover) whether its receipt is there.
+            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
+                self.resolve(&id, e)
+            }
+            r => r,
+        }
+    }
+    fn refresh(&mut self) -> Result<()> {
+        self.call(Frame::new(op::REFRESH), false).map(|_| ())
+    }
+}
