@@ -50,6 +50,21 @@ fn every_commit_of_another_process_is_seen_once_it_returned() {
 }
 
 #[test]
+fn a_commit_acknowledged_to_another_client_is_seen_too() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    let mut other = Agent::start(&uri, AGENT);
+    assert_eq!(other.role, "client");
+    let b = client_of(d.path());
+    for i in 0..200 {
+        let who = if i % 2 == 0 { &mut other } else { &mut owner };
+        assert_eq!(who.ask(&format!("set k {i}")), "ok");
+        assert_eq!(get(&*b, b"k"), Some(i.to_string().into_bytes()), "round {i}");
+    }
+}
+
+#[test]
 fn a_cached_read_changed_by_another_process_makes_the_commit_conflict() {
     let d = tempfile::tempdir().unwrap();
     let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
