@@ -8,7 +8,7 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
-use super::{receipts, socket_path, waits, AloneState};
+use super::{receipts, snapshot, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
@@ -175,6 +175,8 @@ struct Session<'a> {
     peer: i32,
     txn: Option<Box<dyn Txn>>,
     failed: Option<Error>,
+    /// The snapshot this connection pins for its client (see `snapshot.rs`).
+    held: Option<snapshot::Held>,
 }
 
 fn no_txn() -> Error {
@@ -314,6 +316,9 @@ impl Session<'_> {
                 Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish()))
             }
             op::SYNC => Some(self.backend.sync().map(|()| Frame::new(op::OK).finish())),
+            op::SNAPSHOT | op::SNAPSHOT_GET | op::SNAPSHOT_RANGE | op::NAMED_SNAPSHOT => {
+                Some(snapshot::serve(self.backend, &mut self.held, code, &mut f)?)
+            }
             _ => {
                 return Err(Error::new(
                     ErrorKind::Invalid,
@@ -373,7 +378,8 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
     if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
         return;
     }
-    let mut session = Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None };
+    let mut session =
+        Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
     loop {
         let idle = session.txn.is_some().then_some(IDLE_TXN);
         if writer.set_read_timeout(idle).is_err() {
