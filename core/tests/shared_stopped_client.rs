@@ -62,10 +62,9 @@ fn a_stopped_client_holding_locks_keeps_others_out_of_them_only_until_it_is_kill
     assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
     let rw = OpenOptions::new().read(true).write(true);
     let g = store.open("/ranges", &rw).unwrap();
-    let e = promptly("a non-blocking range lock", || {
-        g.lock_range(RangeLockKind::Read, 15, 1, false)
-    })
-    .unwrap_err();
+    let e =
+        promptly("a non-blocking range lock", || g.lock_range(RangeLockKind::Read, 15, 1, false))
+            .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
     let seen = promptly("F_GETLK", || g.test_lock(false, 0, 0)).unwrap().expect("a blocker");
     assert_eq!((seen.kind, seen.start, seen.len), (RangeLockKind::Write, 10, 10));
