@@ -283,6 +283,14 @@ impl Backend for RocksBackend {
 }
 
 impl RocksBackend {
+    /// Installs the observer of every commit this owner applies (see [`OccStore::observe`]).
+    pub(crate) fn observe_commits(
+        &self,
+        make: impl FnOnce(u64) -> Result<super::occ::CommitObserver>,
+    ) -> Result<()> {
+        self.occ.observe(make)
+    }
+
     /// A snapshot that keeps `source` (the backend it is taken through) open while it lives.
     pub(crate) fn snapshot_keeping(
         &self,

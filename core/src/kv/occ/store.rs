@@ -45,7 +45,14 @@ pub(crate) struct OccStore<E: Engine> {
     pub(super) failed: Mutex<Option<String>>,
     /// The last versionstamp counter applied (`None`: not read from the engine yet).
     pub(super) stamp: Mutex<Option<u64>>,
+    /// Told of every applied commit before it becomes visible (the shared store's change
+    /// ring, `kv/shared/ring.rs`).
+    pub(super) observer: Mutex<Option<CommitObserver>>,
 }
+
+/// See [`OccStore::observe`]: a commit's version and its batch (`None`: it failed to apply
+/// and changed nothing).
+pub(crate) type CommitObserver = Box<dyn FnMut(u64, Option<&[super::Mutation]>) + Send>;
 
 impl<E: Engine> OccStore<E> {
     pub(crate) fn new(engine: E, limits: Limits) -> Arc<Self> {
@@ -64,7 +71,16 @@ impl<E: Engine> OccStore<E> {
             synced: Mutex::new(0),
             failed: Mutex::new(None),
             stamp: Mutex::new(None),
+            observer: Mutex::new(None),
         })
+    }
+
+    /// Installs the commit observer that `make` returns for the current visible version
+    /// (taken under the lock that publishes commits, so it sees every commit after it).
+    pub(crate) fn observe(&self, make: impl FnOnce(u64) -> Result<CommitObserver>) -> Result<()> {
+        let vis = self.visible.write();
+        *self.observer.lock() = Some(make(*vis)?);
+        Ok(())
     }
 
     /// Registers a snapshot reader at `version` (called under `visible`'s read lock, so no

@@ -411,6 +411,9 @@ impl<E: Engine> Txn for OccTxn<E> {
         Ok(())
     }
 
+    fn read_version(&self) -> Option<u64> {
+        Some(self.read_version)
+    }
     /// Moves to the latest snapshot if nothing this transaction read has changed since its
     /// own (then its reads are equally valid at the new one); a conflict otherwise. Writes
     /// stay buffered. Reads after this see every commit made so far.

@@ -10,6 +10,7 @@
 //! but not finished within [`FRAME_WAIT`] closes its connection.
 
 use super::protocol::{self, op, Fields, Frame};
+use super::ring::{self, RingWriter};
 use super::{receipts, snapshot, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{Backend, Txn};
@@ -22,7 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a client's transaction may sit without a request before the server drops it.
 pub const IDLE_TXN: Duration = Duration::from_secs(30);
@@ -47,10 +48,12 @@ impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
     /// a previous owner (the caller holds the owner lock, so no live server uses it).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
+    /// `ring`: the change ring this owner writes, offered to clients for their caches.
     pub(crate) fn start(
         dir: &Path,
         backend: Arc<dyn Backend>,
         sharing: Arc<AloneState>,
+        ring: Option<Arc<Mutex<RingWriter>>>,
     ) -> Result<Server> {
         let listener = socket_path(dir, |p| {
             match std::fs::remove_file(p) {
@@ -77,7 +80,7 @@ impl Server {
             );
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept_loop(listener, backend, sharing, stop, conns, threads))
+                .spawn(move || accept_loop(listener, backend, ring, sharing, stop, conns, threads))
                 .map_err(socket_err)?
         };
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
@@ -131,6 +134,7 @@ fn socket_err(e: std::io::Error) -> Error {
 fn accept_loop(
     listener: UnixListener,
     backend: Arc<dyn Backend>,
+    ring: Option<Arc<Mutex<RingWriter>>>,
     sharing: Arc<AloneState>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
@@ -158,9 +162,9 @@ fn accept_loop(
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else { continue };
         conns.lock().insert(id, clone);
-        let (backend, conns2) = (backend.clone(), conns.clone());
+        let (backend, ring, conns2) = (backend.clone(), ring.clone(), conns.clone());
         let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, &*backend);
+            serve(stream, &*backend, ring);
             conns2.lock().remove(&id);
         });
         let mut ts = threads.lock();
@@ -178,6 +182,7 @@ fn accept_loop(
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
     backend: &'a dyn Backend,
+    ring: Option<Arc<Mutex<RingWriter>>>,
     /// The connection's socket, to see whether its client gave up before a commit.
     peer: i32,
     txn: Option<Box<dyn Txn>>,
@@ -218,6 +223,24 @@ impl Session<'_> {
                     Err(e) => self.failed = Some(e),
                 }
                 None
+            }
+            op::BEGIN_AT => {
+                let (epoch, from) = (f.u64()?, f.u64()?);
+                let mut points = Vec::new();
+                for _ in 0..f.u64()? {
+                    points.push(f.bytes()?);
+                }
+                let mut ranges = Vec::new();
+                for _ in 0..f.u64()? {
+                    ranges.push((f.bytes()?, f.bytes()?));
+                }
+                self.txn = None;
+                self.failed = None;
+                let r = self.begin_at(epoch, from, &points, &ranges);
+                if let Err(e) = &r {
+                    self.failed = Some(e.clone());
+                }
+                Some(r.map(|v| Frame::new(op::OK).u64(v).finish()))
             }
             op::ROLLBACK => {
                 self.txn = None;
@@ -343,8 +366,64 @@ impl Session<'_> {
     }
 }
 
-/// The hello reply: protocol version, the backend's limits and description.
-fn hello_reply(backend: &dyn Backend) -> Vec<u8> {
+impl Session<'_> {
+    /// BEGIN_AT: begins at the latest version V' >= `from` (a client may have seen a commit
+    /// in the ring an instant before it is visible here), checks that no commit in
+    /// (`from`, V'] wrote what the client read from its cache, and adds those reads to the
+    /// transaction's read set. Returns V'.
+    fn begin_at(
+        &mut self,
+        epoch: u64,
+        from: u64,
+        points: &[&[u8]],
+        ranges: &[(&[u8], &[u8])],
+    ) -> Result<u64> {
+        let changed = |why: &str| {
+            Error::new(
+                ErrorKind::Conflict,
+                format!("transaction conflict: {why} (a client's cached reads); retry it"),
+            )
+        };
+        let ring = self.ring.clone().ok_or_else(|| changed("this owner keeps no change ring"))?;
+        if ring.lock().epoch() != epoch {
+            return Err(changed("the store's owner changed since the transaction began"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let (mut txn, at) = loop {
+            let t = self.backend.begin()?;
+            let at = t.read_version().ok_or_else(|| changed("no read version"))?;
+            if at >= from {
+                break (t, at);
+            }
+            if Instant::now() > deadline {
+                return Err(changed("the commit the client saw did not become visible"));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        };
+        let writes = ring
+            .lock()
+            .written_between(from, at)
+            .ok_or_else(|| changed("its snapshot is older than the change ring"))?;
+        if points.iter().any(|k| ring::touches(&writes, k))
+            || ranges.iter().any(|(s, e)| ring::touches_range(&writes, s, e))
+        {
+            return Err(changed("data it read was changed by a concurrent commit"));
+        }
+        for k in points {
+            let mut end = k.to_vec();
+            end.push(0);
+            txn.add_read_conflict_range(k, &end)?;
+        }
+        for (s, e) in ranges {
+            txn.add_read_conflict_range(s, e)?;
+        }
+        self.txn = Some(txn);
+        Ok(at)
+    }
+}
+
+/// The hello reply: protocol version, the backend's limits and description, features.
+fn hello_reply(backend: &dyn Backend, ring: bool) -> Vec<u8> {
     let l = backend.limits();
     Frame::new(op::OK)
         .u64(protocol::VERSION as u64)
@@ -354,6 +433,7 @@ fn hello_reply(backend: &dyn Backend) -> Vec<u8> {
         .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
         .u64(std::process::id() as u64)
         .bytes(backend.describe().as_bytes())
+        .u64(if ring { protocol::features::RING } else { 0 })
         .finish()
 }
 
@@ -399,7 +479,7 @@ fn next_frame(
     protocol::read_frame(reader)
 }
 
-fn serve(stream: UnixStream, backend: &dyn Backend) {
+fn serve(stream: UnixStream, backend: &dyn Backend, ring: Option<Arc<Mutex<RingWriter>>>) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let mut writer = stream;
@@ -417,7 +497,7 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
     match next_frame(&mut reader, &writer, None, &mut timeout) {
         Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
             Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
-                if writer.write_all(&hello_reply(backend)).is_err() {
+                if writer.write_all(&hello_reply(backend, ring.is_some())).is_err() {
                     return;
                 }
             }
@@ -439,7 +519,7 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
         return;
     }
     let mut session =
-        Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
+        Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
     loop {
         // A transaction idle for longer than IDLE_TXN is dropped with its connection.
         let idle = session.txn.is_some().then_some(IDLE_TXN);
