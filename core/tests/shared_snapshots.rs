@@ -160,3 +160,55 @@ fn a_client_snapshot_fails_clearly_once_its_owner_died() {
     let e = snap.read_file("/a").unwrap_err();
     assert!(e.to_string().contains("snapshot"), "{e}");
 }
+
+#[test]
+fn processes_creating_the_same_named_snapshot_at_once_get_one_whole_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let store = Store::open(&uri).unwrap();
+    for i in 0..50 {
+        store.write_file(format!("/f{i}"), format!("{i}").repeat(1000).as_bytes()).unwrap();
+    }
+    let clients: Vec<Agent> =
+        (0..3).map(|_| Agent::start(&format!("{uri}?owner_timeout=10"), AGENT)).collect();
+    const ROUNDS: usize = 15;
+    let workers: Vec<_> = clients
+        .into_iter()
+        .map(|mut a| {
+            std::thread::spawn(move || {
+                let answers: Vec<String> =
+                    (0..ROUNDS).map(|r| a.ask(&format!("named n{r}"))).collect();
+                (a, answers)
+            })
+        })
+        .collect();
+    let mine: Vec<txvfs::Result<()>> =
+        (0..ROUNDS).map(|r| store.create_named_snapshot(&format!("n{r}"))).collect();
+    let mut ok = vec![0; ROUNDS];
+    for (r, m) in mine.iter().enumerate() {
+        match m {
+            Ok(()) => ok[r] += 1,
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Exists, "round {r}: {e}"),
+        }
+    }
+    for w in workers {
+        let (_agent, answers) = w.join().unwrap();
+        for (r, a) in answers.iter().enumerate() {
+            if a == "ok" {
+                ok[r] += 1;
+            } else {
+                assert!(a.contains("exists"), "round {r}: {a}");
+            }
+        }
+    }
+    assert_eq!(ok, vec![1; ROUNDS], "one creation of each name succeeds");
+    for r in 0..ROUNDS {
+        let snap = Store::open(&store.named_snapshot_uri(&format!("n{r}")).unwrap()).unwrap();
+        for i in 0..50 {
+            assert_eq!(
+                snap.read_file(format!("/f{i}")).unwrap(),
+                format!("{i}").repeat(1000).as_bytes()
+            );
+        }
+    }
+}
