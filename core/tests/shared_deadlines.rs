@@ -123,3 +123,117 @@ fn a_commit_the_stopped_owner_never_read_is_withdrawn() {
     t.commit(true).unwrap();
     assert_eq!(owner.ask("get k"), "again");
 }
+
+/// Fills the listen backlog of the store socket in `dir` with connections that nobody accepts
+/// (its owner is stopped): connects without blocking until the kernel says the queue is full.
+/// The returned descriptors keep it full.
+fn fill_backlog(dir: &std::path::Path) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let path = dir.join("txvfs.sock");
+    let path = path.as_os_str().as_encoded_bytes();
+    // SAFETY: a zeroed sockaddr_un is valid; the path fits (checked).
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    assert!(path.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(path) {
+        *d = *s as libc::c_char;
+    }
+    let mut held = Vec::new();
+    for _ in 0..100_000 {
+        // SAFETY: plain socket calls; the descriptor is owned at once or closed.
+        unsafe {
+            let fd = libc::socket(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            );
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0 {
+                held.push(owned);
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "connect: {e}");
+            return held;
+        }
+    }
+    panic!("the backlog never filled");
+}
+
+/// Runs `f` on a thread and waits at most `limit` for it; None if it is still running then.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[test]
+fn connecting_to_a_stopped_owner_with_a_full_backlog_fails_within_the_deadline() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.ask("write /f hello"), "ok");
+    // A client already connected, whose second transaction needs a new connection.
+    let b = txvfs::kv::open(&format!("{uri}?owner_timeout=2")).unwrap();
+    let first = b.begin().unwrap();
+    signal(&owner, libc::SIGSTOP);
+    let queued = fill_backlog(d.path());
+    eprintln!("backlog full after {} connections", queued.len());
+
+    // New processes opening the store (many at once), and this process's new connection:
+    // each fails with EBUSY naming the stopped owner, within the deadline (not the 20 s a
+    // failover may take, and not for ever).
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let uri = format!("{uri}?owner_timeout=2");
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let r = Agent::try_start(&uri, AGENT).map(|a| a.role.clone());
+                (r, t.elapsed())
+            })
+        })
+        .collect();
+    let t = Instant::now();
+    let b2 = b.clone();
+    let Some(r) = within(LATE, move || b2.begin().map(|_| ())) else {
+        signal(&owner, libc::SIGCONT);
+        panic!("a new connection to the stopped owner was still waiting after {LATE:?}");
+    };
+    let e = r.expect_err("a new connection to a stopped owner");
+    let waited = t.elapsed();
+    assert_stopped_error(&e, owner.pid(), t);
+    eprintln!("new connection of a connected client: failed after {waited:?}");
+    let t = Instant::now();
+    let path = uri.clone();
+    let Some(r) = within(LATE, move || Store::open(&format!("{path}?owner_timeout=2")).map(|_| ()))
+    else {
+        signal(&owner, libc::SIGCONT);
+        panic!("opening the store was still waiting after {LATE:?}");
+    };
+    // This process already waited for the owner: a Store on the same backend fails at once.
+    let e = r.expect_err("opening a store whose owner is stopped");
+    assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+    assert!(e.to_string().contains("stopped"), "{e}");
+    assert!(t.elapsed() < TIMEOUT, "waited again: {:?}", t.elapsed());
+    for o in opens {
+        let (r, waited) = o.join().unwrap();
+        let answer = r.expect_err("another process opened a store whose owner is stopped");
+        assert!(answer.contains("stopped"), "{answer}");
+        assert!(answer.contains(&owner.pid().to_string()), "{answer}");
+        assert!(waited < Duration::from_secs(10), "another process waited {waited:?}: {answer}");
+        eprintln!("open in another process: failed after {waited:?}");
+    }
+
+    // Continued, the owner serves again (after answering the queued connections' ends).
+    drop(queued);
+    drop(first);
+    signal(&owner, libc::SIGCONT);
+    let store = Store::open(&format!("{uri}?owner_timeout=10")).unwrap();
+    assert_eq!(store.read_file("/f").unwrap(), b"hello");
+    store.write_file("/g", b"after").unwrap();
+    assert_eq!(owner.ask("read /g"), "after");
+}

@@ -105,3 +105,29 @@ fn a_command_opening_the_store_keeps_a_file_the_library_holds_open_after_unlink(
     assert!(buf.iter().all(|&b| b == 5));
     f.close().unwrap();
 }
+
+#[test]
+fn a_command_creates_lists_and_deletes_snapshots_of_a_store_a_library_process_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("st");
+    let store = Store::open(path.to_str().unwrap()).unwrap();
+    store.write_file("/a", b"v1").unwrap();
+
+    // The command is a client of this process: the owner creates the snapshot for it.
+    let uri = ok(&path, &["snapshot", "create", "v1"]);
+    let uri = uri.trim();
+    assert!(uri.ends_with("?snapshot=v1"), "{uri}");
+    store.write_file("/a", b"v2").unwrap();
+    assert_eq!(ok(&path, &["snapshot", "list"]), format!("v1\t{uri}\n"));
+    assert_eq!(store.named_snapshots().unwrap(), ["v1"]);
+    let snap = Store::open(uri).unwrap();
+    assert_eq!(snap.read_file("/a").unwrap(), b"v1");
+    drop(snap);
+    let o = txvfs(&path, &["snapshot", "create", "v1"], None);
+    assert_eq!(o.status.code(), Some(libc::EEXIST), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = txvfs(&path, &["snapshot", "create", "no/slash"], None);
+    assert_eq!(o.status.code(), Some(libc::EINVAL), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&path, &["snapshot", "delete", "v1"]);
+    assert_eq!(ok(&path, &["snapshot", "list"]), "");
+    assert_eq!(store.read_file("/a").unwrap(), b"v2");
+}

@@ -349,6 +349,12 @@ impl RocksBackend {
         &self.occ.engine.path
     }
 
+    /// How many RocksDB snapshots are live in the engine (pinned snapshots and running
+    /// transactions), for tests that check that a snapshot is released.
+    pub(crate) fn engine_snapshots(&self) -> u64 {
+        self.occ.engine.db.property_int_value("rocksdb.num-snapshots").ok().flatten().unwrap_or(0)
+    }
+
     /// Writes a RocksDB checkpoint of everything committed so far into the new directory
     /// `dir` (hard links of the table files; see `rocks_named.rs`).
     pub(crate) fn checkpoint(&self, dir: &Path) -> Result<()> {

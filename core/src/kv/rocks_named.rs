@@ -48,6 +48,12 @@ fn sync_dir(dir: &Path) -> Result<()> {
 /// into place, so an interrupted creation leaves no snapshot under the final name.
 pub(crate) fn create(store: &RocksBackend, name: &str) -> Result<()> {
     check_name(name)?;
+    // One creation at a time in this process, which owns the store and so makes every named
+    // snapshot of it (other processes ask it to): two creations of one name would share the
+    // temporary directory (one removing it under the other), and RocksDB's checkpoints taken
+    // at once could link a table file that a compaction had just deleted.
+    static CREATING: Mutex<()> = Mutex::new(());
+    let _one = CREATING.lock();
     let dir = store.dir().join(SNAPSHOTS_DIR);
     std::fs::create_dir_all(&dir).map_err(|e| Error::host_io(&dir, e))?;
     let target = dir.join(name);

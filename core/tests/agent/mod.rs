@@ -5,8 +5,11 @@
 //! answers `ok` and exits once its stdin ends); and through the file system (a `Store` on the same
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
-//! `flock PATH` (keeps a handle holding an exclusive flock). It answers `ready owner` or
-//! `ready client` once open.
+//! `flock PATH` (keeps a handle holding an exclusive flock), `lockrange PATH START LEN` (keeps
+//! a handle holding a write lock on those bytes), `snap` (takes an in-process
+//! snapshot of the store and keeps it), `sread PATH` (reads through it), `sdrop` (drops it),
+//! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
+//! RocksDB snapshots). It answers `ready owner` or `ready client` once open.
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
 //! [`agent_main`], which does nothing unless the process is an agent.
@@ -37,6 +40,8 @@ pub fn agent_main() {
     let mut store: Option<txvfs::Store> = None;
     let mut handle: Option<txvfs::File> = None;
     let mut locked: Option<txvfs::File> = None;
+    let mut snap: Option<txvfs::Store> = None;
+    let mut ranges: Vec<txvfs::File> = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -58,7 +63,8 @@ pub fn agent_main() {
             },
             ["exit"] => std::process::exit(0),
             ["close"] => {
-                drop((store.take(), handle.take(), locked.take()));
+                drop((snap.take(), std::mem::take(&mut ranges), handle.take(), locked.take()));
+                drop(store.take());
                 println!("@@ ok");
                 std::io::stdout().flush().unwrap();
                 drop(b);
@@ -94,6 +100,32 @@ pub fn agent_main() {
                                 Ok(buf)
                             }),
                     ),
+                    ("lockrange", [p, start, len]) => {
+                        let rw = txvfs::OpenOptions::new().read(true).write(true);
+                        done(s.open(p, &rw).and_then(|f| {
+                            let (start, len) = (start.parse().unwrap(), len.parse().unwrap());
+                            f.lock_range(txvfs::RangeLockKind::Write, start, len, false)?;
+                            ranges.push(f);
+                            Ok(())
+                        }))
+                    }
+                    ("snap", []) => done(s.snapshot().map(|v| snap = Some(v))),
+                    ("sread", [p]) => match &snap {
+                        Some(v) => shown(v.read_file(p)),
+                        None => "error no snapshot".into(),
+                    },
+                    ("sdrop", []) => {
+                        snap = None;
+                        "ok".into()
+                    }
+                    ("named", [n]) => done(s.create_named_snapshot(n)),
+                    #[cfg(feature = "rocksdb")]
+                    ("engine-snapshots", []) => {
+                        match kv::SharedBackend::open(&canon, false).unwrap().engine_snapshots() {
+                            Some(n) => n.to_string(),
+                            None => "error not the owner".into(),
+                        }
+                    }
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("flock", [p]) => {
                         done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {

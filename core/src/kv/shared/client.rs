@@ -41,9 +41,10 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    /// Connects; every send and receive on the connection waits at most `timeout`.
+    /// Connects; the connect (a stopped server's listen backlog fills up) and every send and
+    /// receive on the connection wait at most `timeout`: a timeout error then.
     fn open(dir: &Path, timeout: Duration) -> std::io::Result<Conn> {
-        let stream = socket_path(dir, |p| UnixStream::connect(p))?;
+        let stream = socket_path(dir, |p| waits::connect(p, timeout))?;
         let t = Some(waits::socket_timeout(timeout));
         stream.set_read_timeout(t)?;
         stream.set_write_timeout(t)?;
@@ -179,7 +180,19 @@ impl Client {
         timeout: Duration,
         describe: &str,
     ) -> std::result::Result<Arc<Client>, ConnectError> {
-        let mut conn = Conn::open(dir, timeout).map_err(|_| ConnectError::NoServer)?;
+        let mut conn = Conn::open(dir, timeout).map_err(|e| {
+            if waits::is_timeout(&e) {
+                // Its backlog is full: the server is there but does not accept.
+                ConnectError::Failed(waits::owner_stalled(
+                    describe,
+                    super::owner_info(dir).0,
+                    Some(timeout),
+                    Outcome::NoChange,
+                ))
+            } else {
+                ConnectError::NoServer
+            }
+        })?;
         let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
         let parse = || -> Result<(Limits, u32, String, u64)> {
             let (_, mut f) = Fields::of(&reply)?;
@@ -246,7 +259,10 @@ impl Client {
             self.lose();
             return Err(self.lost_error(false));
         }
-        let mut c = Conn::open(&self.dir, self.timeout).map_err(|_| {
+        let mut c = Conn::open(&self.dir, self.timeout).map_err(|e| {
+            if waits::is_timeout(&e) {
+                return self.stalled_error(Outcome::NoChange);
+            }
             self.lose();
             self.lost_error(false)
         })?;

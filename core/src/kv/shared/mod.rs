@@ -20,6 +20,7 @@
 mod alive;
 mod client;
 mod client_cache;
+mod client_snapshot;
 mod client_txn;
 mod protocol;
 mod receipts;
@@ -181,19 +182,13 @@ impl SharedBackend {
         matches!(*self.mode.lock(), Mode::Owner { .. })
     }
 
-    /// The RocksDB backend of this process, for what only the owner can do (a snapshot needs
-    /// the engine); in a client, an error that says so.
-    fn owned(&self, what: &str) -> Result<Arc<RocksBackend>> {
+    /// How many RocksDB snapshots the store's engine holds (every process's snapshots and
+    /// running transactions), when this process owns it; None in a client. For tests.
+    #[doc(hidden)]
+    pub fn engine_snapshots(&self) -> Option<u64> {
         match &*self.mode.lock() {
-            Mode::Owner { local, .. } => Ok(local.clone()),
-            _ => Err(Error::new(
-                ErrorKind::Invalid,
-                format!(
-                    "rocksdb:{}: {what} needs the process that owns the store; this process is a \
-                     client of another one (kv/shared)",
-                    self.dir.display()
-                ),
-            )),
+            Mode::Owner { local, .. } => Some(local.engine_snapshots()),
+            _ => None,
         }
     }
 
@@ -480,7 +475,11 @@ impl ReadCacheControl for SharedBackend {
 
 impl NamedSnapshots for SharedBackend {
     fn create(&self, name: &str) -> Result<()> {
-        NamedSnapshots::create(&*self.owned("creating a named snapshot")?, name)
+        // The owner creates it: in this process, or asked by this client.
+        self.on_current(
+            |local| NamedSnapshots::create(&**local, name),
+            |c| client_snapshot::create_named(c, name),
+        )
     }
     fn list(&self) -> Result<Vec<String>> {
         super::rocks_named::list(&self.dir)

@@ -49,6 +49,16 @@ pub mod op {
     /// Whether the commit with this id took effect (its receipt exists); a COMMIT may end with
     /// a commit id (see `receipts.rs`). Numbered apart from the others, for additions.
     pub const OUTCOME: u8 = 40;
+    /// Pins a snapshot at the owner for as long as this connection stays open (a connection
+    /// holds at most one); the reply carries its id (see `snapshot.rs`).
+    pub const SNAPSHOT: u8 = 41;
+    /// A read at a pinned snapshot (id, key), on any connection; reply as GET's.
+    pub const SNAPSHOT_GET: u8 = 42;
+    /// A range read at a pinned snapshot (id, start, end, limit, reverse); reply as
+    /// GET_RANGE's.
+    pub const SNAPSHOT_RANGE: u8 = 43;
+    /// Creates a named snapshot (name), by the owner.
+    pub const NAMED_SNAPSHOT: u8 = 44;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;
@@ -183,6 +193,34 @@ pub fn decode_error(mut f: Fields<'_>) -> Error {
     let code = f.u64().unwrap_or(0) as u32 as i32;
     let msg = f.bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
     Error::new(ErrorKind::from_code(code).unwrap_or(ErrorKind::Backend), msg)
+}
+
+/// The reply to a range read: the count, then each key and value; TooLarge when it would not
+/// fit in a frame.
+pub fn range_reply(pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<u8>> {
+    let size: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    if size + 16 > MAX_FRAME {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            "range read too large for one reply: read it with a limit",
+        ));
+    }
+    let mut fr = Frame::new(op::OK).u64(pairs.len() as u64);
+    for (k, v) in pairs {
+        fr = fr.bytes(k).bytes(v);
+    }
+    Ok(fr.finish())
+}
+
+/// Decodes [`range_reply`] (a reply frame, OK first).
+pub fn decode_range(reply: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (_, mut f) = Fields::of(reply)?;
+    let n = f.u64()? as usize;
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        out.push((f.bytes()?.to_vec(), f.bytes()?.to_vec()));
+    }
+    Ok(out)
 }
 
 /// Encodes optional limits as u64 (u64::MAX for none).

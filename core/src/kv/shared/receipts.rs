@@ -37,7 +37,7 @@ fn now_ms() -> u64 {
 
 /// A random number for this process's commit ids (two processes never share ids: the time
 /// and the sequence differ, or this number does).
-fn process_nonce() -> u64 {
+pub(super) fn process_nonce() -> u64 {
     static NONCE: AtomicU64 = AtomicU64::new(0);
     let n = NONCE.load(Ordering::Relaxed);
     if n != 0 {

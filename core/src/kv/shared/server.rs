@@ -3,19 +3,21 @@
 //! connection running its transactions on the owner's own backend (so one resolver checks
 //! every process's commits, and durable commits of all processes share fsyncs).
 //!
-//! Nothing a client sends can hurt the store: a malformed message closes its connection, and
-//! its open transaction is dropped (rolled back); a transaction left idle longer than
-//! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
+//! Nothing a client sends can hurt the store or the other connections: a malformed message is
+//! answered with an error saying so and closes its connection, and its open transaction is
+//! dropped (rolled back); a transaction left idle longer than [`IDLE_TXN`] is dropped too, so a
+//! stuck or stopped client cannot pin a transaction's snapshot for ever, and a request begun
+//! but not finished within [`FRAME_WAIT`] closes its connection.
 
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::{self, RingWriter};
-use super::{receipts, socket_path, waits, AloneState};
+use super::{receipts, snapshot, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -26,6 +28,11 @@ use std::time::{Duration, Instant};
 
 /// How long a client's transaction may sit without a request before the server drops it.
 pub const IDLE_TXN: Duration = Duration::from_secs(30);
+
+/// How long the rest of a request may take to arrive, without progress, once its first byte
+/// has: a client stopped or stuck in the middle of one gets its connection closed, instead of
+/// holding a server thread for ever.
+pub const FRAME_WAIT: Duration = Duration::from_secs(5);
 
 /// A running server; [`Server::stop`] (or dropping it) closes every connection and waits for
 /// their threads, so the backend is no longer used when it returns.
@@ -181,6 +188,8 @@ struct Session<'a> {
     peer: i32,
     txn: Option<Box<dyn Txn>>,
     failed: Option<Error>,
+    /// The snapshot this connection pins for its client (see `snapshot.rs`).
+    held: Option<snapshot::Held>,
 }
 
 fn no_txn() -> Error {
@@ -318,6 +327,9 @@ impl Session<'_> {
                 Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish()))
             }
             op::SYNC => Some(self.backend.sync().map(|()| Frame::new(op::OK).finish())),
+            op::SNAPSHOT | op::SNAPSHOT_GET | op::SNAPSHOT_RANGE | op::NAMED_SNAPSHOT => {
+                Some(snapshot::serve(self.backend, &mut self.held, code, &mut f)?)
+            }
             _ => {
                 return Err(Error::new(
                     ErrorKind::Invalid,
@@ -460,12 +472,64 @@ fn hello_reply(backend: &dyn Backend, ring: bool) -> Vec<u8> {
         .finish()
 }
 
+/// Sends an error reply without waiting (the peer may have stopped reading), before its
+/// connection closes.
+fn send_error(sock: &UnixStream, e: &Error) {
+    let f = protocol::error_frame(e);
+    // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
+    unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            f.as_ptr().cast(),
+            f.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+}
+
+/// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
+/// an idle connection without a transaction costs nothing), then for each further part at most
+/// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
+/// `Ok(None)`: the stream ended or a wait ran out; an InvalidData error: a bad frame length.
+fn next_frame(
+    reader: &mut BufReader<UnixStream>,
+    sock: &UnixStream,
+    idle: Option<Duration>,
+    timeout: &mut Option<Duration>,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut set = |t: Option<Duration>| {
+        if *timeout != t {
+            sock.set_read_timeout(t)?;
+            *timeout = t;
+        }
+        std::io::Result::Ok(())
+    };
+    if reader.buffer().is_empty() {
+        set(idle)?;
+        if reader.fill_buf()?.is_empty() {
+            return Ok(None);
+        }
+    }
+    set(Some(FRAME_WAIT))?;
+    protocol::read_frame(reader)
+}
+
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let mut writer = stream;
+    let mut timeout = None;
+    // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
+    // saying so, then the connection closes (its transaction, if any, is dropped); a stalled
+    // or vanished peer's connection closes without one. The client sees a lost connection
+    // (a retryable error) and reconnects.
+    let garbage = |sock: &UnixStream, e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            send_error(sock, &Error::new(ErrorKind::Invalid, format!("{e} on the store's socket")));
+        }
+    };
     // The first message must be a hello of this protocol's version.
-    match protocol::read_frame(&mut reader) {
+    match next_frame(&mut reader, &writer, None, &mut timeout) {
         Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
             Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
                 if writer.write_all(&hello_reply(backend, ring.is_some())).is_err() {
@@ -477,29 +541,27 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                     ErrorKind::Invalid,
                     format!("expected a hello of protocol version {}", protocol::VERSION),
                 );
-                let _ = writer.write_all(&protocol::error_frame(&e));
+                send_error(&writer, &e);
                 return;
             }
         },
-        _ => return,
+        Ok(None) => return,
+        Err(e) => return garbage(&writer, e),
     }
     // A client that stops reading (stopped, stuck) cannot hold a reply, and so the server's
     // stop, for ever.
     if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
         return;
     }
-    let mut session = Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None };
+    let mut session =
+        Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
     loop {
+        // A transaction idle for longer than IDLE_TXN is dropped with its connection.
         let idle = session.txn.is_some().then_some(IDLE_TXN);
-        if writer.set_read_timeout(idle).is_err() {
-            return;
-        }
-        let frame = match protocol::read_frame(&mut reader) {
+        let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
             Ok(Some(f)) => f,
-            // End of stream, a read error, garbage, or a transaction idle for longer than
-            // IDLE_TXN: the connection closes and its transaction (if any) is dropped; the
-            // client sees a lost connection (a retryable error) and reconnects.
-            _ => return,
+            Ok(None) => return,
+            Err(e) => return garbage(&writer, e),
         };
         match session.handle(&frame) {
             Ok(Some(reply)) => {
@@ -508,7 +570,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                 }
             }
             Ok(None) => {}
-            Err(_) => return,
+            Err(e) => return send_error(&writer, &e),
         }
     }
 }

@@ -11,6 +11,8 @@
 //! had read gives CommitUnknown, as a lost connection does.
 
 use crate::error::{Error, ErrorKind};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 /// How long a client waits for its store's owner by default.
@@ -139,6 +141,63 @@ pub(crate) fn withdraw(fd: i32) -> bool {
         libc::shutdown(fd, libc::SHUT_RDWR);
         let mut queued: libc::c_int = 0;
         libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) == 0 && queued > 0
+    }
+}
+
+/// Connects to the Unix socket at `path`, waiting at most `timeout` (see [`socket_timeout`])
+/// for room in its listen backlog. A stopped server's backlog fills up, and a plain connect(2)
+/// then waits until the server runs again; with a send timeout on the socket the kernel gives
+/// up after it with EAGAIN (a timeout for [`is_timeout`]).
+pub(crate) fn connect(path: &Path, timeout: Duration) -> std::io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: an all-zero sockaddr_un is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("socket path {} is too long or holds a NUL", path.display()),
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let t = socket_timeout(timeout);
+    let tv = libc::timeval {
+        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: plain socket calls on a descriptor owned at once; `addr` and `tv` are valid
+    // for the lengths given.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let owned = OwnedFd::from_raw_fd(fd);
+        let tv_len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            tv_len,
+        );
+        if set != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        loop {
+            if libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0 {
+                return Ok(UnixStream::from(owned));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
 }
 
