@@ -162,14 +162,13 @@ fn directory_foundationdb() {
     assert_eq!(store.statfs().unwrap().files, files_before);
 }
 
-/// Known defect, failing: a handle opened and closed inside a transaction leaves this process's
-/// open-file mark (`H`) in the store after the commit. The open writes the mark in the
-/// transaction; the last close clears it in an auto-commit of its own, which commits first,
-/// so the transaction's commit brings the mark back. Another process that unlinks the file
-/// then keeps it as an orphan (its data not freed) until this process opens and closes it
-/// again or its liveness record lapses. Not run by tests/foundationdb/run until fixed.
+/// A handle opened and closed inside a transaction leaves no open-file mark (`H`) of this
+/// process in the store after the commit. (It used to: the open wrote the mark in the
+/// transaction, the last close cleared it in an auto-commit of its own, which committed first,
+/// so the transaction's commit brought the mark back; another process's unlink then kept the
+/// file as an orphan until this process opened and closed it again or exited.)
 #[test]
-#[ignore = "known defect, fails: needs a FoundationDB cluster (cargo test --test fdb_live -- --ignored transaction_handle_)"]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
 fn transaction_handle_leaves_no_open_mark() {
     let (store, backend) = open("marks", Options::default());
     store.write_file("/f", b"x").unwrap();

@@ -331,24 +331,38 @@ impl File {
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
         if store.inner.closed(self.ino) {
-            let (inner, ino, read_only) = (&store.inner, self.ino, store.per_open.read_only);
-            let marked = inner.open_files.take_mark(ino);
-            if marked || !read_only {
-                inner.open_files.reap_unless_open(ino, || {
-                    inner.auto_commit(None, |op| {
-                        if marked {
-                            op.unmark_open(ino)?;
-                        }
-                        if read_only {
-                            return Ok(false);
-                        }
-                        op.reap_orphan(ino)
-                    })
-                })?;
+            let marked = store.inner.open_files.take_mark(self.ino);
+            let deferred = match &self.scope {
+                CallScope::InTransaction(t) if marked => t.defer_unmark(self.ino),
+                _ => false,
+            };
+            if !deferred {
+                after_last_close(store, self.ino, marked)?;
             }
         }
         flushed
     }
+}
+
+/// After the last handle of `ino` in this process closed: clears this process's open mark of
+/// it (when `marked`) and, on a writable store, frees it if it is an orphan that no handle
+/// anywhere holds, in one auto-commit, unless a handle of it was opened meanwhile.
+pub(crate) fn after_last_close(store: &super::Store, ino: u64, marked: bool) -> Result<()> {
+    let (inner, read_only) = (&store.inner, store.per_open.read_only);
+    if !marked && read_only {
+        return Ok(());
+    }
+    inner.open_files.reap_unless_open(ino, || {
+        inner.auto_commit(None, |op| {
+            if marked {
+                op.unmark_open(ino)?;
+            }
+            if read_only {
+                return Ok(false);
+            }
+            op.reap_orphan(ino)
+        })
+    })
 }
 
 impl Drop for File {
