@@ -38,7 +38,6 @@ impl Store {
                 orphaned: Mutex::new(Vec::new()),
                 freed: Mutex::new(Vec::new()),
                 changes: Mutex::new(Vec::new()),
-                unmark: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -95,34 +94,6 @@ pub struct TxShared {
     pub(crate) freed: Mutex<Vec<u64>>,
     /// Changes noted for the change feed by the operations so far.
     pub(crate) changes: Mutex<Vec<schema::Change>>,
-    /// Inodes whose last handle in this process closed while the transaction ran, and whose
-    /// open mark this process clears once the transaction has ended; see
-    /// [`TxShared::defer_unmark`].
-    unmark: Mutex<Vec<u64>>,
-}
-
-impl TxShared {
-    /// Defers clearing this process's open mark of `ino` (its last handle just closed) until
-    /// the transaction ends; false when it has already ended (then the caller clears it now).
-    /// The open that wrote the mark may have written it in this transaction: cleared by a
-    /// commit of its own now, the mark would come back with this transaction's commit.
-    pub(crate) fn defer_unmark(&self, ino: u64) -> bool {
-        let state = self.state.lock();
-        if !matches!(*state, TxState::Active(..)) {
-            return false;
-        }
-        self.unmark.lock().push(ino);
-        true
-    }
-
-    /// Once the transaction has ended (committed or not): clears the marks deferred by
-    /// [`TxShared::defer_unmark`], for the files that no handle of this process opened since.
-    fn unmark_deferred(&self) {
-        let inos = std::mem::take(&mut *self.unmark.lock());
-        for ino in inos {
-            let _ = super::file::after_last_close(&self.store, ino, true);
-        }
-    }
 }
 
 /// An explicit transaction: every call on it (and on files opened through it) belongs to it.
@@ -169,7 +140,6 @@ impl Transaction {
                             let _ = inner.collect_stage(txid, None);
                         }),
                 };
-                self.shared.unmark_deferred();
                 committed?;
                 if !changes.is_empty() {
                     inner.feed_committed();
@@ -201,7 +171,6 @@ impl Transaction {
         if let TxState::Active(_, Staging { txid: Some(txid), .. }) = state {
             let _ = self.shared.store.inner.collect_stage(txid, None);
         }
-        self.shared.unmark_deferred();
     }
 }
 

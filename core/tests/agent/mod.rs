@@ -6,7 +6,7 @@
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
 //! `flock PATH` (keeps a handle holding an exclusive flock). It answers `ready owner` or
-//! `ready client` once open.
+//! `ready client` once open (`ready peer` on an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
 //! [`agent_main`], which does nothing unless the process is an agent.
@@ -27,13 +27,17 @@ pub fn agent_main() {
         println!("@@ error {e}");
         std::process::exit(2)
     });
-    let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
-    let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
-    #[cfg(feature = "rocksdb")]
-    let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
-    #[cfg(not(feature = "rocksdb"))]
-    let owner = canon.as_os_str().is_empty();
-    println!("@@ ready {}", if owner { "owner" } else { "client" });
+    if uri.starts_with("fdb:") {
+        println!("@@ ready peer"); // FoundationDB: no owner
+    } else {
+        let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
+        let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
+        #[cfg(feature = "rocksdb")]
+        let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
+        #[cfg(not(feature = "rocksdb"))]
+        let owner = canon.as_os_str().is_empty();
+        println!("@@ ready {}", if owner { "owner" } else { "client" });
+    }
     let mut store: Option<txvfs::Store> = None;
     let mut handle: Option<txvfs::File> = None;
     let mut locked: Option<txvfs::File> = None;
