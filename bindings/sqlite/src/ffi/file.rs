@@ -297,6 +297,10 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
             match r {
                 Ok(true) => {
                     set("wal");
+                    // sqlite3_mprintf failed: SQLite would answer an empty row, not an error.
+                    if (*args).is_null() {
+                        return ffi::SQLITE_NOMEM;
+                    }
                     ffi::SQLITE_OK
                 }
                 Ok(false) => ffi::SQLITE_NOTFOUND,
