@@ -228,4 +228,12 @@ impl Backend for FaultyBackend {
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         self.inner.read_cache()
     }
+    fn wake_on_stamped(
+        &self,
+        prefix: &[u8],
+        after: &[u8],
+        wake: Box<dyn FnOnce() + Send>,
+    ) -> Result<Option<super::Wakeup>> {
+        self.inner.wake_on_stamped(prefix, after, wake)
+    }
 }
