@@ -219,6 +219,7 @@ impl StoreState {
     /// After a commit that wrote a record: wakes waiters, and now and then applies retention.
     pub(crate) fn feed_committed(&self) {
         self.feed.committed();
+        self.backend.announce_stamped(&schema::feed_prefix());
         let n = self.feed.since_trim.fetch_add(1, Ordering::Relaxed) + 1;
         if n % TRIM_EVERY == 0 {
             // Retention is housekeeping: a failure (a conflict, a read-only open) waits for

@@ -3,14 +3,14 @@
 //!
 //! Waking: a commit of this process that writes a record wakes the waiters of this process at
 //! once (a condition variable of the store's shared state). Commits of other processes wake
-//! them through the backend where it can ([`Backend::wake_on_stamped`]: FoundationDB's
-//! watches); elsewhere they are seen by polling the feed, at most [`POLL_INTERVAL`] apart,
-//! while waiting.
+//! them through the backend ([`Backend::wake_on_stamped`]: FoundationDB's watches, a shared
+//! RocksDB store's bell); a store no other process uses needs nothing more; elsewhere they are
+//! seen by polling the feed, at most [`POLL_INTERVAL`] apart, while waiting.
 
 use super::feed::Signal;
 use super::store::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{self, Backend, Wakeup};
+use crate::kv::{self, Backend, Role, Wakeup};
 use crate::schema::{self, Change, ChangeKind, Meta, STAMP_LEN};
 use std::collections::VecDeque;
 use std::fmt;
@@ -274,6 +274,9 @@ impl Watcher {
     /// Makes sure the backend wakes this watcher when a record after `read_at` commits, where
     /// it can ([`Backend::wake_on_stamped`]); false when it cannot, and the caller polls.
     fn arm(&mut self, signal: &Arc<Signal>) -> bool {
+        if self.store.inner.backend.role() == Role::Sole {
+            return true; // every commit is this process's: the signal covers them all
+        }
         if let Some((_, fired)) = &self.wakeup {
             if !fired.load(Ordering::Acquire) {
                 return true;

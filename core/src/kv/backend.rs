@@ -87,6 +87,13 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (prefix, after, wake);
         Ok(None)
     }
+    /// Tells the backend that a transaction of this process that wrote versionstamped keys
+    /// under `prefix` has committed, so that it wakes the waiters of other processes where it
+    /// does that itself (a shared RocksDB store rings its bell, `kv/shared/bell.rs`). Called
+    /// by the writer after the commit returned; the default does nothing.
+    fn announce_stamped(&self, prefix: &[u8]) {
+        let _ = prefix;
+    }
 }
 
 /// A wake-up armed by [`Backend::wake_on_stamped`]: dropping it disarms it.

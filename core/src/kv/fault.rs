@@ -236,4 +236,7 @@ impl Backend for FaultyBackend {
     ) -> Result<Option<super::Wakeup>> {
         self.inner.wake_on_stamped(prefix, after, wake)
     }
+    fn announce_stamped(&self, prefix: &[u8]) {
+        self.inner.announce_stamped(prefix)
+    }
 }
