@@ -89,8 +89,8 @@ fn main() {
     {
         let per = |d: Duration| d.as_secs_f64() * 1e6 / files as f64;
         let mut line = format!("{name:<26}");
-        for clock in 0..2 {
-            let (off, on) = (per(best[0][row][clock]), per(best[1][row][clock]));
+        for (off, on) in best[0][row].iter().zip(&best[1][row]) {
+            let (off, on) = (per(*off), per(*on));
             line += &format!(" {off:>9.2} {on:>9.2} {:>6.2}x", on / off);
         }
         println!("{line}");
