@@ -54,12 +54,15 @@ fn a_stopped_owner_fails_client_calls_with_ebusy_within_the_deadline() {
     let mut owner = Agent::start(&uri, AGENT);
     assert_eq!(owner.role, "owner");
     assert_eq!(owner.ask("write /f hello"), "ok");
+    assert_eq!(owner.ask("write /h unread"), "ok");
     let store = Store::open(&format!("{uri}?owner_timeout=2")).unwrap();
     assert_eq!(store.read_file("/f").unwrap(), b"hello");
 
     signal(&owner, libc::SIGSTOP);
+    // What this client's cache holds it reads without the owner (kv/shared/client_cache.rs).
+    assert_eq!(store.read_file("/f").unwrap(), b"hello");
     let t = Instant::now();
-    let e = store.read_file("/f").unwrap_err();
+    let e = store.read_file("/h").unwrap_err();
     assert_stopped_error(&e, owner.pid(), t);
     // The next call fails at once (the owner is still stopped), and changes nothing.
     let t = Instant::now();

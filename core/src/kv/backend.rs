@@ -302,6 +302,11 @@ pub trait Txn: Send {
         let _ = (prefix, value);
         Err(unsupported("this backend", "versionstamped keys (needed by the change feed)"))
     }
+    /// The version of the snapshot this transaction reads, where the backend numbers them
+    /// (the optimistic layer's; `kv/shared` uses it to check a client's cached reads).
+    fn read_version(&self) -> Option<u64> {
+        None
+    }
     /// Commits. With `durable`, the commit survives power loss once this returns.
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
     /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and

@@ -213,6 +213,54 @@ impl ReadCache {
         }
     }
 
+    /// Records commits of another process up to `version` that wrote `points` and cleared
+    /// `ranges` (`kv/shared/client_cache.rs`): their entries leave the cache, since the new
+    /// values are not known here.
+    pub(crate) fn invalidated(
+        &mut self,
+        version: u64,
+        points: Vec<Vec<u8>>,
+        ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        self.version = version;
+        if !self.enabled() {
+            self.recent.clear();
+            return;
+        }
+        for k in &points {
+            self.remove(k);
+        }
+        for (s, e) in &ranges {
+            let keys: Vec<Vec<u8>> = self
+                .keys
+                .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
+                .cloned()
+                .collect();
+            for k in keys {
+                self.remove(&k);
+            }
+        }
+        // One entry for possibly several commits: `current_since` is then conservative.
+        self.recent.push_back(Written { version, points, ranges });
+        while self.recent.len() > RECENT {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Forgets every entry; the cache is now at `version` (of a new owner's numbering).
+    pub(crate) fn reset(&mut self, version: u64) {
+        let capacity = self.capacity;
+        let (hits, misses) = (self.hits, self.misses);
+        *self = ReadCache::new(capacity, version);
+        self.hits = hits;
+        self.misses = misses;
+    }
+
+    /// The last commit the cache knows of.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
     /// A committed write becomes the entry of its key: a read of what was just written is a
     /// common pattern (a `stat` of every file right after creating them reads the inodes the
     /// creates wrote). A key not cached is added only for a small value it was set to (large

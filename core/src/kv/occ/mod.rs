@@ -19,7 +19,7 @@ mod resolver;
 mod store;
 mod txn;
 
-pub(crate) use store::OccStore;
+pub(crate) use store::{CommitObserver, OccStore};
 
 use crate::error::Result;
 

@@ -114,6 +114,10 @@ impl<E: Engine> OccStore<E> {
                 *self.stamp.lock() = Some(n);
             }
             self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
+            self.keep_snapshot(version);
+            if let Some(observe) = &mut *self.observer.lock() {
+                observe(version, r.is_ok().then_some(&batch[..]));
+            }
             *vis = version;
             self.visible_now.store(version, Ordering::SeqCst);
             self.update_oldest(&self.live.lock());

@@ -12,6 +12,7 @@
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
 //! the owner is alive and serves again once it runs).
 
+use super::client_cache::ClientCache;
 use super::protocol::{self, op, Fields, Frame};
 use super::waits::{self, Outcome};
 use super::{socket_path, SharedBackend};
@@ -58,6 +59,11 @@ impl Conn {
     pub(super) fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
         frame.push_to(&mut self.out);
         self.flush().map_err(|e| self.failed(&e, false))?;
+        self.reply()
+    }
+
+    /// Reads the reply to a request already sent (see [`Conn::call`]).
+    pub(super) fn reply(&mut self) -> std::result::Result<Result<Vec<u8>>, Fail> {
         let reply = match protocol::read_frame(&mut self.reader) {
             Ok(Some(r)) => r,
             Ok(None) => return Err(Fail::Lost { sent: true }),
@@ -155,6 +161,8 @@ pub(crate) struct Client {
     pub(super) limits: Limits,
     pub(super) describe: String,
     pub(super) server_pid: u32,
+    /// The read cache kept exact by the owner's change ring (None: the owner offers none).
+    pub(super) cache: Option<Mutex<ClientCache>>,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -173,7 +181,7 @@ impl Client {
     ) -> std::result::Result<Arc<Client>, ConnectError> {
         let mut conn = Conn::open(dir, timeout).map_err(|_| ConnectError::NoServer)?;
         let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
-        let parse = || -> Result<(Limits, u32, String)> {
+        let parse = || -> Result<(Limits, u32, String, u64)> {
             let (_, mut f) = Fields::of(&reply)?;
             let version = f.u64()?;
             if version != protocol::VERSION as u64 {
@@ -192,9 +200,15 @@ impl Client {
                 },
             };
             let pid = f.u64()? as u32;
-            Ok((limits, pid, String::from_utf8_lossy(f.bytes()?).into_owned()))
+            let describe = String::from_utf8_lossy(f.bytes()?).into_owned();
+            let features = if f.done() { 0 } else { f.u64()? };
+            Ok((limits, pid, describe, features))
         };
-        let (limits, server_pid, describe) = parse().map_err(ConnectError::Failed)?;
+        let (limits, server_pid, describe, features) = parse().map_err(ConnectError::Failed)?;
+        // A ring that cannot be mapped here only costs the cache.
+        let cache = (features & protocol::features::RING != 0)
+            .then(|| ClientCache::open(dir).ok().map(Mutex::new))
+            .flatten();
         Ok(Arc::new(Client {
             dir: dir.to_path_buf(),
             timeout,
@@ -202,6 +216,7 @@ impl Client {
             limits,
             describe,
             server_pid,
+            cache,
             lost: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
@@ -307,15 +322,41 @@ impl Client {
         }
     }
 
-    /// Starts a transaction (sent with its first read or its commit).
-    /// `backend` is asked for the commit's outcome when the connection is lost during it.
+    /// Sets the read cache's capacity in bytes (0: none).
+    pub(crate) fn set_cache_capacity(&self, bytes: u64) {
+        if let Some(c) = &self.cache {
+            c.lock().set_capacity(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
+    }
+
+    /// The read cache's counters, when it keeps anything.
+    pub(crate) fn cache_stats(&self) -> Option<crate::kv::CacheStats> {
+        self.cache.as_ref().and_then(|c| c.lock().stats())
+    }
+
+    /// Starts a transaction. With a read cache it reads there first and reaches the owner
+    /// only when it must (`client_cache.rs`); otherwise the begin is sent with its first read
+    /// or its commit. `backend` is asked for the commit's outcome when the connection is lost
+    /// during it.
     pub(crate) fn begin(self: &Arc<Self>, backend: Weak<SharedBackend>) -> Result<Box<dyn Txn>> {
-        let mut conn = self.take_conn()?;
-        Frame::new(op::BEGIN).push_to(&mut conn.out);
+        let cached = self.cache.as_ref().map(|c| c.lock()).filter(|c| c.enabled()).map(|mut c| {
+            super::client_txn::Local { at: c.catch_up(), points: Vec::new(), ranges: Vec::new() }
+        });
+        let conn = match cached {
+            Some(_) => None,
+            None => {
+                let mut conn = self.take_conn()?;
+                Frame::new(op::BEGIN).push_to(&mut conn.out);
+                Some(conn)
+            }
+        };
         Ok(Box::new(super::client_txn::ClientTxn {
             backend,
             client: self.clone(),
-            conn: Some(conn),
+            conn,
+            local: cached,
+            begun: None,
+            begin_pending: false,
             writes: false,
             failed: None,
         }))

@@ -1,8 +1,10 @@
-//! One transaction of a client process, run by the store's serving process: reads are round
-//! trips, writes wait in the connection's buffer, the commit asks for a receipt (see
-//! `client.rs` for connections and `receipts.rs` for outcomes).
+//! One transaction of a client process, run by the store's serving process: reads answered by
+//! the client's cache stay here (`client_cache.rs`), other reads are round trips, writes wait
+//! in the connection's buffer, the commit asks for a receipt (see `client.rs` for connections
+//! and `receipts.rs` for outcomes).
 
 use super::client::{Client, Conn, Fail, FLUSH_AT};
+use super::client_cache::At;
 use super::protocol::{op, Fields, Frame};
 use super::receipts;
 use super::waits::{self, Outcome};
@@ -11,13 +13,30 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::{KeyValue, Txn};
 use std::sync::{Arc, Weak};
 
+/// What a transaction read from the client's cache before it reached the owner.
+pub(super) struct Local {
+    /// Where it reads the cache.
+    pub(super) at: At,
+    /// Keys read with a conflict, and ranges added to the conflict set.
+    pub(super) points: Vec<Vec<u8>>,
+    pub(super) ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
 /// A transaction run by the serving process for this one.
 pub(super) struct ClientTxn {
     /// The store, to ask for the outcome of a commit whose connection was lost.
     pub(super) backend: Weak<SharedBackend>,
     pub(super) client: Arc<Client>,
-    /// None once the connection broke or stalled.
+    /// None before the transaction reached the owner (`local` is then set), and once the
+    /// connection broke or stalled.
     pub(super) conn: Option<Conn>,
+    /// Set until the transaction reaches the owner: it reads the cache.
+    pub(super) local: Option<Local>,
+    /// The cache epoch and the owner's read version, once BEGIN_AT was answered (reads
+    /// from the owner then fill the cache).
+    pub(super) begun: Option<(u64, u64)>,
+    /// BEGIN_AT was sent or queued and its reply not read yet (it comes before the next).
+    pub(super) begin_pending: bool,
     pub(super) writes: bool,
     /// Why the connection was dropped: every later call fails with it.
     pub(super) failed: Option<Error>,
@@ -25,10 +44,41 @@ pub(super) struct ClientTxn {
 
 impl ClientTxn {
     fn conn(&mut self) -> Result<&mut Conn> {
+        if self.conn.is_none() && self.failed.is_none() {
+            if let Some(l) = self.local.take() {
+                self.reach_owner(l)?;
+            }
+        }
         match &mut self.conn {
             Some(c) => Ok(c),
             None => Err(self.failed.clone().unwrap_or_else(|| self.client.lost_error(false))),
         }
+    }
+
+    /// The first request to the owner of a transaction that read the cache: a connection,
+    /// and BEGIN_AT with what was read (its reply is read with the next request's).
+    fn reach_owner(&mut self, l: Local) -> Result<()> {
+        let mut conn = match self.client.take_conn() {
+            Ok(c) => c,
+            Err(e) => {
+                self.failed = Some(e.clone());
+                return Err(e);
+            }
+        };
+        let mut frame =
+            Frame::new(op::BEGIN_AT).u64(l.at.epoch).u64(l.at.version).u64(l.points.len() as u64);
+        for k in &l.points {
+            frame = frame.bytes(k);
+        }
+        frame = frame.u64(l.ranges.len() as u64);
+        for (s, e) in &l.ranges {
+            frame = frame.bytes(s).bytes(e);
+        }
+        frame.push_to(&mut conn.out);
+        self.begin_pending = true;
+        self.begun = Some((l.at.epoch, 0));
+        self.conn = Some(conn);
+        Ok(())
     }
 
     /// Drops the connection after `fail`, and returns the error for the call.
@@ -62,8 +112,36 @@ impl ClientTxn {
             self.failed = Some(e.clone());
             return Err(e);
         }
-        match self.conn()?.call(frame) {
-            Ok(r) => r,
+        self.conn()?;
+        let pending = self.begin_pending;
+        let conn = self.conn.as_mut().expect("connected above");
+        if !pending {
+            return match conn.call(frame) {
+                Ok(r) => r,
+                Err(fail) => Err(self.drop_conn(fail, during_commit)),
+            };
+        }
+        // BEGIN_AT's reply first: the owner's read version, or why the transaction failed
+        // (the request's own reply then carries the same error).
+        frame.push_to(&mut conn.out);
+        let begun = match conn.flush() {
+            Ok(()) => conn.reply().and_then(|r| Ok((r, conn.reply()?))),
+            Err(e) => Err(conn.failed(&e, false)),
+        };
+        self.begin_pending = false;
+        match begun {
+            Ok((Ok(b), r)) => {
+                let (_, mut f) = Fields::of(&b)?;
+                let at = f.u64()?;
+                if let Some((_, v)) = &mut self.begun {
+                    *v = at;
+                }
+                r
+            }
+            Ok((Err(e), _)) => {
+                self.begun = None;
+                Err(e)
+            }
             Err(fail) => Err(self.drop_conn(fail, during_commit)),
         }
     }
@@ -115,14 +193,31 @@ impl ClientTxn {
 
     fn get_op(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
         self.check_key(key)?;
+        if let (Some(l), Some(cache)) = (&mut self.local, &self.client.cache) {
+            if let Some(v) = cache.lock().get(l.at, key) {
+                if !snapshot {
+                    l.points.push(key.to_vec());
+                }
+                return Ok(v.map(|v| v.to_vec()));
+            }
+        }
         let reply = self.call(Frame::new(op::GET).u8(snapshot as u8).bytes(key), false)?;
         let (_, mut f) = Fields::of(&reply)?;
-        Ok(match f.u8()? {
+        let value = match f.u8()? {
             0 => None,
             _ => Some(f.bytes()?.to_vec()),
-        })
+        };
+        // The owner's value at its read version, unless this transaction wrote (it may be
+        // its own uncommitted write).
+        if let (Some((epoch, at)), false, Some(cache)) =
+            (self.begun, self.writes, &self.client.cache)
+        {
+            cache.lock().fill(epoch, at, key, value.as_deref());
+        }
+        Ok(value)
     }
 
+    /// A range read at the owner; each pair is lent to `visit` straight from the reply.
     fn range_op(
         &mut self,
         start: &[u8],
@@ -130,7 +225,8 @@ impl ClientTxn {
         limit: usize,
         reverse: bool,
         snapshot: bool,
-    ) -> Result<Vec<KeyValue>> {
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         self.check_key(start)?;
         self.check_key(end)?;
         let frame = Frame::new(op::GET_RANGE)
@@ -141,17 +237,36 @@ impl ClientTxn {
             .u8(reverse as u8);
         let reply = self.call(frame, false)?;
         let (_, mut f) = Fields::of(&reply)?;
-        let n = f.u64()? as usize;
-        let mut out = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            out.push((f.bytes()?.to_vec(), f.bytes()?.to_vec()));
+        for _ in 0..f.u64()? {
+            let (k, v) = (f.bytes()?, f.bytes()?);
+            visit(k, v);
         }
+        Ok(())
+    }
+
+    fn range_vec(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
+        let mut out = Vec::new();
+        self.range_op(start, end, limit, reverse, snapshot, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        })?;
         Ok(out)
     }
 }
 
 impl Drop for ClientTxn {
     fn drop(&mut self) {
+        if self.begin_pending {
+            // BEGIN_AT's reply is still on the way: the connection cannot be reused; closing
+            // it rolls back.
+            return;
+        }
         if let Some(mut conn) = self.conn.take() {
             // Rolled back: sent at once, so the server does not pin the snapshot meanwhile.
             Frame::new(op::ROLLBACK).push_to(&mut conn.out);
@@ -179,7 +294,15 @@ impl Txn for ClientTxn {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, false)
+        self.range_vec(start, end, limit, reverse, false)
+    }
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.range_op(start, end, 0, false, false, visit)
     }
     fn snapshot_get_range(
         &mut self,
@@ -188,7 +311,16 @@ impl Txn for ClientTxn {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, true)
+        self.range_vec(start, end, limit, reverse, true)
+    }
+    fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.check_key(start)?;
+        self.check_key(end)?;
+        if let Some(l) = &mut self.local {
+            l.ranges.push((start.to_vec(), end.to_vec()));
+            return Ok(());
+        }
+        self.range_op(start, end, 0, false, false, &mut |_, _| {})
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_key(key)?;

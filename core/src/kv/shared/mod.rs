@@ -20,9 +20,11 @@
 mod alive;
 mod bell;
 mod client;
+mod client_cache;
 mod client_txn;
 mod protocol;
 mod receipts;
+mod ring;
 mod server;
 mod snapshot;
 mod waits;
@@ -111,9 +113,9 @@ pub struct SharedBackend {
     /// This process's liveness locks (opened at the first registration).
     alive: Mutex<Option<Alive>>,
     sharing: Arc<AloneState>,
-    /// The read cache's size (`Options::cache_size`), applied whenever this process owns the
-    /// store (at open, and after a failover makes it the owner). Clients keep no cache: they
-    /// do not see the other processes' commits.
+    /// The read cache's size (`Options::cache_size`), applied to the owner's cache or to this
+    /// client's (kept exact by the owner's change ring, `client_cache.rs`), at open and after
+    /// every failover.
     cache_bytes: AtomicU64,
     /// The deadline of every wait on the owner (`owner_timeout`).
     timeout: Duration,
@@ -210,10 +212,15 @@ impl SharedBackend {
         loop {
             match try_mode(&self.dir, self.exclusive, &self.sharing, self.timeout)? {
                 Some(m) => {
-                    if let Mode::Owner { local, .. } = &m {
-                        if let Some(c) = local.read_cache() {
-                            c.set_capacity(self.cache_bytes.load(Ordering::SeqCst));
+                    let bytes = self.cache_bytes.load(Ordering::SeqCst);
+                    match &m {
+                        Mode::Owner { local, .. } => {
+                            if let Some(c) = local.read_cache() {
+                                c.set_capacity(bytes);
+                            }
                         }
+                        Mode::Client(c) => c.set_cache_capacity(bytes),
+                        Mode::Gone => {}
                     }
                     *mode = m;
                     return Ok(());
@@ -313,7 +320,9 @@ fn try_mode(
             let server = if exclusive {
                 None
             } else {
-                match Server::start(dir, local.clone() as Arc<dyn Backend>, sharing.clone()) {
+                // Without a ring (it could not be mapped) clients still work, uncached.
+                let ring = start_ring(dir, &local).ok();
+                match Server::start(dir, local.clone(), sharing.clone(), ring) {
                     Ok(s) => Some(s),
                     // The directory's file system cannot hold a Unix socket (some FUSE file
                     // systems): the store still opens, for this process alone, and others are
@@ -346,6 +355,17 @@ fn try_mode(
         Err(ConnectError::NoServer) => Ok(None),
         Err(ConnectError::Failed(e)) => Err(e),
     }
+}
+
+/// Starts this owner's change ring and has every commit recorded in it (see `ring.rs`).
+fn start_ring(dir: &Path, local: &RocksBackend) -> Result<Arc<Mutex<ring::RingWriter>>> {
+    let mut out = None;
+    local.observe_commits(ring::KEPT_VERSIONS, |version| {
+        let ring = Arc::new(Mutex::new(ring::RingWriter::start(dir, version)?));
+        out = Some(ring.clone());
+        Ok(Box::new(move |v, batch| ring.lock().record(v, batch)))
+    })?;
+    Ok(out.expect("set by the observer's maker"))
 }
 
 impl Drop for SharedBackend {
@@ -468,16 +488,21 @@ impl Sharing for SharedBackend {
 impl ReadCacheControl for SharedBackend {
     fn set_capacity(&self, bytes: u64) {
         self.cache_bytes.store(bytes, Ordering::SeqCst);
-        if let Mode::Owner { local, .. } = &*self.mode.lock() {
-            if let Some(c) = local.read_cache() {
-                c.set_capacity(bytes);
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => {
+                if let Some(c) = local.read_cache() {
+                    c.set_capacity(bytes);
+                }
             }
+            Mode::Client(c) => c.set_cache_capacity(bytes),
+            Mode::Gone => {}
         }
     }
     fn stats(&self) -> Option<CacheStats> {
         match &*self.mode.lock() {
             Mode::Owner { local, .. } => local.read_cache().and_then(|c| c.stats()),
-            _ => None,
+            Mode::Client(c) => c.cache_stats(),
+            Mode::Gone => None,
         }
     }
 }

@@ -13,6 +13,13 @@ use std::io::Read;
 /// Version of this protocol; a client and a server of different versions refuse each other.
 pub const VERSION: u32 = 1;
 
+/// Features a server offers, a bit set at the end of its hello reply (older servers send
+/// none; older clients ignore it).
+pub mod features {
+    /// The change ring (`ring.rs`) is written: clients may cache reads and use BEGIN_AT.
+    pub const RING: u64 = 1;
+}
+
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
 /// refused with TooLarge).
 pub const MAX_FRAME: usize = 160 << 20;
@@ -35,6 +42,10 @@ pub mod op {
     /// A versionstamped write (key prefix, value); added without a version bump: an older
     /// server answers it with an error, never with a wrong write.
     pub const SET_VERSIONSTAMPED: u8 = 14;
+    /// Begins a transaction whose first reads a client answered from its cache (see
+    /// `client_cache.rs`): ring epoch, version, the keys (count, keys) and ranges (count,
+    /// start and end) read. Replied to with the owner's read version, or an error.
+    pub const BEGIN_AT: u8 = 15;
     /// Whether the commit with this id took effect (its receipt exists); a COMMIT may end with
     /// a commit id (see `receipts.rs`). Numbered apart from the others, for additions.
     pub const OUTCOME: u8 = 40;
@@ -64,6 +75,11 @@ impl Frame {
     /// Appends an integer.
     pub fn u64(mut self, v: u64) -> Frame {
         self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    /// Appends bytes already encoded as fields.
+    pub fn raw(mut self, b: &[u8]) -> Frame {
+        self.buf.extend_from_slice(b);
         self
     }
     /// Appends a byte.

@@ -8,8 +8,10 @@
 //! [`IDLE_TXN`] is dropped too, so a stuck or stopped client cannot pin a snapshot for ever.
 
 use super::protocol::{self, op, Fields, Frame};
+use super::ring::{self, RingWriter};
 use super::{receipts, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -20,7 +22,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a client's transaction may sit without a request before the server drops it.
 pub const IDLE_TXN: Duration = Duration::from_secs(30);
@@ -40,10 +42,12 @@ impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
     /// a previous owner (the caller holds the owner lock, so no live server uses it).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
+    /// `ring`: the change ring this owner writes, offered to clients for their caches.
     pub(crate) fn start(
         dir: &Path,
-        backend: Arc<dyn Backend>,
+        backend: Arc<RocksBackend>,
         sharing: Arc<AloneState>,
+        ring: Option<Arc<Mutex<RingWriter>>>,
     ) -> Result<Server> {
         let listener = socket_path(dir, |p| {
             match std::fs::remove_file(p) {
@@ -70,7 +74,7 @@ impl Server {
             );
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept_loop(listener, backend, sharing, stop, conns, threads))
+                .spawn(move || accept_loop(listener, backend, ring, sharing, stop, conns, threads))
                 .map_err(socket_err)?
         };
         Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
@@ -123,7 +127,8 @@ fn socket_err(e: std::io::Error) -> Error {
 
 fn accept_loop(
     listener: UnixListener,
-    backend: Arc<dyn Backend>,
+    backend: Arc<RocksBackend>,
+    ring: Option<Arc<Mutex<RingWriter>>>,
     sharing: Arc<AloneState>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
@@ -151,9 +156,9 @@ fn accept_loop(
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else { continue };
         conns.lock().insert(id, clone);
-        let (backend, conns2) = (backend.clone(), conns.clone());
+        let (backend, ring, conns2) = (backend.clone(), ring.clone(), conns.clone());
         let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, &*backend);
+            serve(stream, &*backend, ring);
             conns2.lock().remove(&id);
         });
         let mut ts = threads.lock();
@@ -170,7 +175,8 @@ fn accept_loop(
 /// One connection's state: its transaction, and the first error of that transaction that no
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
-    backend: &'a dyn Backend,
+    backend: &'a RocksBackend,
+    ring: Option<Arc<Mutex<RingWriter>>>,
     /// The connection's socket, to see whether its client gave up before a commit.
     peer: i32,
     txn: Option<Box<dyn Txn>>,
@@ -209,6 +215,24 @@ impl Session<'_> {
                     Err(e) => self.failed = Some(e),
                 }
                 None
+            }
+            op::BEGIN_AT => {
+                let (epoch, from) = (f.u64()?, f.u64()?);
+                let mut points = Vec::new();
+                for _ in 0..f.u64()? {
+                    points.push(f.bytes()?);
+                }
+                let mut ranges = Vec::new();
+                for _ in 0..f.u64()? {
+                    ranges.push((f.bytes()?, f.bytes()?));
+                }
+                self.txn = None;
+                self.failed = None;
+                let r = self.begin_at(epoch, from, &points, &ranges);
+                if let Err(e) = &r {
+                    self.failed = Some(e.clone());
+                }
+                Some(r.map(|v| Frame::new(op::OK).u64(v).finish()))
             }
             op::ROLLBACK => {
                 self.txn = None;
@@ -257,27 +281,7 @@ impl Session<'_> {
             op::GET_RANGE => {
                 let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
                 let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
-                let r = self.txn().and_then(|t| {
-                    if snapshot {
-                        t.snapshot_get_range(s, e, limit, reverse)
-                    } else {
-                        t.get_range(s, e, limit, reverse)
-                    }
-                });
-                Some(r.and_then(|pairs| {
-                    let size: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-                    if size + 16 > protocol::MAX_FRAME {
-                        return Err(Error::new(
-                            ErrorKind::TooLarge,
-                            "range read too large for one reply: read it with a limit",
-                        ));
-                    }
-                    let mut fr = Frame::new(op::OK).u64(pairs.len() as u64);
-                    for (k, v) in &pairs {
-                        fr = fr.bytes(k).bytes(v);
-                    }
-                    Ok(fr.finish())
-                }))
+                Some(self.txn().and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse)))
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
@@ -331,8 +335,118 @@ impl Session<'_> {
     }
 }
 
-/// The hello reply: protocol version, the backend's limits and description.
-fn hello_reply(backend: &dyn Backend) -> Vec<u8> {
+/// The reply to GET_RANGE: the count, then each key and value. A whole-range read is encoded
+/// straight from the backend's values (no copy of the pairs first).
+fn range_reply(
+    t: &mut dyn Txn,
+    snapshot: bool,
+    s: &[u8],
+    e: &[u8],
+    limit: usize,
+    reverse: bool,
+) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut n = 0u64;
+    let mut push = |k: &[u8], v: &[u8]| {
+        for b in [k, v] {
+            body.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            body.extend_from_slice(b);
+        }
+        n += 1;
+    };
+    if !snapshot && limit == 0 && !reverse {
+        t.visit_range(s, e, &mut push)?;
+    } else {
+        let pairs = if snapshot {
+            t.snapshot_get_range(s, e, limit, reverse)?
+        } else {
+            t.get_range(s, e, limit, reverse)?
+        };
+        for (k, v) in &pairs {
+            push(k, v);
+        }
+    }
+    if body.len() + 16 > protocol::MAX_FRAME {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            "range read too large for one reply: read it with a limit",
+        ));
+    }
+    Ok(Frame::new(op::OK).u64(n).raw(&body).finish())
+}
+
+impl Session<'_> {
+    /// BEGIN_AT: begins at the latest version V' >= `from` (a client may have seen a commit
+    /// in the ring an instant before it is visible here), checks that no commit in
+    /// (`from`, V'] wrote what the client read from its cache, and adds those reads to the
+    /// transaction's read set. Returns V'.
+    fn begin_at(
+        &mut self,
+        epoch: u64,
+        from: u64,
+        points: &[&[u8]],
+        ranges: &[(&[u8], &[u8])],
+    ) -> Result<u64> {
+        let changed = |why: &str| {
+            Error::new(
+                ErrorKind::Conflict,
+                format!("transaction conflict: {why} (a client's cached reads); retry it"),
+            )
+        };
+        let ring = self.ring.clone().ok_or_else(|| changed("this owner keeps no change ring"))?;
+        if ring.lock().epoch() != epoch {
+            return Err(changed("the store's owner changed since the transaction began"));
+        }
+        if let Some(txn) = self.backend.begin_at(from) {
+            // The snapshot the client read is still kept: the transaction reads exactly it,
+            // and the commit's check covers its cached reads from there.
+            let mut txn = txn?;
+            add_reads(&mut *txn, points, ranges)?;
+            self.txn = Some(txn);
+            return Ok(from);
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let (mut txn, at) = loop {
+            let t = self.backend.begin()?;
+            let at = t.read_version().ok_or_else(|| changed("no read version"))?;
+            if at >= from {
+                break (t, at);
+            }
+            if Instant::now() > deadline {
+                return Err(changed("the commit the client saw did not become visible"));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        };
+        let writes = ring
+            .lock()
+            .written_between(from, at)
+            .ok_or_else(|| changed("its snapshot is older than the change ring"))?;
+        if points.iter().any(|k| ring::touches(&writes, k))
+            || ranges.iter().any(|(s, e)| ring::touches_range(&writes, s, e))
+        {
+            return Err(changed("data it read was changed by a concurrent commit"));
+        }
+        add_reads(&mut *txn, points, ranges)?;
+        self.txn = Some(txn);
+        Ok(at)
+    }
+}
+
+/// Adds a client's cached reads to `txn`'s read-conflict set.
+fn add_reads(txn: &mut dyn Txn, points: &[&[u8]], ranges: &[(&[u8], &[u8])]) -> Result<()> {
+    for k in points {
+        let mut end = k.to_vec();
+        end.push(0);
+        txn.add_read_conflict_range(k, &end)?;
+    }
+    for (s, e) in ranges {
+        txn.add_read_conflict_range(s, e)?;
+    }
+    Ok(())
+}
+
+/// The hello reply: protocol version, the backend's limits and description, features.
+fn hello_reply(backend: &dyn Backend, ring: bool) -> Vec<u8> {
     let l = backend.limits();
     Frame::new(op::OK)
         .u64(protocol::VERSION as u64)
@@ -342,10 +456,11 @@ fn hello_reply(backend: &dyn Backend) -> Vec<u8> {
         .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
         .u64(std::process::id() as u64)
         .bytes(backend.describe().as_bytes())
+        .u64(if ring { protocol::features::RING } else { 0 })
         .finish()
 }
 
-fn serve(stream: UnixStream, backend: &dyn Backend) {
+fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let mut writer = stream;
@@ -353,7 +468,7 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
     match protocol::read_frame(&mut reader) {
         Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
             Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
-                if writer.write_all(&hello_reply(backend)).is_err() {
+                if writer.write_all(&hello_reply(backend, ring.is_some())).is_err() {
                     return;
                 }
             }
@@ -373,7 +488,7 @@ fn serve(stream: UnixStream, backend: &dyn Backend) {
     if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
         return;
     }
-    let mut session = Session { backend, peer: writer.as_raw_fd(), txn: None, failed: None };
+    let mut session = Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None };
     loop {
         let idle = session.txn.is_some().then_some(IDLE_TXN);
         if writer.set_read_timeout(idle).is_err() {

@@ -1,0 +1,97 @@
+//! A client's read cache: values this process read from the owner, kept exact by the owner's
+//! change ring (`ring.rs`), so a transaction whose reads all hit it never crosses the socket.
+//!
+//! A transaction begins at the ring's latest version V: the cache first drops every entry a
+//! commit up to V wrote, so what it holds is the store's state at V. Reads that hit are
+//! answered here; the first request that must reach the owner (a miss, a range read, a write)
+//! starts the owner's transaction with `BEGIN_AT`, which carries V and the keys read here.
+//! The owner begins at its latest version V' >= V, checks in its ring that no commit in
+//! (V, V'] wrote those keys (else the transaction conflicts and is retried), and adds them to
+//! the transaction's read set, so the commit's conflict check covers them from V' on: every
+//! read of the transaction is then as if made at V', and a commit stays serializable.
+//!
+//! Versions restart with each owner; entries are tied to the ring's epoch, and a new epoch
+//! (a failover) empties the cache.
+
+use super::ring::{Changes, RingReader, Written};
+use crate::error::Result;
+use crate::kv::cache::ReadCache;
+use crate::kv::CacheStats;
+use std::path::Path;
+use std::sync::Arc;
+
+/// See the module documentation. Not synchronised: the client keeps it under a mutex.
+pub(crate) struct ClientCache {
+    ring: RingReader,
+    epoch: u64,
+    cache: ReadCache,
+}
+
+/// Where a transaction reads the cache: the ring's epoch and version when it began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct At {
+    pub(crate) epoch: u64,
+    pub(crate) version: u64,
+}
+
+impl ClientCache {
+    /// Maps the ring of store `dir`; the cache keeps nothing until given a capacity.
+    pub(crate) fn open(dir: &Path) -> Result<ClientCache> {
+        Ok(ClientCache { ring: RingReader::open(dir)?, epoch: 0, cache: ReadCache::new(0, 0) })
+    }
+
+    /// Changes the capacity in bytes (0: keep nothing).
+    pub(crate) fn set_capacity(&mut self, bytes: usize) {
+        self.cache.set_capacity(bytes);
+    }
+
+    /// True if the cache keeps anything.
+    pub(crate) fn enabled(&self) -> bool {
+        self.cache.enabled()
+    }
+
+    /// Applies what the owner committed since the last call; returns where a transaction
+    /// beginning now reads.
+    pub(crate) fn catch_up(&mut self) -> At {
+        match self.ring.changes() {
+            Changes::Reset { epoch, version } => {
+                self.epoch = epoch;
+                self.cache.reset(version);
+            }
+            Changes::Since { version, writes } => {
+                if !writes.is_empty() || version != self.cache.version() {
+                    let (mut points, mut ranges) = (Vec::new(), Vec::new());
+                    for w in writes {
+                        match w {
+                            Written::Key(k) => points.push(k),
+                            Written::Range(s, e) => ranges.push((s, e)),
+                        }
+                    }
+                    self.cache.invalidated(version, points, ranges);
+                }
+            }
+        }
+        At { epoch: self.epoch, version: self.cache.version() }
+    }
+
+    /// The value of `key` at `at`, if known: `Some(None)` means absent.
+    pub(crate) fn get(&mut self, at: At, key: &[u8]) -> Option<Option<Arc<[u8]>>> {
+        if at.epoch != self.epoch {
+            return None;
+        }
+        self.cache.get(key, at.version)
+    }
+
+    /// Keeps `value`, read from the owner at version `version` of `epoch`.
+    pub(crate) fn fill(&mut self, epoch: u64, version: u64, key: &[u8], value: Option<&[u8]>) {
+        if epoch == self.epoch {
+            self.cache.fill(key, version, value);
+        }
+    }
+
+    /// Hits, misses and bytes held.
+    pub(crate) fn stats(&self) -> Option<CacheStats> {
+        let c = &self.cache;
+        c.enabled().then(|| CacheStats { hits: c.hits, misses: c.misses, bytes: c.used() as u64 })
+    }
+}

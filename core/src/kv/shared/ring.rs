@@ -1,0 +1,400 @@
+//! The change ring: a log of the keys every commit wrote, in shared memory (`txvfs.ring` in
+//! the store directory), so that other processes keep a read cache that never lies without
+//! asking the owner anything (see `client_cache.rs`). This is the idea of SQLite's wal-index:
+//! one writer publishes, readers check that what they copied was not overwritten meanwhile.
+//!
+//! Layout: a header page, then a byte ring of [`CAPACITY`] bytes. The header holds a magic
+//! number, the owner's `epoch` (new at every owner start: versions restart with each owner),
+//! `version` (the last commit whose writes are in the ring) and `head` (bytes written since
+//! the epoch began; the ring holds the last [`CAPACITY`] of them). A record is one written key
+//! or cleared range: `len u32, version u64, kind u8, a (u32 len + bytes), b (u32 len + bytes)`.
+//!
+//! Only the owner writes, under the lock that makes a commit visible, and before it is: the
+//! records, then `head`, then `version` (release stores). A reader loads `epoch`, `version`
+//! and `head`, copies the records after its own position, and keeps them only if `epoch` did
+//! not change and the writer did not lap the copy (`head` moved less than [`CAPACITY`] past
+//! the reader's position); otherwise it starts over from an empty cache.
+//!
+//! The file never shrinks and is never replaced (a process keeps the pages it mapped), so a
+//! reader cannot fault on it; a new owner takes it over by writing a new epoch.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::kv::occ::Mutation;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Name of the ring file inside a store directory.
+pub const RING_FILE: &str = "txvfs.ring";
+/// Bytes of records the ring holds (about 50,000 small writes).
+pub const CAPACITY: u64 = 4 << 20;
+const HEADER: usize = 4096;
+/// Versions whose snapshots the owner keeps for clients' transactions (`OccStore::begin_at`):
+/// a client's transaction that reaches the owner within this many commits of its begin reads
+/// exactly its snapshot; an older one moves forward if what it read did not change.
+pub(crate) const KEPT_VERSIONS: usize = 256;
+const MAGIC: u64 = 0x7478_7666_7372_6e67; // "txvfsrng"
+
+/// A written key, or a cleared range `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    Key(Vec<u8>),
+    Range(Vec<u8>, Vec<u8>),
+}
+
+/// What a reader found since its last position.
+pub(crate) enum Changes {
+    /// The writes of the commits after the reader's version, up to `version`.
+    Since { version: u64, writes: Vec<Written> },
+    /// The reader cannot know what changed (a new owner, or it fell more than the ring
+    /// behind): it must forget everything; the ring is now at `version` in `epoch`.
+    Reset { epoch: u64, version: u64 },
+}
+
+/// The mapped file.
+struct Map {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is shared memory used through atomics (header) and byte copies whose
+// validity is checked afterwards (records); nothing refers into it across calls.
+unsafe impl Send for Map {}
+unsafe impl Sync for Map {}
+
+impl Map {
+    fn open(dir: &Path) -> std::io::Result<Map> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o644)
+            .truncate(false)
+            .open(dir.join(RING_FILE))?;
+        let len = HEADER as u64 + CAPACITY;
+        if f.metadata()?.len() < len {
+            f.set_len(len)?;
+        }
+        // SAFETY: maps `len` bytes of a file at least that long, shared, read and write.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Map { base: p.cast() })
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: header words are 8-byte aligned inside the mapping, which lives as long as
+        // `self`; every process accesses them atomically.
+        unsafe { &*(self.base.add(8 * i) as *const AtomicU64) }
+    }
+    fn magic(&self) -> &AtomicU64 {
+        self.word(0)
+    }
+    fn epoch(&self) -> &AtomicU64 {
+        self.word(1)
+    }
+    fn version(&self) -> &AtomicU64 {
+        self.word(2)
+    }
+    fn head(&self) -> &AtomicU64 {
+        self.word(3)
+    }
+
+    /// Copies ring bytes `[from, from + out.len())` (positions since the epoch began).
+    fn read(&self, from: u64, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let at = ((from + done as u64) % CAPACITY) as usize;
+            let n = (out.len() - done).min(CAPACITY as usize - at);
+            // SAFETY: `at + n <= CAPACITY`, inside the data area. A concurrent writer may
+            // change these bytes: the caller checks `head` afterwards and drops the copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.base.add(HEADER + at),
+                    out[done..].as_mut_ptr(),
+                    n,
+                )
+            };
+            done += n;
+        }
+    }
+
+    fn write(&self, from: u64, bytes: &[u8]) {
+        let mut done = 0;
+        while done < bytes.len() {
+            let at = ((from + done as u64) % CAPACITY) as usize;
+            let n = (bytes.len() - done).min(CAPACITY as usize - at);
+            // SAFETY: as in `read`; only the owner writes, under its commit lock.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), self.base.add(HEADER + at), n)
+            };
+            done += n;
+        }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: unmaps what `open` mapped.
+        unsafe { libc::munmap(self.base.cast(), HEADER + CAPACITY as usize) };
+    }
+}
+
+fn ring_error(dir: &Path, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Backend, format!("{}: {e}", dir.join(RING_FILE).display()))
+}
+
+/// The owner's side.
+pub(crate) struct RingWriter {
+    map: Map,
+    epoch: u64,
+    /// Ring position after each recent commit, to check a client's reads from its cache
+    /// (see [`RingWriter::written_between`]).
+    ends: VecDeque<(u64, u64)>,
+}
+
+/// Commits whose end positions are remembered.
+const ENDS: usize = 4096;
+
+impl RingWriter {
+    /// Takes the ring of store `dir` over for a new owner whose versions start after
+    /// `version`: a new epoch tells every reader to forget what it cached.
+    pub(crate) fn start(dir: &Path, version: u64) -> Result<RingWriter> {
+        let map = Map::open(dir).map_err(|e| ring_error(dir, e))?;
+        let old = map.epoch().load(Ordering::SeqCst);
+        let mut epoch = crate::clock::now_ms() ^ ((std::process::id() as u64) << 40);
+        if epoch == old || epoch == 0 {
+            epoch = old.wrapping_add(1).max(1);
+        }
+        map.epoch().store(epoch, Ordering::SeqCst);
+        map.head().store(0, Ordering::SeqCst);
+        map.version().store(version, Ordering::SeqCst);
+        map.magic().store(MAGIC, Ordering::SeqCst);
+        let mut ends = VecDeque::new();
+        ends.push_back((version, 0));
+        Ok(RingWriter { map, epoch, ends })
+    }
+
+    /// Publishes commit `version`'s writes (`None`: it failed and changed nothing). Called
+    /// in version order, before the commit becomes visible.
+    pub(crate) fn record(&mut self, version: u64, batch: Option<&[Mutation]>) {
+        let mut head = self.map.head().load(Ordering::Relaxed);
+        let mut buf = Vec::with_capacity(256);
+        for m in batch.unwrap_or(&[]) {
+            let (kind, a, b): (u8, &[u8], &[u8]) = match m {
+                Mutation::Set(k, _) | Mutation::Clear(k) => (0, k, &[]),
+                Mutation::ClearRange(s, e) => (1, s, e),
+            };
+            buf.clear();
+            let len = 4 + 8 + 1 + 4 + a.len() + 4 + b.len();
+            buf.extend_from_slice(&(len as u32).to_le_bytes());
+            buf.extend_from_slice(&version.to_le_bytes());
+            buf.push(kind);
+            buf.extend_from_slice(&(a.len() as u32).to_le_bytes());
+            buf.extend_from_slice(a);
+            buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            buf.extend_from_slice(b);
+            self.map.write(head, &buf);
+            head += len as u64;
+        }
+        self.map.head().store(head, Ordering::Release);
+        self.map.version().store(version, Ordering::Release);
+        self.ends.push_back((version, head));
+        if self.ends.len() > ENDS {
+            self.ends.pop_front();
+        }
+    }
+
+    /// The epoch this owner writes.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The keys and ranges written by the commits after `from` up to `to`, or None when the
+    /// ring no longer holds them all.
+    pub(crate) fn written_between(&self, from: u64, to: u64) -> Option<Vec<Written>> {
+        let start = self.ends.iter().find(|(v, _)| *v == from)?.1;
+        let end = match self.ends.iter().find(|(v, _)| *v == to) {
+            Some((_, e)) => *e,
+            None => return None,
+        };
+        if end < start {
+            return None;
+        }
+        let head = self.map.head().load(Ordering::Acquire);
+        if head - start > CAPACITY {
+            return None;
+        }
+        let mut bytes = vec![0u8; (end - start) as usize];
+        self.map.read(start, &mut bytes);
+        parse(&bytes, to)
+    }
+}
+
+/// A reader's side: its own position in the ring.
+pub(crate) struct RingReader {
+    map: Map,
+    epoch: u64,
+    version: u64,
+    pos: u64,
+}
+
+impl RingReader {
+    /// Maps the ring of store `dir`; the first [`RingReader::changes`] is a reset.
+    pub(crate) fn open(dir: &Path) -> Result<RingReader> {
+        let map = Map::open(dir).map_err(|e| ring_error(dir, e))?;
+        Ok(RingReader { map, epoch: 0, version: 0, pos: 0 })
+    }
+
+    /// What changed since the last call (see [`Changes`]).
+    pub(crate) fn changes(&mut self) -> Changes {
+        let m = &self.map;
+        let epoch = m.epoch().load(Ordering::Acquire);
+        let version = m.version().load(Ordering::Acquire);
+        let head = m.head().load(Ordering::Acquire);
+        let magic = m.magic().load(Ordering::Acquire);
+        let reset = |r: &mut RingReader| {
+            r.epoch = epoch;
+            r.version = version;
+            r.pos = head;
+            Changes::Reset { epoch, version }
+        };
+        if magic != MAGIC || epoch == 0 || epoch != self.epoch || head < self.pos {
+            return reset(self);
+        }
+        if version == self.version && head == self.pos {
+            return Changes::Since { version, writes: Vec::new() };
+        }
+        if head - self.pos > CAPACITY {
+            return reset(self);
+        }
+        let mut bytes = vec![0u8; (head - self.pos) as usize];
+        m.read(self.pos, &mut bytes);
+        // Valid only if the writer neither lapped the copy nor changed epoch meanwhile.
+        let lapped = m.head().load(Ordering::Acquire).saturating_sub(self.pos) > CAPACITY;
+        if lapped || m.epoch().load(Ordering::Acquire) != epoch {
+            return reset(self);
+        }
+        match parse(&bytes, u64::MAX) {
+            Some(writes) => {
+                self.version = version;
+                self.pos = head;
+                Changes::Since { version, writes }
+            }
+            None => reset(self),
+        }
+    }
+}
+
+/// Parses records of versions up to `to`; None if malformed (a torn copy).
+fn parse(mut bytes: &[u8], to: u64) -> Option<Vec<Written>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        (b.len() >= n).then(|| {
+            let (x, rest) = b.split_at(n);
+            *b = rest;
+            x
+        })
+    }
+    fn u32_of(b: &mut &[u8]) -> Option<usize> {
+        take(b, 4).map(|x| u32::from_le_bytes(x.try_into().unwrap()) as usize)
+    }
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let len = u32_of(&mut bytes)?;
+        let mut rec = take(&mut bytes, len.checked_sub(4)?)?;
+        let version = u64::from_le_bytes(take(&mut rec, 8)?.try_into().unwrap());
+        let kind = take(&mut rec, 1)?[0];
+        let n = u32_of(&mut rec)?;
+        let a = take(&mut rec, n)?.to_vec();
+        let n = u32_of(&mut rec)?;
+        let b = take(&mut rec, n)?.to_vec();
+        if version > to {
+            break;
+        }
+        out.push(match kind {
+            0 => Written::Key(a),
+            1 => Written::Range(a, b),
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// True when `key` is among `writes`.
+pub(crate) fn touches(writes: &[Written], key: &[u8]) -> bool {
+    writes.iter().any(|w| match w {
+        Written::Key(k) => k == key,
+        Written::Range(s, e) => s.as_slice() <= key && key < e.as_slice(),
+    })
+}
+
+/// True when a write in `writes` falls in `[start, end)`.
+pub(crate) fn touches_range(writes: &[Written], start: &[u8], end: &[u8]) -> bool {
+    writes.iter().any(|w| match w {
+        Written::Key(k) => start <= k.as_slice() && k.as_slice() < end,
+        Written::Range(s, e) => s.as_slice() < end && start < e.as_slice(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(k: &[u8]) -> Mutation {
+        Mutation::Set(k.to_vec(), b"v".to_vec())
+    }
+
+    #[test]
+    fn a_reader_sees_each_commit_s_writes_once_and_resets_on_a_new_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RingWriter::start(dir.path(), 5).unwrap();
+        let mut r = RingReader::open(dir.path()).unwrap();
+        assert!(matches!(r.changes(), Changes::Reset { version: 5, .. }));
+        w.record(6, Some(&[set(b"a"), Mutation::ClearRange(b"b".to_vec(), b"c".to_vec())]));
+        w.record(7, None);
+        match r.changes() {
+            Changes::Since { version: 7, writes } => {
+                assert!(touches(&writes, b"a") && touches(&writes, b"bb"));
+                assert!(!touches(&writes, b"c") && touches_range(&writes, b"a", b"b"));
+            }
+            _ => panic!("expected the writes of 6 and 7"),
+        }
+        assert!(
+            matches!(r.changes(), Changes::Since { version: 7, ref writes } if writes.is_empty())
+        );
+        assert_eq!(w.written_between(5, 6).unwrap().len(), 2);
+        assert!(w.written_between(6, 7).unwrap().is_empty());
+        assert!(w.written_between(1, 7).is_none(), "before the ring: unknown");
+        drop(w);
+        let _w2 = RingWriter::start(dir.path(), 0).unwrap();
+        assert!(matches!(r.changes(), Changes::Reset { version: 0, .. }));
+    }
+
+    #[test]
+    fn a_reader_lapped_by_the_writer_resets() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RingWriter::start(dir.path(), 0).unwrap();
+        let mut r = RingReader::open(dir.path()).unwrap();
+        let _ = r.changes();
+        let big = vec![7u8; 60_000];
+        for v in 1..=80 {
+            w.record(v, Some(&[set(&big)]));
+        }
+        assert!(matches!(r.changes(), Changes::Reset { version: 80, .. }));
+        w.record(81, Some(&[set(b"k")]));
+        assert!(
+            matches!(r.changes(), Changes::Since { version: 81, ref writes } if writes.len() == 1)
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! A client process's read cache (kv/shared/client_cache.rs) never lies: what another process
+//! committed is seen as soon as its commit returned, a transaction that read a cached value
+//! the owner changed meanwhile conflicts, and a new owner (failover) empties it.
+#![cfg(feature = "rocksdb")]
+
+mod agent;
+
+use agent::Agent;
+use std::sync::Arc;
+use txvfs::kv::{self, run_with_retries, Backend};
+use txvfs::{ErrorKind, FileSystem};
+
+#[test]
+fn agent_main() {
+    agent::agent_main();
+}
+
+const AGENT: &str = "agent_main";
+
+/// This process as a client with a 1 MiB cache; the agent owns the store.
+fn client_of(owner_dir: &std::path::Path) -> Arc<dyn Backend> {
+    let b = kv::open(owner_dir.to_str().unwrap()).unwrap();
+    assert!(!b.role().is_primary(), "the test process must be a client");
+    b.read_cache().unwrap().set_capacity(1 << 20);
+    b
+}
+
+fn get(b: &dyn Backend, k: &[u8]) -> Option<Vec<u8>> {
+    run_with_retries(b, 20, false, |t| t.get(k)).unwrap()
+}
+
+fn hits(b: &dyn Backend) -> u64 {
+    b.read_cache().unwrap().stats().map_or(0, |s| s.hits)
+}
+
+#[test]
+fn every_commit_of_another_process_is_seen_once_it_returned() {
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    assert_eq!(owner.ask("set same s"), "ok");
+    let b = client_of(d.path());
+    let before = hits(&*b);
+    for i in 0..300 {
+        assert_eq!(owner.ask(&format!("set k {i}")), "ok");
+        assert_eq!(get(&*b, b"k"), Some(i.to_string().into_bytes()), "round {i}");
+        assert_eq!(get(&*b, b"same").as_deref(), Some(&b"s"[..]));
+    }
+    // The unchanged key came from the cache (else this test proves nothing about it).
+    assert!(hits(&*b) - before >= 290, "hits: {}", hits(&*b) - before);
+}
+
+#[test]
+fn a_cached_read_changed_by_another_process_makes_the_commit_conflict() {
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    assert_eq!(owner.ask("set k 1"), "ok");
+    let b = client_of(d.path());
+    assert_eq!(get(&*b, b"k").as_deref(), Some(&b"1"[..]));
+    let before = hits(&*b);
+    let mut t = b.begin().unwrap();
+    assert_eq!(t.get(b"k").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(hits(&*b), before + 1, "the read must come from the cache");
+    assert_eq!(owner.ask("set k 2"), "ok");
+    t.set(b"x", b"from a stale read").unwrap();
+    let e = t.commit(false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert_eq!(get(&*b, b"x"), None, "a failed commit changes nothing");
+    assert_eq!(owner.ask("get x"), "none");
+}
+
+#[test]
+fn a_read_only_transaction_never_mixes_two_snapshots() {
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    assert_eq!(owner.ask("set a 1"), "ok");
+    let b = client_of(d.path());
+    assert_eq!(get(&*b, b"a").as_deref(), Some(&b"1"[..]));
+    let mut t = b.begin().unwrap();
+    assert_eq!(t.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    // After the read: a and then b change; b is not cached, so reading it reaches the owner,
+    // which reads it at the transaction's snapshot (absent), or, if it no longer keeps that
+    // snapshot, sees that a changed since and fails the transaction. Never b = 2.
+    assert_eq!(owner.ask("set a 2"), "ok");
+    assert_eq!(owner.ask("set b 2"), "ok");
+    match t.get(b"b") {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Conflict, "{e}"),
+        Ok(None) => {}
+        Ok(v) => panic!("read b = {v:?} after a = 1: two snapshots in one transaction"),
+    }
+    drop(t);
+    // Snapshot reads add no conflict: they may mix, by definition.
+    let mut t = b.begin().unwrap();
+    assert_eq!(t.snapshot_get(b"a").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(t.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
+fn a_new_owner_empties_every_client_s_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.ask("set k 1"), "ok");
+    let mut other = Agent::start(&uri, AGENT);
+    assert_eq!(other.role, "client");
+    let b = client_of(d.path());
+    assert_eq!(get(&*b, b"k").as_deref(), Some(&b"1"[..]));
+    assert_eq!(get(&*b, b"k").as_deref(), Some(&b"1"[..]));
+    owner.kill();
+    // The other client takes over (its versions start anew) and commits.
+    let answer = (0..100)
+        .map(|_| other.ask("set k 3"))
+        .find(|a| a == "ok")
+        .expect("the other client takes over and commits");
+    assert_eq!(answer, "ok");
+    assert_eq!(get(&*b, b"k").as_deref(), Some(&b"3"[..]));
+}
+
+#[test]
+fn files_written_by_the_owner_read_fresh_through_the_file_system() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.ask("mkdir /d"), "ok");
+    assert_eq!(owner.ask("write /d/f v0"), "ok");
+    let s = txvfs::Store::open(&uri).unwrap();
+    for i in 1..100 {
+        let data = format!("version{i}-{}", "x".repeat(i));
+        assert_eq!(s.read_file("/d/f").unwrap().len(), s.stat("/d/f").unwrap().size as usize);
+        assert_eq!(owner.ask(&format!("write /d/f {data}")), "ok");
+        assert_eq!(s.stat("/d/f").unwrap().size, data.len() as u64, "round {i}");
+        assert_eq!(s.read_file("/d/f").unwrap(), data.as_bytes(), "round {i}");
+    }
+    assert_eq!(owner.ask("unlink /d/f"), "ok");
+    assert_eq!(s.stat("/d/f").unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(s.backend().read_cache().unwrap().stats().is_some_and(|c| c.hits > 0));
+}
