@@ -1,7 +1,9 @@
 //! The change feed across processes of one shared RocksDB store: a consumer process follows
 //! the feed while three writer processes commit transactions of several files, renames across
 //! directories and tree removals. The test kills the consumer (it resumes from the cursor it
-//! saved) and the store's owner (another process takes over) during the writes. At the end the
+//! saved) and the store's owner (another process takes over) during the writes; on
+//! FoundationDB (`feed_across_processes_foundationdb`, run by `tests/foundationdb/run`), which
+//! has no owner, it kills a writer instead. At the end the
 //! consumer's view, replayed from the empty tree, equals the store's tree, and the order of
 //! the transactions matches a commit counter each of them incremented.
 #![cfg(feature = "rocksdb")]
@@ -98,9 +100,10 @@ fn writer(uri: &str, name: &str) -> ! {
     std::process::exit(0)
 }
 
-fn spawn(args: &str) -> Child {
+/// Runs this test binary's test `test` as a child in role `args`.
+fn spawn(test: &str, args: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "feed_across_processes", "--nocapture", "--test-threads=1", "-q"])
+        .args(["--exact", test, "--nocapture", "--test-threads=1", "-q", "--include-ignored"])
         .env(ROLE, args)
         .spawn()
         .unwrap()
@@ -137,8 +140,7 @@ fn owner_pid(dir: &std::path::Path) -> Option<u32> {
     std::fs::read_to_string(dir.join("txvfs.owner")).ok()?.split_whitespace().next()?.parse().ok()
 }
 
-#[test]
-fn feed_across_processes() {
+fn child_role() {
     if let Ok(role) = std::env::var(ROLE) {
         let f: Vec<&str> = role.split('|').collect();
         match f[0] {
@@ -146,11 +148,51 @@ fn feed_across_processes() {
             _ => writer(f[1], f[2]),
         }
     }
+}
+
+#[test]
+fn feed_across_processes() {
+    child_role();
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().join("s").to_str().unwrap().to_string();
-    let log = d.path().join("consumer.log").to_str().unwrap().to_string();
+    let owner_dir = d.path().join("s");
+    // Kill the owner (a writer or the consumer) during the writes.
+    across_processes("feed_across_processes", &uri, d.path(), &|| owner_pid(&owner_dir));
+}
+
+/// The same on FoundationDB, which has no owner: a writer is killed during the writes.
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn feed_across_processes_foundationdb() {
+    child_role();
+    let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
+        .expect("the FoundationDB tests need a cluster: run tests/foundationdb/run");
+    let run =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let uri = format!("fdb:{cluster}?prefix=watch-processes-{run}");
+    let d = tempfile::tempdir().unwrap();
+    let (log, w2) = (d.path().join("consumer.log"), d.path().join("w2.pid"));
+    across_processes("feed_across_processes_foundationdb", &uri, d.path(), &|| {
+        // w2, once the consumer has seen a few of its steps.
+        let seen = std::fs::read_to_string(&log).unwrap_or_default().matches("/w2/d").count();
+        if seen < 12 {
+            return None;
+        }
+        std::fs::read_to_string(&w2).ok()?.trim().parse().ok()
+    });
+}
+
+/// The test: a consumer and three writers (see the module docs); `victim` names the process to
+/// kill once during the writes (the consumer or a writer), when it has one.
+fn across_processes(
+    test: &str,
+    uri: &str,
+    tmp: &std::path::Path,
+    victim: &dyn Fn() -> Option<u32>,
+) {
+    let log = tmp.join("consumer.log").to_str().unwrap().to_string();
     let start = {
-        let s = Store::open(&uri).unwrap();
+        let s = Store::open(uri).unwrap();
         s.set_change_feed(true).unwrap();
         let start = s.watch(WatchOptions::default()).unwrap().cursor();
         s.write_file("/counter", b"0").unwrap();
@@ -161,11 +203,14 @@ fn feed_across_processes() {
     };
     std::fs::write(&log, "").unwrap();
     let consumer_args = format!("consumer|{uri}|{log}|{start}");
-    let mut consumer = spawn(&consumer_args);
+    let mut consumer = spawn(test, &consumer_args);
     let mut writers: Vec<(String, Child)> = ["w1", "w2", "w3"]
         .iter()
-        .map(|n| (n.to_string(), spawn(&format!("writer|{uri}|{n}"))))
+        .map(|n| (n.to_string(), spawn(test, &format!("writer|{uri}|{n}"))))
         .collect();
+    for (n, w) in &writers {
+        std::fs::write(tmp.join(format!("{n}.pid")), w.id().to_string()).unwrap();
+    }
 
     // Kill the consumer once it has seen something, and start it again.
     let t0 = Instant::now();
@@ -174,31 +219,31 @@ fn feed_across_processes() {
     }
     consumer.kill().unwrap();
     consumer.wait().unwrap();
-    consumer = spawn(&consumer_args);
+    consumer = spawn(test, &consumer_args);
 
-    // Kill the owner (a writer or the consumer) during the writes; a writer killed starts
-    // again under a new name (its committed steps stay; the feed must say exactly what they did).
-    let mut owner_killed = false;
+    // Kill the victim during the writes; a writer killed starts again under a new name (its
+    // committed steps stay; the feed must say exactly what they did).
+    let mut killed = false;
     let mut restarts = 0;
     while t0.elapsed() < Duration::from_secs(120) {
-        let owner = owner_pid(&d.path().join("s"));
-        if !owner_killed && owner.is_some() {
-            if Some(consumer.id()) == owner {
+        let victim = if killed { None } else { victim() };
+        if let Some(victim) = victim {
+            if consumer.id() == victim {
                 consumer.kill().unwrap();
                 consumer.wait().unwrap();
-                consumer = spawn(&consumer_args);
-                owner_killed = true;
-            } else if let Some(i) = writers.iter().position(|(_, w)| Some(w.id()) == owner) {
+                consumer = spawn(test, &consumer_args);
+                killed = true;
+            } else if let Some(i) = writers.iter().position(|(_, w)| w.id() == victim) {
                 let (name, mut w) = writers.swap_remove(i);
                 w.kill().unwrap();
                 w.wait().unwrap();
                 restarts += 1;
                 let name = format!("{name}r{restarts}");
-                let s = Store::open(&uri).unwrap();
+                let s = Store::open(uri).unwrap();
                 s.mkdir(format!("/{name}"), 0o755).unwrap();
                 drop(s);
-                writers.push((name.clone(), spawn(&format!("writer|{uri}|{name}"))));
-                owner_killed = true;
+                writers.push((name.clone(), spawn(test, &format!("writer|{uri}|{name}"))));
+                killed = true;
             }
         }
         let mut running = false;
@@ -214,17 +259,17 @@ fn feed_across_processes() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(owner_killed, "the owner was never killed");
-    println!("watch_processes: {restarts} writer(s) restarted after killing the owner");
+    assert!(killed, "nothing was killed during the writes");
+    println!("watch_processes: {restarts} writer(s) restarted after a kill");
     {
-        let s = Store::open(&uri).unwrap();
+        let s = Store::open(uri).unwrap();
         s.write_file("/stop", b"").unwrap();
     }
     let status = consumer.wait().unwrap();
     assert!(status.success());
 
     let batches = parse_log(&log);
-    let store = Store::open(&uri).unwrap();
+    let store = Store::open(uri).unwrap();
     let mut tree = Tree::new();
     replay(&mut tree, &batches);
     assert_eq!(tree, tree_of(&store), "the feed replayed differs from the store");

@@ -5,8 +5,10 @@ txvfs package on PYTHONPATH. Each store gets a prefix of its own. The process mu
 with status 0 (FoundationDB's network is stopped at exit; it used to die of SIGSEGV).
 """
 
+import asyncio
 import sqlite3
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -39,6 +41,55 @@ def python_binding():
     print("python binding on fdb: ok")
 
 
+def change_feed():
+    u = uri("feed")
+    with txvfs.open(u) as s:
+        s.set_change_feed(True)  # before the writer opens the store: it reads the setting then
+    # Two opens of one URI are two clients of the cluster: the watcher is woken by a
+    # FoundationDB watch, not by its own process's commits.
+    with txvfs.open(u) as s, txvfs.open(u) as writer:
+        w = s.watch(prefix="/docs")
+        writer.makedirs("/docs")
+        writer.write_bytes("/docs/a.txt", b"hi")
+        writer.write_bytes("/elsewhere", b"filtered out")
+        writer.rename("/docs/a.txt", "/docs/b.txt")
+        got = []
+        while len(got) < 3:
+            batch = w.wait(10)
+            assert batch, f"no change within 10 s after {got}"
+            got += [(c.kind, c.path, c.to) for c in batch]
+        assert got == [
+            ("created", "/docs", None),
+            ("created", "/docs/a.txt", None),
+            ("renamed", "/docs/a.txt", "/docs/b.txt"),
+        ], got
+        saved = w.cursor
+        assert w.wait(0.2) == []
+        # A commit of the other client wakes a waiting wait().
+        t = threading.Timer(0.2, lambda: writer.write_bytes("/docs/late", b"x"))
+        t.start()
+        start = time.monotonic()
+        late = w.wait(30)
+        t.join()
+        assert [(c.kind, c.path) for c in late] == [("created", "/docs/late")], late
+        print(
+            f"python change feed on fdb: woken {time.monotonic() - start - 0.2:.3f} s after the commit began"
+        )
+
+        # asyncio, resuming from the saved cursor.
+        async def first_change():
+            async for change in s.watch(since=saved):
+                return change.path
+
+        assert asyncio.run(asyncio.wait_for(first_change(), 30)) == "/docs/late"
+        try:
+            s.watch(since=saved[:-4] + "zzzz")
+            raise AssertionError("a garbage cursor was accepted")
+        except OSError as e:
+            assert "not a change feed cursor" in str(e), e
+    print("python change feed on fdb: ok")
+
+
 def sqlite_on_fdb():
     boot = sqlite3.connect(":memory:")
     boot.enable_load_extension(True)
@@ -69,4 +120,5 @@ def sqlite_on_fdb():
 
 
 python_binding()
+change_feed()
 sqlite_on_fdb()

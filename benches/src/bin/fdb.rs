@@ -3,11 +3,12 @@
 //! a commit of one small key. Each figure is the best of several rounds, and the rounds
 //! interleave every operation, so a slow moment of the cluster hits all of them alike.
 //!
-//!     txvfs-bench-fdb [--quick] [--rounds N] [CLUSTER-FILE]
+//!     txvfs-bench-fdb [--quick] [--feed] [--rounds N] [CLUSTER-FILE]
 //!
 //! The cluster file is the argument, else `$TXVFS_FDB_CLUSTER_FILE`. The store and the raw
 //! keys live under fresh prefixes (`bench-*`), left in the cluster afterwards.
-//! `--quick`: fewer calls, 16 MiB instead of 256 MiB sequential.
+//! `--quick`: fewer calls, 16 MiB instead of 256 MiB sequential. `--feed`: with the change
+//! feed on (each writing transaction also writes its record and the feed's notify key).
 
 use std::time::Instant;
 use txvfs::kv::{Backend, FdbBackend};
@@ -60,16 +61,18 @@ fn raw_commit(raw: &FdbBackend, key: &[u8], value: &[u8]) {
 
 fn main() {
     let mut quick = false;
+    let mut feed = false;
     let mut rounds = 0;
     let mut cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE").ok();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--feed" => feed = true,
             "--rounds" => rounds = args.next().and_then(|s| s.parse().ok()).expect("--rounds N"),
             _ if !a.starts_with('-') => cluster = Some(a),
             _ => {
-                eprintln!("usage: txvfs-bench-fdb [--quick] [--rounds N] [CLUSTER-FILE]");
+                eprintln!("usage: txvfs-bench-fdb [--quick] [--feed] [--rounds N] [CLUSTER-FILE]");
                 std::process::exit(2)
             }
         }
@@ -89,6 +92,8 @@ fn main() {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let raw = FdbBackend::open(&format!("fdb:{cluster}?prefix=bench-raw-{run}")).unwrap();
     let store = Store::open(&format!("fdb:{cluster}?prefix=bench-{run}")).unwrap();
+    // Before the clients open the store: each reads the setting at its open.
+    store.set_change_feed(feed).unwrap();
 
     // Setup: a 4 KiB file, a directory of 1,000 entries, a raw key.
     let data = vec![7u8; KIB4];

@@ -1,13 +1,36 @@
 //! `txvfs-bench-watch`: the cost of the change feed on the harness's create, write and delete
 //! rows (4 KiB files on RocksDB, no fsync), feed off vs on, in alternating rounds; prints the
-//! best time of each and the ratio on/off.
+//! best wall time and the best CPU time of the process (every thread) of each, and the ratios
+//! on/off. On a machine loaded by other work, the CPU time is the steadier of the two.
 //!
-//!   cargo run --release -p txvfs-bench --bin txvfs-bench-watch [FILES] [ROUNDS]
+//!   txvfs-bench-watch [FILES] [ROUNDS] [off|on]
+//!
+//! (built by `cargo build --release --workspace`). With `off` or `on`, only that setting runs,
+//! for counting its instructions and CPU time (`perf stat -e instructions:u,task-clock`),
+//! which a machine loaded by other work disturbs less than the wall time.
 
 use std::time::{Duration, Instant};
 use txvfs::{FileSystem, Options, Store};
 
-fn round(files: usize, feed: bool) -> [Duration; 3] {
+/// A clock: the wall time and the CPU time of the whole process.
+#[derive(Clone, Copy)]
+struct Clock(Instant, Duration);
+
+impl Clock {
+    fn now() -> Clock {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid clock id and a valid timespec to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        Clock(Instant::now(), Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    /// (wall, CPU) since `self`.
+    fn elapsed(self) -> [Duration; 2] {
+        let now = Clock::now();
+        [now.0 - self.0, now.1.saturating_sub(self.1)]
+    }
+}
+
+fn round(files: usize, feed: bool) -> [[Duration; 2]; 3] {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().join("s");
     let store =
@@ -16,19 +39,19 @@ fn round(files: usize, feed: bool) -> [Duration; 3] {
     store.set_change_feed(feed).unwrap();
     store.mkdir("/small", 0o755).unwrap();
     let data = vec![7u8; 4096];
-    let t = Instant::now();
+    let t = Clock::now();
     for i in 0..files {
         let f = store.create(format!("/small/f{i}")).unwrap();
         f.write(&data).unwrap();
         f.close().unwrap();
     }
     let create = t.elapsed();
-    let t = Instant::now();
+    let t = Clock::now();
     for i in 0..files {
         store.write_file(format!("/small/f{i}"), &data).unwrap();
     }
     let write = t.elapsed();
-    let t = Instant::now();
+    let t = Clock::now();
     for i in 0..files {
         store.unlink(format!("/small/f{i}")).unwrap();
     }
@@ -39,23 +62,37 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let files: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let mut best = [[Duration::MAX; 3]; 2];
+    let only = args.next();
+    // [off, on][row][wall, cpu]
+    let mut best = [[[Duration::MAX; 2]; 3]; 2];
     for _ in 0..rounds {
         for (i, feed) in [false, true].into_iter().enumerate() {
+            if only.as_deref().is_some_and(|o| o != ["off", "on"][i]) {
+                continue;
+            }
             let r = round(files, feed);
             for row in 0..3 {
-                best[i][row] = best[i][row].min(r[row]);
+                for clock in 0..2 {
+                    best[i][row][clock] = best[i][row][clock].min(r[row][clock]);
+                }
             }
         }
     }
-    println!("{files} files, best of {rounds} rounds (µs per file)");
-    println!("{:<28} {:>10} {:>10} {:>8}", "row", "feed off", "feed on", "on/off");
+    println!("{files} files, best of {rounds} rounds (µs per file: wall, CPU of the process)");
+    println!(
+        "{:<26} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
+        "row", "wall off", "wall on", "on/off", "CPU off", "CPU on", "on/off"
+    );
     for (row, name) in ["create+write 4 KiB+close", "write_file 4 KiB", "delete 4 KiB file"]
         .into_iter()
         .enumerate()
     {
         let per = |d: Duration| d.as_secs_f64() * 1e6 / files as f64;
-        let (off, on) = (per(best[0][row]), per(best[1][row]));
-        println!("{name:<28} {off:>10.2} {on:>10.2} {:>7.2}x", on / off);
+        let mut line = format!("{name:<26}");
+        for (off, on) in best[0][row].iter().zip(&best[1][row]) {
+            let (off, on) = (per(*off), per(*on));
+            line += &format!(" {off:>9.2} {on:>9.2} {:>6.2}x", on / off);
+        }
+        println!("{line}");
     }
 }

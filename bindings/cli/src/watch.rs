@@ -57,7 +57,16 @@ pub fn watch(
     let mut printed = 0u64;
     let mut last = Instant::now();
     loop {
-        for b in w.wait(Duration::from_millis(200))? {
+        // One wait until the idle time is up: the watcher wakes for changes by itself.
+        let hour = Duration::from_secs(3600);
+        let slice = match idle {
+            Some(s) => Duration::try_from_secs_f64(s.max(0.0))
+                .unwrap_or(hour)
+                .saturating_sub(last.elapsed())
+                .min(hour),
+            None => hour,
+        };
+        for b in w.wait(slice.max(Duration::from_millis(1)))? {
             for c in &b.changes {
                 writeln!(out, "{}", line(c, &b.cursor, json))
                     .and_then(|()| out.flush())

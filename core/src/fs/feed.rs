@@ -17,6 +17,7 @@ use crate::schema::{self, Change, ChangeKind, FeedConfig, FileType, Meta};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Retention runs after this many of a process's commits that wrote a record.
 const TRIM_EVERY: u64 = 256;
@@ -32,14 +33,31 @@ pub struct Retention {
     pub max_bytes: u64,
 }
 
+/// What waiting watchers sleep on: a number bumped, and the sleepers woken, after every
+/// commit of this process that wrote a record and by the backend's wake-ups
+/// ([`kv::Backend::wake_on_stamped`]), which hold it without the store.
+#[derive(Default)]
+pub(crate) struct Signal {
+    pub(crate) seq: Mutex<u64>,
+    pub(crate) moved: Condvar,
+}
+
+impl Signal {
+    /// Bumps the number and wakes every sleeper (never blocks for long: callable from the
+    /// backend's network thread).
+    pub(crate) fn bump(&self) {
+        *self.seq.lock() += 1;
+        self.moved.notify_all();
+    }
+}
+
 /// This process's view of the change feed of one store.
 #[derive(Default)]
 pub(crate) struct Feed {
     on: AtomicBool,
     config: Mutex<FeedConfig>,
     /// Bumped after every commit of this process that wrote a record; waiters sleep on it.
-    pub(crate) seq: Mutex<u64>,
-    pub(crate) moved: Condvar,
+    pub(crate) signal: Arc<Signal>,
     since_trim: AtomicU64,
     /// Directory inode -> (parent, name), learned while finding the paths of inode-addressed
     /// calls; every use checks it against the store (two point reads), so it may be stale.
@@ -66,8 +84,7 @@ impl Feed {
 
     /// Wakes this process's waiters after a commit that wrote a record.
     pub(crate) fn committed(&self) {
-        *self.seq.lock() += 1;
-        self.moved.notify_all();
+        self.signal.bump();
     }
 }
 
@@ -202,6 +219,7 @@ impl StoreState {
     /// After a commit that wrote a record: wakes waiters, and now and then applies retention.
     pub(crate) fn feed_committed(&self) {
         self.feed.committed();
+        self.backend.announce_stamped(&schema::feed_prefix());
         let n = self.feed.since_trim.fetch_add(1, Ordering::Relaxed) + 1;
         if n % TRIM_EVERY == 0 {
             // Retention is housekeeping: a failure (a conflict, a read-only open) waits for
@@ -257,7 +275,7 @@ impl Store {
     /// default: recording costs each writing transaction one more key. The setting is kept in
     /// the store and read by each process when it opens the store, so turn it on before the
     /// writers open it (or reopen them). Fails on backends without versionstamped keys
-    /// (FoundationDB for now, clones).
+    /// (clones).
     pub fn set_change_feed(&self, on: bool) -> Result<()> {
         self.update_feed(|c| c.on = on)
     }

@@ -2,20 +2,29 @@
 //! records after its [`Cursor`] in commit order, filters them, and blocks for new ones.
 //!
 //! Waking: a commit of this process that writes a record wakes the waiters of this process at
-//! once (a condition variable of the store's shared state); commits of other processes are
+//! once (a condition variable of the store's shared state). Commits of other processes wake
+//! them through the backend ([`Backend::wake_on_stamped`]: FoundationDB's watches, a shared
+//! RocksDB store's bell); a store no other process uses needs nothing more; elsewhere they are
 //! seen by polling the feed, at most [`POLL_INTERVAL`] apart, while waiting.
 
+use super::feed::Signal;
 use super::store::Store;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{self, Backend};
+use crate::kv::{self, Backend, Role, Wakeup};
 use crate::schema::{self, Change, ChangeKind, Meta, STAMP_LEN};
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often a waiting watcher looks for commits of other processes.
+/// How often a waiting watcher looks for commits of other processes, on a backend that
+/// cannot wake it ([`Backend::wake_on_stamped`]).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How often a waiting watcher looks anyway on a backend that wakes it (FoundationDB): a
+/// safety net, not the way changes are seen.
+pub const PUSHED_RECHECK: Duration = Duration::from_secs(5);
 
 /// Records read per look at the feed.
 const PAGE: usize = 512;
@@ -105,6 +114,10 @@ pub struct Watcher {
     returned: Cursor,
     /// Batches read but not handed out yet (by the iterator).
     ready: VecDeque<Batch>,
+    /// The backend's armed wake-up, if it has them, and whether it has fired.
+    wakeup: Option<(Wakeup, Arc<AtomicBool>)>,
+    /// Whether a fetch found records since the wake-up was armed.
+    progressed: bool,
 }
 
 impl Store {
@@ -141,6 +154,8 @@ impl Store {
             read_at: cursor,
             returned: cursor,
             ready: VecDeque::new(),
+            wakeup: None,
+            progressed: true,
         })
     }
 
@@ -230,29 +245,68 @@ impl Watcher {
 
     /// Fetches until `ready` has a batch or the deadline passes (`None`: never).
     fn wait_ready(&mut self, deadline: Option<Instant>) -> Result<()> {
-        let feed = &self.store.inner.clone();
-        let feed = &feed.feed;
+        let signal = self.store.inner.feed.signal.clone();
         while self.ready.is_empty() {
-            let seen = *feed.seq.lock();
+            let seen = *signal.seq.lock();
             if self.fetch()? {
+                self.progressed = true;
                 continue;
             }
             let now = Instant::now();
+            let most = if self.arm(&signal) { PUSHED_RECHECK } else { POLL_INTERVAL };
             let nap = match deadline {
                 Some(d) if d <= now => {
                     // Nothing passed the filters: the caller now stands where reading does.
                     self.returned = self.read_at;
                     return Ok(());
                 }
-                Some(d) => (d - now).min(POLL_INTERVAL),
-                None => POLL_INTERVAL,
+                Some(d) => (d - now).min(most),
+                None => most,
             };
-            let mut seq = feed.seq.lock();
+            let mut seq = signal.seq.lock();
             if *seq == seen {
-                feed.moved.wait_for(&mut seq, nap);
+                signal.moved.wait_for(&mut seq, nap);
             }
         }
         Ok(())
+    }
+
+    /// Makes sure the backend wakes this watcher when a record after `read_at` commits, where
+    /// it can ([`Backend::wake_on_stamped`]); false when it cannot, and the caller polls.
+    fn arm(&mut self, signal: &Arc<Signal>) -> bool {
+        if self.store.inner.backend.role() == Role::Sole {
+            return true; // every commit is this process's: the signal covers them all
+        }
+        if let Some((_, fired)) = &self.wakeup {
+            if !fired.load(Ordering::Acquire) {
+                return true;
+            }
+            self.wakeup = None;
+            if !self.progressed {
+                // The last wake-up brought nothing new (a failed watch): poll once rather
+                // than spin on a backend that fails at once.
+                self.progressed = true;
+                return false;
+            }
+        }
+        let fired = Arc::new(AtomicBool::new(false));
+        let wake = {
+            let (fired, signal) = (fired.clone(), signal.clone());
+            Box::new(move || {
+                fired.store(true, Ordering::Release);
+                signal.bump();
+            })
+        };
+        let backend = &self.store.inner.backend;
+        // A failure to arm falls back to polling; the next fetch reports a broken backend.
+        match backend.wake_on_stamped(&schema::feed_prefix(), &self.read_at.stamp, wake) {
+            Ok(Some(w)) => {
+                self.wakeup = Some((w, fired));
+                self.progressed = false;
+                true
+            }
+            _ => false,
+        }
     }
 
     fn wanted(&self, c: &Change) -> bool {

@@ -72,7 +72,32 @@ pub trait Backend: Send + Sync + 'static {
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         None
     }
+    /// Arranges for `wake` to run once (from any thread, so it must not block) when a
+    /// transaction that wrote a versionstamped key under `prefix` with a stamp greater than
+    /// `after` has committed: at once if one already has. Dropping the returned [`Wakeup`]
+    /// disarms it. `None` (the default): this backend cannot tell, and the caller polls.
+    /// FoundationDB arms a watch (`kv/fdb/stamp.rs`), so waiters of every process and machine
+    /// wake without polling.
+    fn wake_on_stamped(
+        &self,
+        prefix: &[u8],
+        after: &[u8],
+        wake: Box<dyn FnOnce() + Send>,
+    ) -> Result<Option<Wakeup>> {
+        let _ = (prefix, after, wake);
+        Ok(None)
+    }
+    /// Tells the backend that a transaction of this process that wrote versionstamped keys
+    /// under `prefix` has committed, so that it wakes the waiters of other processes where it
+    /// does that itself (a shared RocksDB store rings its bell, `kv/shared/bell.rs`). Called
+    /// by the writer after the commit returned; the default does nothing.
+    fn announce_stamped(&self, prefix: &[u8]) {
+        let _ = prefix;
+    }
 }
+
+/// A wake-up armed by [`Backend::wake_on_stamped`]: dropping it disarms it.
+pub type Wakeup = Box<dyn Send>;
 
 /// Where this process stands among the processes that use one backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,9 +294,10 @@ pub trait Txn: Send {
     /// transaction) grows with commit order, so such keys sort in the order their transactions
     /// committed. The keys are unknown before the commit, so the transaction cannot read them.
     /// Backends without it (the default) fail with [`ErrorKind::Invalid`] ("this backend has
-    /// no versionstamped keys"). FoundationDB
-    /// has the same operation (`SET_VERSIONSTAMPED_KEY`: the key with a placeholder and its
-    /// 4-byte little-endian offset appended); its backend does not forward to it yet.
+    /// no versionstamped keys"). On FoundationDB this is its own `SET_VERSIONSTAMPED_KEY`,
+    /// whose 2 last bytes order the transactions of one commit batch instead: there, a second
+    /// versionstamped key under the same prefix in one transaction fails with
+    /// [`ErrorKind::Invalid`] (`kv/fdb/stamp.rs`).
     fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
         let _ = (prefix, value);
         Err(unsupported("this backend", "versionstamped keys (needed by the change feed)"))

@@ -228,4 +228,15 @@ impl Backend for FaultyBackend {
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         self.inner.read_cache()
     }
+    fn wake_on_stamped(
+        &self,
+        prefix: &[u8],
+        after: &[u8],
+        wake: Box<dyn FnOnce() + Send>,
+    ) -> Result<Option<super::Wakeup>> {
+        self.inner.wake_on_stamped(prefix, after, wake)
+    }
+    fn announce_stamped(&self, prefix: &[u8]) {
+        self.inner.announce_stamped(prefix)
+    }
 }

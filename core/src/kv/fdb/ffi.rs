@@ -21,6 +21,8 @@ pub type FutureP = *mut c_void;
 pub type DatabaseP = *mut c_void;
 /// An opaque `FDBTransaction*`.
 pub type TxnP = *mut c_void;
+/// `FDBCallback`: called by the network thread when a future is ready (at most once).
+pub type Callback = unsafe extern "C" fn(FutureP, *mut c_void);
 
 /// The API version txvfs is written against (`FDB_API_VERSION`).
 pub const API_VERSION: c_int = 730;
@@ -75,6 +77,8 @@ pub mod opt {
     pub const STREAMING_WANT_ALL: c_int = -2;
     pub const MUTATION_ADD: c_int = 2;
     pub const MUTATION_MAX: c_int = 12;
+    pub const MUTATION_SET_VERSIONSTAMPED_KEY: c_int = 14;
+    pub const MUTATION_SET_VERSIONSTAMPED_VALUE: c_int = 15;
     pub const CONFLICT_RANGE_READ: c_int = 0;
     pub const PREDICATE_RETRYABLE_NOT_COMMITTED: c_int = 50002;
 }
@@ -122,6 +126,7 @@ api! {
     fdb_future_destroy: fn(FutureP);
     fdb_future_block_until_ready: fn(FutureP) -> FdbErr;
     fdb_future_get_error: fn(FutureP) -> FdbErr;
+    fdb_future_set_callback: fn(FutureP, Callback, *mut c_void) -> FdbErr;
     fdb_future_get_int64: fn(FutureP, *mut i64) -> FdbErr;
     fdb_future_get_value: fn(FutureP, *mut FdbBool, *mut *const u8, *mut c_int) -> FdbErr;
     fdb_future_get_keyvalue_array: fn(FutureP, *mut *const KeyValue, *mut c_int, *mut FdbBool) -> FdbErr;
@@ -139,6 +144,7 @@ api! {
     fdb_transaction_clear_range: fn(TxnP, *const u8, c_int, *const u8, c_int);
     fdb_transaction_add_conflict_range: fn(TxnP, *const u8, c_int, *const u8, c_int, c_int) -> FdbErr;
     fdb_transaction_commit: fn(TxnP) -> FutureP;
+    fdb_transaction_watch: fn(TxnP, *const u8, c_int) -> FutureP;
     fdb_transaction_on_error: fn(TxnP, FdbErr) -> FutureP;
 }
 

@@ -16,6 +16,7 @@
 mod ffi;
 mod network;
 mod receipts;
+mod stamp;
 mod txn;
 mod uri;
 
@@ -24,7 +25,7 @@ mod uri;
 pub use receipts::fault::Fault as CommitFault;
 pub use uri::FdbUri;
 
-use super::{Backend, Limits, Role, Sharing, Txn};
+use super::{Backend, Limits, Role, Sharing, Txn, Wakeup};
 use crate::error::{Error, ErrorKind, Result};
 use ffi::{Api, DatabaseP, FdbErr};
 use std::ffi::CString;
@@ -136,6 +137,16 @@ impl Backend for FdbBackend {
 
     fn sharing(&self) -> Option<&dyn Sharing> {
         Some(self)
+    }
+
+    /// A FoundationDB watch on the prefix's notify key (see `stamp.rs`).
+    fn wake_on_stamped(
+        &self,
+        prefix: &[u8],
+        after: &[u8],
+        wake: Box<dyn FnOnce() + Send>,
+    ) -> Result<Option<Wakeup>> {
+        stamp::wake_on_stamped(self.api, &self.db, self.prefix.clone(), prefix, after, wake)
     }
 }
 

@@ -52,6 +52,8 @@ pub(super) struct FdbTxn {
     api: &'static Api,
     tr: TxnP,
     prefix: Arc<[u8]>,
+    /// The prefixes given to `set_versionstamped_key` so far (see `stamp.rs`).
+    pub(super) stamped: Vec<Vec<u8>>,
     // Keeps the database alive while the transaction is.
     _db: Arc<Database>,
     /// Something was written (the commit then writes a receipt, see `receipts`).
@@ -88,7 +90,7 @@ impl FdbTxn {
         if e != 0 {
             return Err(error(api, e, "begin"));
         }
-        let txn = FdbTxn { api, tr, prefix, _db: db.clone(), mutated: false };
+        let txn = FdbTxn { api, tr, prefix, stamped: Vec::new(), _db: db.clone(), mutated: false };
         // SAFETY: a live transaction; this option takes no parameter.
         let e = unsafe {
             (api.fdb_transaction_set_option)(tr, opt::TR_AUTOMATIC_IDEMPOTENCY, std::ptr::null(), 0)
@@ -99,7 +101,8 @@ impl FdbTxn {
         Ok(txn)
     }
 
-    fn key(&self, key: &[u8]) -> Vec<u8> {
+    /// `key` with the store's prefix.
+    pub(super) fn key(&self, key: &[u8]) -> Vec<u8> {
         let mut k = Vec::with_capacity(self.prefix.len() + key.len());
         k.extend_from_slice(&self.prefix);
         k.extend_from_slice(key);
@@ -357,6 +360,11 @@ impl Txn for FdbTxn {
         Ok(())
     }
 
+    /// FoundationDB's `SET_VERSIONSTAMPED_KEY`, one per prefix per transaction (`stamp.rs`).
+    fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.set_stamped(prefix, value)
+    }
+
     /// Every FoundationDB commit is durable once it returns, so `durable` changes nothing.
     fn commit(mut self: Box<Self>, _durable: bool) -> Result<()> {
         if !self.mutated {
@@ -454,6 +462,29 @@ impl FdbTxn {
         // SAFETY: a live transaction.
         let f = unsafe { (self.api.fdb_transaction_commit)(self.tr) };
         Future::wait(self.api, f).map(|_| ())
+    }
+
+    /// The library and the raw transaction, for the operations of `stamp.rs`.
+    pub(super) fn raw(&self) -> (&'static Api, TxnP) {
+        (self.api, self.tr)
+    }
+
+    /// Applies FoundationDB's atomic operation `op` to `full_key` (prefixed already) with
+    /// `param`, which the library copies.
+    pub(super) fn mutate(&mut self, full_key: &[u8], param: &[u8], op: c_int) {
+        // A write: the commit then carries a receipt.
+        self.mutated = true;
+        // SAFETY: a live transaction; the library copies key and parameter.
+        unsafe {
+            (self.api.fdb_transaction_atomic_op)(
+                self.tr,
+                full_key.as_ptr(),
+                len(full_key),
+                param.as_ptr(),
+                len(param),
+                op,
+            )
+        }
     }
 
     /// The transaction's read version (one round trip to the cluster).

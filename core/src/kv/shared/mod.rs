@@ -18,6 +18,7 @@
 //! the store's `owner_timeout` (`waits.rs`).
 
 mod alive;
+mod bell;
 mod client;
 mod client_cache;
 mod client_snapshot;
@@ -119,6 +120,8 @@ pub struct SharedBackend {
     cache_bytes: AtomicU64,
     /// The deadline of every wait on the owner (`owner_timeout`).
     timeout: Duration,
+    /// The store's bell (`bell.rs`), mapped at its first use; `None` where it cannot be.
+    bell: OnceLock<Option<Arc<bell::Bell>>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -171,6 +174,7 @@ impl SharedBackend {
             sharing,
             cache_bytes: AtomicU64::new(0),
             timeout,
+            bell: OnceLock::new(),
         });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
@@ -418,6 +422,31 @@ impl Backend for SharedBackend {
     }
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         Some(self)
+    }
+    /// The store's bell wakes waiters of other processes (`bell.rs`).
+    fn wake_on_stamped(
+        &self,
+        prefix: &[u8],
+        after: &[u8],
+        wake: Box<dyn FnOnce() + Send>,
+    ) -> Result<Option<super::Wakeup>> {
+        match self.bell() {
+            Some(bell) => bell.arm(self, prefix, after, wake),
+            None => Ok(None),
+        }
+    }
+    fn announce_stamped(&self, _prefix: &[u8]) {
+        if let Some(bell) = self.bell() {
+            bell.ring();
+        }
+    }
+}
+
+impl SharedBackend {
+    /// The store's bell, unless the store is exclusive or its file cannot be mapped.
+    fn bell(&self) -> Option<&Arc<bell::Bell>> {
+        let open = || bell::Bell::open(&self.dir).ok();
+        self.bell.get_or_init(|| if self.exclusive { None } else { open() }).as_ref()
     }
 }
 
