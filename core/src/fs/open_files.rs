@@ -276,6 +276,35 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_is_kept_idle_for_a_round_and_never_cleared_while_relied_on() {
+        let t = OpenFiles::default();
+        let cleared = |t: &OpenFiles| {
+            let mut all = Vec::new();
+            t.clear_idle_marks(|inos| {
+                all.extend_from_slice(inos);
+                Ok(())
+            })
+            .unwrap();
+            all
+        };
+        assert!(t.use_mark(1), "the first open writes the mark");
+        t.unuse_mark(1); // its transaction did not commit: the mark is not in the store
+        assert!(t.use_mark(1), "so the next open writes it again");
+        t.confirm_mark(1);
+        assert!(!t.use_mark(1), "a second handle relies on the committed mark");
+        t.unuse_mark(1);
+        t.unuse_mark(1);
+        assert!(!t.use_mark(1), "kept after the last close: reopening writes nothing");
+        assert!(cleared(&t).is_empty() && cleared(&t).is_empty(), "in use: never cleared");
+        t.unuse_mark(1);
+        assert!(cleared(&t).is_empty(), "idle since this round: kept");
+        assert_eq!(cleared(&t), [1], "idle for a whole round: cleared");
+        assert!(t.use_mark(1), "cleared in the store: the next open writes it");
+        t.close_last(1, |marked| Ok((false, marked))).unwrap();
+        assert!(t.state.lock().marks.contains_key(&1), "relied on: not an idle mark");
+    }
+
+    #[test]
     fn a_counted_handle_stops_the_reap_until_the_last_close() {
         let t = OpenFiles::default();
         t.opened(3);
