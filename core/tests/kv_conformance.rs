@@ -162,8 +162,10 @@ backend_suite!(rocksdb_tiny_cache, {
 });
 /// A client of an owner in another process (as `rocksdb_client`) with its read cache on:
 /// reads it answers from the cache must keep the same contract (kv/shared/client_cache.rs).
+/// A backend under test and what keeps it alive.
+type Made = Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)>;
 #[cfg(feature = "rocksdb")]
-fn cached_client(bytes: u64) -> Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)> {
+fn cached_client(bytes: u64) -> Made {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().to_str().unwrap().to_string();
     let owner = agent::Agent::start(&uri, "agent_main");

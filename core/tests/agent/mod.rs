@@ -31,11 +31,17 @@ pub fn agent_main() {
         println!("@@ error {e}");
         std::process::exit(2)
     });
+    // The store's directory (empty for FoundationDB).
+    let canon = match uri.strip_prefix("fdb:") {
+        Some(_) => std::path::PathBuf::new(),
+        None => {
+            let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
+            std::fs::canonicalize(path.split('?').next().unwrap()).unwrap()
+        }
+    };
     if uri.starts_with("fdb:") {
         println!("@@ ready peer"); // FoundationDB: no owner
     } else {
-        let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
-        let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
         #[cfg(feature = "rocksdb")]
         let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
         #[cfg(not(feature = "rocksdb"))]
