@@ -160,6 +160,21 @@ backend_suite!(rocksdb_tiny_cache, {
     let d = tempfile::tempdir().unwrap();
     Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), TINY_CACHE), Some(Box::new(d))))
 });
+/// A client of an owner in another process (as `rocksdb_client`) with its read cache on:
+/// reads it answers from the cache must keep the same contract (kv/shared/client_cache.rs).
+#[cfg(feature = "rocksdb")]
+fn cached_client(bytes: u64) -> Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)> {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let owner = agent::Agent::start(&uri, "agent_main");
+    assert_eq!(owner.role, "owner");
+    let b = cached(kv::open(&uri).unwrap(), bytes);
+    Some((b, Some(Box::new((owner, d)))))
+}
+#[cfg(feature = "rocksdb")]
+backend_suite!(rocksdb_client_cached, cached_client(64 << 20));
+#[cfg(feature = "rocksdb")]
+backend_suite!(rocksdb_client_tiny_cache, cached_client(TINY_CACHE));
 backend_suite!(
     foundationdb,
     Some((fdb_store(), None)),

@@ -210,3 +210,31 @@ fn a_client_with_a_disk_cache_reads_hits_and_never_stale_data() {
     client.write_file("/f", &big[..65536 * 2]).unwrap();
     assert_eq!(client.read_file("/f").unwrap(), &big[..65536 * 2]);
 }
+
+/// A client's handle opened and closed inside an explicit transaction leaves no open mark
+/// (`H`) behind once the transaction commits: the owner then frees the file at its unlink, as
+/// it would after an auto-commit handle's close. (The close used to clear the mark in a
+/// commit of its own, before the transaction's commit wrote it back.)
+#[test]
+fn a_client_transaction_handle_leaves_no_open_mark() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.role, "owner");
+    let store = Store::open(&uri).unwrap();
+    assert!(store.backend().role() == Role::Secondary, "the test process must be a client");
+    store.write_file("/m", b"x").unwrap();
+    let ino = store.stat("/m").unwrap().ino;
+    let raw = kv::open(&uri).unwrap();
+    let marks = || raw.begin().unwrap().get_range(b"H", b"I", 0, false).unwrap().len();
+    let tx = store.begin().unwrap();
+    let f = tx.open("/m", &OpenOptions::new().read(true)).unwrap();
+    f.close().unwrap();
+    tx.commit().unwrap();
+    assert_eq!(marks(), 0, "the transaction's closed handle left its mark");
+    assert_eq!(owner.ask("unlink /m"), "ok");
+    assert!(
+        eventually(Duration::from_secs(8), || !inode_exists(&*raw, ino)),
+        "the unlinked file is freed: no handle holds it"
+    );
+}

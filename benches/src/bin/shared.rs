@@ -1,7 +1,9 @@
 //! Several processes on one RocksDB store (issue 15), as ratios measured in one run:
 //!
-//! - per call: `stat` and open+read+close of a 4 KiB file from a second process (a client
-//!   over the store's socket) against the same call in the process that owns the store;
+//! - per call: `stat`, open+read+close and `read_file` of a 4 KiB file, `read_dir` of 1,000
+//!   entries, a 4 KiB `write_file`, a first-touch `stat` of 1,000 files, sequential 1 MiB
+//!   reads and writes of a 64 MiB file, from a second process (a client over the store's
+//!   socket) against the same calls in the process that owns the store;
 //! - throughput: 4 processes creating 4 KiB files (one of them owns the store, three are
 //!   clients) against one process alone;
 //! - durable commits: how many fsync/fdatasync calls 1 and 4 processes need per durable commit
@@ -23,25 +25,93 @@ fn open(dir: &Path) -> Store {
     Store::open(&format!("rocksdb:{}", dir.display())).expect("open store")
 }
 
-/// Nanoseconds per call of `stat` and of open+read+close of `/f` (best of 3 rounds of `n`).
-fn per_call(store: &Store, n: usize) -> (f64, f64) {
-    let mut best = (f64::MAX, f64::MAX);
+/// What [`per_call`] measures, each as nanoseconds per call (best of 3 rounds), with its
+/// row label and the issue's target for the client/owner ratio.
+const ROWS: [(&str, &str); 8] = [
+    ("stat, µs per call", "<= 3x"),
+    ("open+read 4 KiB+close, µs per call", "<= 3x"),
+    ("read_file 4 KiB, µs per call", "<= 3x"),
+    ("readdir of 1,000 entries, µs per call", "<= 3x"),
+    ("write_file 4 KiB (one commit), µs per call", "<= 3x"),
+    ("first-touch stat of 1,000 files, µs per file", ""),
+    ("sequential read 64 MiB (1 MiB reads), µs per MiB", "<= 1.43x (0.7x MB/s)"),
+    ("sequential write 64 MiB (1 MiB writes), µs per MiB", "<= 1.43x (0.7x MB/s)"),
+];
+
+/// Creates what [`per_call`] reads: `/f` (4 KiB), `/dir` (1,000 files), `/big` (64 MiB).
+fn prepare(store: &Store) {
+    store.write_file("/f", &vec![7u8; FILE_4K]).unwrap();
+    store.mkdir("/dir", 0o755).unwrap();
+    for i in 0..1000 {
+        store.write_file(format!("/dir/e{i:04}"), b"x").unwrap();
+    }
+    let f = store.open("/big", &OpenOptions::new().write(true).create(true)).unwrap();
+    let mib = vec![3u8; 1 << 20];
+    for i in 0..64u64 {
+        f.write_at(&mib, i << 20).unwrap();
+    }
+    f.close().unwrap();
+}
+
+/// Best of 3 rounds of `n` calls of `f`, in nanoseconds per call.
+fn best(n: usize, mut f: impl FnMut(usize)) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            for i in 0..n {
+                f(i);
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+/// Nanoseconds per call of each row of [`ROWS`]; `who` names this process's first-touch
+/// files (each process stats files nobody has read yet).
+fn per_call(store: &Store, n: usize, who: &str) -> Vec<f64> {
     let mut buf = vec![0u8; FILE_4K];
-    for _ in 0..3 {
+    let data = vec![9u8; FILE_4K];
+    let fresh = format!("/fresh-{who}");
+    store.mkdir(&fresh, 0o755).unwrap();
+    for i in 0..1000 {
+        store.write_file(format!("{fresh}/g{i:04}"), b"y").unwrap();
+    }
+    let mut touched = 0;
+    let first_touch = {
         let t = Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(store.stat("/f").unwrap());
+        for i in 0..1000 {
+            touched += store.stat(format!("{fresh}/g{i:04}")).unwrap().size;
         }
-        best.0 = best.0.min(t.elapsed().as_nanos() as f64 / n as f64);
-        let t = Instant::now();
-        for _ in 0..n {
+        t.elapsed().as_nanos() as f64 / 1000.0
+    };
+    assert_eq!(touched, 1000);
+    let big = store.open("/big", &OpenOptions::new().read(true).write(true)).unwrap();
+    let mut mib = vec![0u8; 1 << 20];
+    vec![
+        best(n, |_| {
+            std::hint::black_box(store.stat("/f").unwrap());
+        }),
+        best(n, |_| {
             let f = store.open("/f", &OpenOptions::new().read(true)).unwrap();
             assert_eq!(f.read_at(&mut buf, 0).unwrap(), FILE_4K);
             f.close().unwrap();
-        }
-        best.1 = best.1.min(t.elapsed().as_nanos() as f64 / n as f64);
-    }
-    best
+        }),
+        best(n, |_| assert_eq!(store.read_file("/f").unwrap().len(), FILE_4K)),
+        best(n / 100 + 1, |_| assert_eq!(store.readdir("/dir", None, 0).unwrap().len(), 1000)),
+        best(n / 4 + 1, |i| store.write_file(format!("/w-{who}-{}", i % 64), &data).unwrap()),
+        first_touch,
+        best(1, |_| {
+            for i in 0..64u64 {
+                assert_eq!(big.read_at(&mut mib, i << 20).unwrap(), 1 << 20);
+            }
+        }) / 64.0,
+        best(1, |_| {
+            for i in 0..64u64 {
+                big.write_at(&mib, i << 20).unwrap();
+            }
+            big.sync().unwrap();
+        }) / 64.0,
+    ]
 }
 
 /// Worker: opens the store, says "ready", waits for a line, creates `m` 4 KiB files under
@@ -161,8 +231,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("per-call") => {
-            let (stat, read) = per_call(&open(Path::new(&args[2])), args[3].parse().unwrap());
-            println!("{stat} {read}");
+            let row = per_call(&open(Path::new(&args[2])), args[3].parse().unwrap(), "client");
+            println!("{}", row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(" "));
             return;
         }
         Some("create-worker") => {
@@ -196,15 +266,15 @@ fn main() {
     // Per call: this process owns the store; a second process is a client.
     let dir = base.join("percall");
     let store = open(&dir);
-    store.write_file("/f", &vec![7u8; FILE_4K]).unwrap();
-    let own = per_call(&store, calls);
+    prepare(&store);
+    let own = per_call(&store, calls, "owner");
     let out = spawn(&["per-call".into(), dir.display().to_string(), calls.to_string()], &[])
         .wait_with_output()
         .unwrap();
     assert!(out.status.success());
     let s = String::from_utf8(out.stdout).unwrap();
-    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().unwrap());
-    let client = (it.next().unwrap(), it.next().unwrap());
+    let client: Vec<f64> = s.split_whitespace().map(|x| x.parse::<f64>().unwrap()).collect();
+    assert_eq!(client.len(), ROWS.len());
     drop(store);
 
     let one = create_run(&base.join("create1"), 1, files * 4, false);
@@ -216,18 +286,9 @@ fn main() {
 
     println!("| measurement | owner / 1 process | client / 4 processes | ratio | target |");
     println!("|---|---|---|---|---|");
-    println!(
-        "| stat, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |",
-        own.0 / 1e3,
-        client.0 / 1e3,
-        client.0 / own.0
-    );
-    println!(
-        "| open+read 4 KiB+close, µs per call | {:.2} | {:.2} | {:.2}x | <= 3x |",
-        own.1 / 1e3,
-        client.1 / 1e3,
-        client.1 / own.1
-    );
+    for ((label, target), (o, c)) in ROWS.iter().zip(own.iter().zip(&client)) {
+        println!("| {label} | {:.2} | {:.2} | {:.2}x | {target} |", o / 1e3, c / 1e3, c / o);
+    }
     println!(
         "| create 4 KiB files, files/s | {one:.0} | {four:.0} | {:.2}x | >= 1.5x |",
         four / one

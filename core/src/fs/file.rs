@@ -16,6 +16,8 @@ use std::io::SeekFrom;
 /// closes. Dropping a `File` closes it; [`File::close`] also reports errors.
 pub struct File {
     scope: CallScope,
+    /// The handle relies on this process's open mark of the file (fs/handle_marks.rs).
+    marks: bool,
     ino: u64,
     kind: FileType,
     id: u64,
@@ -61,28 +63,40 @@ impl File {
         mut open: impl FnMut(&mut Operation<'_>) -> Result<(u64, FileType)>,
     ) -> Result<File> {
         let inner = &scope.store().inner;
+        // Handles opened outside a transaction rely on this process's open mark of the file
+        // in the store (fs/handle_marks.rs); a transaction's handles read at its snapshot.
+        let marks = inner.marks_handles() && matches!(scope, CallScope::AutoCommit(_));
         let (ino, kind) = loop {
             // Before the snapshot: a file freed after this point may still be in it.
             let ticket = inner.open_files.begin_open();
             // Count the handle as open from inside the operation, so that an unlink racing
             // with this open sees it (or its commit conflicts) and keeps the inode as an orphan.
             let mut counted: Option<u64> = None;
+            let undo = |ino: u64| {
+                inner.closed(ino);
+                if marks {
+                    inner.open_files.unuse_mark(ino);
+                }
+            };
             let r = scope.run(|op| {
                 if let Some(ino) = counted.take() {
-                    inner.closed(ino);
+                    undo(ino);
                 }
                 let (ino, kind) = open(op)?;
-                let first = inner.opened(ino);
+                inner.opened(ino);
                 counted = Some(ino);
-                if first && inner.marks_handles() {
-                    // Other processes must see the handle (fs/handle_marks.rs).
+                // Other processes must see the handle: the mark is written in the open's
+                // transaction, unless it is in the store already (kept since a recent close).
+                if marks && inner.open_files.use_mark(ino) {
                     op.mark_open(ino)?;
-                    inner.open_files.set_marked(ino);
                 }
                 Ok((ino, kind))
             });
             match r {
                 Ok((ino, kind)) => {
+                    if marks {
+                        inner.open_files.confirm_mark(ino);
+                    }
                     // A transaction's handle reads the transaction's snapshot, where the
                     // file still is (its commit conflicts); an auto-commit handle reads the
                     // latest state, so it opens again if the file was freed meanwhile.
@@ -91,11 +105,11 @@ impl File {
                     {
                         break (ino, kind);
                     }
-                    inner.closed(ino);
+                    undo(ino);
                 }
                 Err(e) => {
                     if let Some(ino) = counted {
-                        inner.closed(ino);
+                        undo(ino);
                     }
                     let _ = inner.open_files.end_open(ticket, None);
                     return Err(e);
@@ -107,6 +121,7 @@ impl File {
         Ok(File {
             id: inner.new_handle_id(),
             scope,
+            marks,
             ino,
             kind,
             readable: options.read,
@@ -330,25 +345,37 @@ impl File {
         let flushed = if self.scope.is_finished() { Ok(()) } else { self.flush() };
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
+        if self.marks {
+            store.inner.open_files.unuse_mark(self.ino);
+        }
         if store.inner.closed(self.ino) {
-            let (inner, ino, read_only) = (&store.inner, self.ino, store.per_open.read_only);
-            let marked = inner.open_files.take_mark(ino);
-            if marked || !read_only {
-                inner.open_files.reap_unless_open(ino, || {
-                    inner.auto_commit(None, |op| {
-                        if marked {
-                            op.unmark_open(ino)?;
-                        }
-                        if read_only {
-                            return Ok(false);
-                        }
-                        op.reap_orphan(ino)
-                    })
-                })?;
-            }
+            after_last_close(store, self.ino)?;
         }
         flushed
     }
+}
+
+/// After the last handle of `ino` in this process closed, unless one was opened since: if
+/// the file is an orphan (unlinked), clears this process's open mark of it and, on a writable
+/// store, frees it if no handle anywhere holds it, in one auto-commit. A file still linked
+/// keeps the mark for a while (fs/handle_marks.rs): then nothing is written.
+pub(crate) fn after_last_close(store: &super::Store, ino: u64) -> Result<()> {
+    let (inner, read_only) = (&store.inner, store.per_open.read_only);
+    inner.open_files.close_last(ino, |marked| {
+        if !marked && read_only {
+            return Ok((false, false));
+        }
+        inner.auto_commit(None, |op| {
+            if !op.is_orphan(ino)? {
+                return Ok((false, false));
+            }
+            if marked {
+                op.unmark_open(ino)?;
+            }
+            let freed = !read_only && op.reap_orphan(ino)?;
+            Ok((freed, marked))
+        })
+    })
 }
 
 impl Drop for File {

@@ -4,8 +4,14 @@
 //! the open-file table (`open_files.rs`) knows the handles; across processes the store must:
 //! a process records that it has a file open with a mark `H ino process`, written in the same
 //! transaction as the open (so an unlink in another process, which reads the file's marks in
-//! its own transaction, either sees the mark or conflicts with the open), and cleared at its
-//! last close. A mark counts only while its process is alive: each process keeps a liveness
+//! its own transaction, either sees the mark or conflicts with the open). The mark outlives
+//! the last close by one or two rounds of the liveness thread ([`LEASE`] / 3 each), so that
+//! opening the file again within that time writes (and commits) nothing: a read-only open
+//! and close cost no commit then. The liveness thread clears idle marks; the last close of a
+//! file that is an orphan clears its mark at once. Only handles opened outside an explicit
+//! transaction use marks: a transaction's handles read at its snapshot, and its commit (or a
+//! renewal of a long transaction) fails with a conflict if the file changed meanwhile, so
+//! they never read freed data. A mark counts only while its process is alive: each process keeps a liveness
 //! record `P process` with an expiry that a thread renews every third of [`LEASE`]; a process
 //! that dies stops renewing, and its marks lapse.
 //!
@@ -44,14 +50,42 @@ impl StoreState {
     }
 
     /// Writes or renews this process's liveness record (on shared backends that cannot tell
-    /// liveness themselves).
+    /// liveness themselves). A record found lapsed (this process stopped for longer than the
+    /// lease) may have had its marks deleted by others meanwhile: they are written again.
     pub(crate) fn renew_liveness(&self) -> Result<()> {
         if !self.backend.role().is_shared() || self.backend.process_alive(self.process).is_some() {
             return Ok(());
         }
         let key = schema::process_key(self.process);
-        let until = (now_ms() + LEASE.as_millis() as u64).to_le_bytes();
-        self.kv_transact(|tx| tx.set(&key, &until), false)
+        let now = now_ms();
+        let until = (now + LEASE.as_millis() as u64).to_le_bytes();
+        self.kv_transact(
+            |tx| {
+                if crate::kv::decode_counter(tx.get(&key)?.as_deref()) <= now {
+                    for ino in self.open_files.marked() {
+                        tx.set(&schema::handle_key(ino, self.process), &[])?;
+                    }
+                }
+                tx.set(&key, &until)
+            },
+            false,
+        )
+    }
+
+    /// Clears this process's open marks that no handle has used for a round or more (see
+    /// [`OpenFiles::clear_idle_marks`](super::open_files::OpenFiles::clear_idle_marks)).
+    pub(crate) fn clear_idle_marks(&self) -> Result<()> {
+        self.open_files.clear_idle_marks(|inos| {
+            self.kv_transact(
+                |tx| {
+                    for &ino in inos {
+                        tx.clear(&schema::handle_key(ino, self.process))?;
+                    }
+                    Ok(())
+                },
+                false,
+            )
+        })
     }
 
     /// Starts the thread that renews this process's liveness and, where this process may
@@ -66,6 +100,7 @@ impl StoreState {
             std::thread::sleep(LEASE / 3);
             let Some(state) = weak.upgrade() else { return };
             let _ = state.renew_liveness();
+            let _ = state.clear_idle_marks();
             if state.may_free() && !state.read_only {
                 let _ = state.reap_orphans();
                 let _ = state.clear_dead_processes();

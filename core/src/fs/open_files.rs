@@ -13,7 +13,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 #[derive(Default)]
 struct State {
@@ -25,8 +25,21 @@ struct State {
     reaped: VecDeque<(u64, u64)>,
     /// Opens in progress, by the reap count they started at.
     opening: BTreeMap<u64, usize>,
-    /// Inodes this process has marked open in the store (fs/handle_marks.rs).
-    marked: HashSet<u64>,
+    /// This process's open marks in the store (fs/handle_marks.rs), by inode.
+    marks: HashMap<u64, Mark>,
+    /// Rounds of the liveness thread so far; see [`OpenFiles::clear_idle_marks`].
+    round: u64,
+}
+
+/// This process's open mark of one inode.
+struct Mark {
+    /// Handles (counted from inside their opens) that rely on the mark.
+    users: usize,
+    /// The mark is in the store: an open that wrote it has committed. An unconfirmed mark
+    /// does not spare the next open its write.
+    confirmed: bool,
+    /// The round in which `users` last fell to 0.
+    idle_since: u64,
 }
 
 /// The open-handle table of one store in this process.
@@ -81,14 +94,71 @@ impl OpenFiles {
         *n == 1
     }
 
-    /// Notes that `ino` has (or is about to have, with the open's commit) a mark in the store.
-    pub(crate) fn set_marked(&self, ino: u64) {
-        self.state.lock().marked.insert(ino);
+    /// Notes that a handle of `ino` being opened relies on this process's open mark; true
+    /// when the open must write the mark (it is not known to be in the store yet). Call from
+    /// inside the open's operation; undo with [`OpenFiles::unuse_mark`] if it does not commit,
+    /// confirm with [`OpenFiles::confirm_mark`] once it has.
+    pub(crate) fn use_mark(&self, ino: u64) -> bool {
+        let mut st = self.state.lock();
+        let m = st.marks.entry(ino).or_insert(Mark { users: 0, confirmed: false, idle_since: 0 });
+        m.users += 1;
+        !m.confirmed
     }
 
-    /// Forgets the mark of `ino`; true if there was one (the caller clears it in the store).
-    pub(crate) fn take_mark(&self, ino: u64) -> bool {
-        self.state.lock().marked.remove(&ino)
+    /// Notes that the open that wrote (or found) the mark of `ino` has committed.
+    pub(crate) fn confirm_mark(&self, ino: u64) {
+        if let Some(m) = self.state.lock().marks.get_mut(&ino) {
+            m.confirmed = true;
+        }
+    }
+
+    /// One handle fewer relies on the mark of `ino` (it closed, or its open did not commit).
+    /// An unconfirmed mark that nothing relies on is forgotten; a confirmed one stays in the
+    /// store, idle, so that the next open of the file writes nothing, until
+    /// [`OpenFiles::clear_idle_marks`] or the last close of the file as an orphan clears it.
+    pub(crate) fn unuse_mark(&self, ino: u64) {
+        let mut st = self.state.lock();
+        let round = st.round;
+        if let Some(m) = st.marks.get_mut(&ino) {
+            m.users = m.users.saturating_sub(1);
+            if m.users == 0 {
+                m.idle_since = round;
+                if !m.confirmed {
+                    st.marks.remove(&ino);
+                }
+            }
+        }
+    }
+
+    /// Starts a round of the liveness thread and clears the marks idle since before the
+    /// previous one (so a mark outlives its last handle by one or two rounds): runs `clear`
+    /// on them, a batch at a time, holding the table's lock so that no open relies on them
+    /// meanwhile, and forgets those it cleared.
+    pub(crate) fn clear_idle_marks(
+        &self,
+        mut clear: impl FnMut(&[u64]) -> Result<()>,
+    ) -> Result<()> {
+        let mut st = self.state.lock();
+        st.round += 1;
+        let round = st.round;
+        let idle: Vec<u64> = st
+            .marks
+            .iter()
+            .filter(|(_, m)| m.users == 0 && round - m.idle_since >= 2)
+            .map(|(&ino, _)| ino)
+            .collect();
+        for batch in idle.chunks(1000) {
+            clear(batch)?;
+            for ino in batch {
+                st.marks.remove(ino);
+            }
+        }
+        Ok(())
+    }
+
+    /// The inodes this process has (or may have) a mark of in the store.
+    pub(crate) fn marked(&self) -> Vec<u64> {
+        self.state.lock().marks.keys().copied().collect()
     }
 
     /// Counts one handle of `ino` fewer; true when it was the last.
@@ -138,11 +208,28 @@ impl OpenFiles {
         ino: u64,
         reap: impl FnOnce() -> Result<bool>,
     ) -> Result<()> {
+        self.close_last(ino, |_| reap().map(|freed| (freed, false)))
+    }
+
+    /// After the last close of `ino` in this process: unless a handle of it was opened since,
+    /// runs `f` with whether this process may have an idle mark of it in the store, holding
+    /// the table's lock throughout (no open counts a handle or relies on the mark meanwhile).
+    /// `f` returns whether it freed the inode and whether it cleared the mark.
+    pub(crate) fn close_last(
+        &self,
+        ino: u64,
+        f: impl FnOnce(bool) -> Result<(bool, bool)>,
+    ) -> Result<()> {
         let mut st = self.state.lock();
         if st.handles.contains_key(&ino) {
             return Ok(());
         }
-        if reap()? {
+        let marked = st.marks.get(&ino).is_some_and(|m| m.users == 0);
+        let (freed, unmarked) = f(marked)?;
+        if unmarked {
+            st.marks.remove(&ino);
+        }
+        if freed {
             st.note_freed(&[ino]);
         }
         Ok(())

@@ -34,6 +34,9 @@ pub use backend::{
 };
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub use fdb::CommitFault;
 pub use fdb::{FdbBackend, FdbUri};
 pub use journal::JournalTxn;
 pub use layered::{create_clone, LayeredBackend, CLONE_KEY};

@@ -283,12 +283,23 @@ impl Backend for RocksBackend {
 }
 
 impl RocksBackend {
-    /// Installs the observer of every commit this owner applies (see [`OccStore::observe`]).
+    /// Installs the observer of every commit this owner applies, keeping snapshots of the
+    /// last `keep` versions (see [`OccStore::observe`]).
     pub(crate) fn observe_commits(
         &self,
+        keep: usize,
         make: impl FnOnce(u64) -> Result<super::occ::CommitObserver>,
     ) -> Result<()> {
-        self.occ.observe(make)
+        self.occ.observe(keep, make)
+    }
+
+    /// A transaction reading exactly `version`, if this owner still keeps it (see
+    /// [`OccStore::begin_at`]).
+    pub(crate) fn begin_at(&self, version: u64) -> Option<Result<Box<dyn Txn>>> {
+        if let Err(e) = self.occ.engine.check_owner() {
+            return Some(Err(e));
+        }
+        self.occ.begin_at(version)
     }
 
     /// A snapshot that keeps `source` (the backend it is taken through) open while it lives.

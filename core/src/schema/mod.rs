@@ -20,7 +20,7 @@
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
 //! | `W` | `W` versionstamp | the change feed: one record per committed transaction, in commit order (`changes.rs`) |
-//! | `R` | `R` time process sequence | a client process's commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores) |
+//! | `R` | `R` time process sequence (FoundationDB: `R` time random16) | a commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores' client commits, every FoundationDB commit that writes; empty value: resolved as not applied) |
 //!
 //! A directory's mtime, ctime and link count change with every create and delete inside it.
 //! They live in separate keys updated by atomic operations, which add no read conflict, so
@@ -71,7 +71,8 @@ pub mod scope {
     pub const PROCESS: u8 = b'P';
     /// The change feed's records.
     pub const FEED: u8 = b'W';
-    /// Receipts of client processes' commits (shared RocksDB stores; `kv/shared/receipts.rs`).
+    /// Receipts of commits: a shared RocksDB store's client commits (`kv/shared/receipts.rs`),
+    /// FoundationDB commits that write (`kv/fdb/receipts.rs`).
     pub const RECEIPT: u8 = b'R';
 }
 use scope::*;

@@ -9,7 +9,8 @@
 //! a handle holding a write lock on those bytes), `snap` (takes an in-process
 //! snapshot of the store and keeps it), `sread PATH` (reads through it), `sdrop` (drops it),
 //! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
-//! RocksDB snapshots). It answers `ready owner` or `ready client` once open.
+//! RocksDB snapshots). It answers `ready owner` or `ready client` once open (`ready peer` on
+//! an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
 //! [`agent_main`], which does nothing unless the process is an agent.
@@ -30,13 +31,17 @@ pub fn agent_main() {
         println!("@@ error {e}");
         std::process::exit(2)
     });
-    let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
-    let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
-    #[cfg(feature = "rocksdb")]
-    let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
-    #[cfg(not(feature = "rocksdb"))]
-    let owner = canon.as_os_str().is_empty();
-    println!("@@ ready {}", if owner { "owner" } else { "client" });
+    if uri.starts_with("fdb:") {
+        println!("@@ ready peer"); // FoundationDB: no owner
+    } else {
+        let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
+        let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
+        #[cfg(feature = "rocksdb")]
+        let owner = kv::SharedBackend::open(&canon, false).unwrap().is_owner();
+        #[cfg(not(feature = "rocksdb"))]
+        let owner = canon.as_os_str().is_empty();
+        println!("@@ ready {}", if owner { "owner" } else { "client" });
+    }
     let mut store: Option<txvfs::Store> = None;
     let mut handle: Option<txvfs::File> = None;
     let mut locked: Option<txvfs::File> = None;

@@ -19,7 +19,7 @@ use super::stores::{remember_name, StoreRef};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use txvfs::{File, FileSystem, OpenOptions, Result};
+use txvfs::{Error, ErrorKind, File, FileSystem, OpenOptions, Result};
 
 /// An open main database file.
 pub struct Db {
@@ -123,8 +123,47 @@ impl Db {
         }
     }
 
+    /// True while reads come from the snapshot.
+    fn reading_snapshot(&self) -> bool {
+        self.snap.is_some() && self.locks.level() == Level::Shared
+    }
+
+    /// Runs `f` (a read); when it fails because the snapshot's transaction was lost (a
+    /// retryable error: the process serving a shared store died), takes the snapshot again
+    /// if the file has not changed since and runs `f` once more. A snapshot that cannot be
+    /// had again ends the read transaction: the error is a retryable conflict, which the VFS
+    /// answers with `SQLITE_BUSY_SNAPSHOT`, and every later read of the transaction fails
+    /// the same way.
+    fn with_snapshot_renewal<R>(&mut self, mut f: impl FnMut(&Self) -> Result<R>) -> Result<R> {
+        match f(self) {
+            Err(e) if e.is_retryable() && self.reading_snapshot() => {
+                let renewed = match &self.snap {
+                    Some(s) => s.renew(&self.store.store, &self.path)?,
+                    None => None,
+                };
+                let Some(s) = renewed else {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "{}: the read transaction's snapshot was lost ({e}) and the database \
+                             changed since: end the transaction and run it again",
+                            self.path
+                        ),
+                    ));
+                };
+                self.snap = Some(s);
+                f(self)
+            }
+            r => r,
+        }
+    }
+
     /// Reads at `off` into `buf`; returns the bytes before end of file (the rest is zeros).
-    pub fn read(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read(&mut self, off: u64, buf: &mut [u8]) -> Result<usize> {
+        self.with_snapshot_renewal(|db| db.read_once(off, buf))
+    }
+
+    fn read_once(&self, off: u64, buf: &mut [u8]) -> Result<usize> {
         let m = self.member.lock();
         let src = self.source();
         m.overlay.read(off, buf, |b| {
@@ -158,11 +197,14 @@ impl Db {
     }
 
     /// The file's size as this handle sees it.
-    pub fn size(&self) -> Result<u64> {
+    pub fn size(&mut self) -> Result<u64> {
         if let Some(s) = self.member.lock().overlay.size() {
             return Ok(s);
         }
-        Ok(self.source().stat()?.size)
+        self.with_snapshot_renewal(|db| match &db.snap {
+            Some(s) if db.reading_snapshot() => s.size(),
+            _ => Ok(db.file.stat()?.size),
+        })
     }
 
     fn in_write_transaction(&self) -> bool {
@@ -272,6 +314,11 @@ impl Db {
             match current {
                 Ok(true) => {}
                 Ok(false) => {
+                    self.give_back(Level::Shared);
+                    return LockResult::BusySnapshot;
+                }
+                // A snapshot lost before its version was known: its pages may be stale.
+                Err(e) if e.is_retryable() => {
                     self.give_back(Level::Shared);
                     return LockResult::BusySnapshot;
                 }

@@ -85,6 +85,43 @@ mod tests {
     }
 
     #[test]
+    fn a_snapshot_outliving_the_time_limit_goes_on_or_ends_retryably() {
+        // FoundationDB's 5 s limit: the snapshot's transaction is renewed by replaying its
+        // reads; a page changed meanwhile ends the read transaction (SQLITE_BUSY_SNAPSHOT).
+        let store = open_store(Some("memory:?limits=foundationdb")).unwrap();
+        let mut a = Db::open(store.clone(), "/limit.db", true, false, None).unwrap();
+        let mut b = Db::open(store, "/limit.db", true, false, None).unwrap();
+        for level in [Level::Shared, Level::Reserved, Level::Exclusive] {
+            assert_eq!(b.lock(level), LockResult::Ok);
+        }
+        b.write(0, &[1; 4096]).unwrap();
+        b.commit().unwrap();
+        b.unlock(Level::None).unwrap();
+        assert_eq!(a.lock(Level::Shared), LockResult::Ok);
+        let mut buf = [0u8; 4096];
+        assert_eq!(a.size().unwrap(), 4096);
+        a.read(0, &mut buf).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5500));
+        a.read(0, &mut buf).unwrap();
+        assert_eq!(buf, [1; 4096], "nothing changed: the snapshot goes on past the limit");
+        for level in [Level::Shared, Level::Reserved, Level::Exclusive] {
+            assert_eq!(b.lock(level), LockResult::Ok);
+        }
+        b.write(0, &[2; 4096]).unwrap();
+        b.commit().unwrap();
+        b.unlock(Level::None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5500));
+        let e = a.read(0, &mut buf).unwrap_err();
+        assert!(e.is_retryable(), "a changed page ends the read transaction: {e}");
+        a.unlock(Level::None).unwrap();
+        assert_eq!(a.lock(Level::Shared), LockResult::Ok);
+        a.read(0, &mut buf).unwrap();
+        assert_eq!(buf, [2; 4096]);
+        a.close().unwrap();
+        b.close().unwrap();
+    }
+
+    #[test]
     fn exclusive_locking_mode_waits_for_readers_and_keeps_them_out() {
         let store = open_store(Some("memory:")).unwrap();
         let mut a = Db::open(store.clone(), "/x.db", true, false, None).unwrap();

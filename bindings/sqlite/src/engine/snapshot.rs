@@ -10,7 +10,14 @@
 //! SQLite's WAL mode does. Every commit that changes a file's data sets its modification
 //! time; its change time is left out (an attribute change, such as the journal-mode
 //! attribute of [`super::wal`], changes no page).
+//!
+//! A snapshot's transaction can be lost while SQLite still reads it: in a process that shares
+//! a store as a client, the transaction lives in the process that serves the store, and dies
+//! with it (or is dropped after 30 s without a request). [`Snapshot::renew`] takes it again
+//! when the file is still at the same version (the same pages); otherwise the read
+//! transaction is over and its next read fails with `SQLITE_BUSY_SNAPSHOT`.
 
+use std::sync::OnceLock;
 use txvfs::{File, FileSystem, OpenOptions, Result, Store, Transaction};
 
 /// A read-only view of one database file at one version of the store.
@@ -18,7 +25,14 @@ pub struct Snapshot {
     // Declared first: closed before its transaction (dropped: rolled back, nothing written).
     file: File,
     _tx: Transaction,
+    /// The file's version as the snapshot sees it, known from its first `stat` (SQLite asks
+    /// the size at the start of every read transaction): it cannot change within a snapshot.
+    version: OnceLock<Version>,
 }
+
+/// How many times taking a snapshot is tried again after a retryable error (with the core's
+/// backoff, at most 100 ms apart).
+const TAKE_RETRIES: u32 = 100;
 
 /// What says whether a file's data changed: (modification time, size).
 type Version = (i64, u64);
@@ -29,11 +43,18 @@ fn version_of(f: &File) -> Result<Version> {
 }
 
 impl Snapshot {
-    /// Takes a snapshot of `path` in `store` as committed now.
+    /// Takes a snapshot of `path` in `store` as committed now. A retryable error (the
+    /// process serving a shared store died as the snapshot began) takes it again: nothing
+    /// was read from it yet.
     pub fn take(store: &Store, path: &str) -> Result<Snapshot> {
-        let tx = store.begin()?;
-        let file = tx.open(path, &OpenOptions::new().read(true))?;
-        Ok(Snapshot { file, _tx: tx })
+        txvfs::kv::retry_loop(
+            TAKE_RETRIES,
+            || store.begin(),
+            |tx| {
+                let file = tx.open(path, &OpenOptions::new().read(true))?;
+                Ok(Snapshot { file, _tx: tx, version: OnceLock::new() })
+            },
+        )
     }
 
     /// The file as the snapshot sees it.
@@ -41,9 +62,34 @@ impl Snapshot {
         &self.file
     }
 
+    fn version(&self) -> Result<Version> {
+        if let Some(v) = self.version.get() {
+            return Ok(*v);
+        }
+        let v = version_of(&self.file)?;
+        Ok(*self.version.get_or_init(|| v))
+    }
+
+    /// The file's size in the snapshot.
+    pub fn size(&self) -> Result<u64> {
+        Ok(self.version()?.1)
+    }
+
     /// True when `live` (a handle on the committed file) shows the version this snapshot
     /// holds: nobody committed a change to the file since the snapshot was taken.
     pub fn is_current(&self, live: &File) -> Result<bool> {
-        Ok(version_of(&self.file)? == version_of(live)?)
+        Ok(self.version()? == version_of(live)?)
+    }
+
+    /// The same snapshot in a new transaction, for one whose transaction was lost (the
+    /// process serving a shared store died, or dropped the transaction after a long silence):
+    /// `None` when the file changed since, or when the snapshot's version was never known,
+    /// since then the pages it gave can no longer be read again.
+    pub fn renew(&self, store: &Store, path: &str) -> Result<Option<Snapshot>> {
+        let Some(old) = self.version.get() else {
+            return Ok(None);
+        };
+        let new = Snapshot::take(store, path)?;
+        Ok((new.version()? == *old).then_some(new))
     }
 }

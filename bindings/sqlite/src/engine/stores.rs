@@ -52,6 +52,10 @@ impl Held {
 
 type Registry = Mutex<HashMap<String, Held>>;
 
+/// How many times opening a store is tried again after a retryable error (with the core's
+/// backoff, at most 100 ms apart).
+const OPEN_RETRIES: u32 = 100;
+
 fn stores() -> &'static Registry {
     static S: OnceLock<Registry> = OnceLock::new();
     S.get_or_init(Default::default)
@@ -73,7 +77,9 @@ pub fn open_store(uri: Option<&str>) -> Result<StoreRef> {
     if let Some(s) = map.get(&uri).and_then(Held::get) {
         return Ok(s);
     }
-    let store = Store::open(&uri)?;
+    // Opening a shared store while the process serving it exits fails with a retryable
+    // conflict ("lost contact ... retry it"): open again, as the error says.
+    let store = txvfs::kv::retry_loop(OPEN_RETRIES, || Ok(()), |()| Store::open(&uri))?;
     // A RocksDB store's description is its canonical directory, shared by every spelling of
     // it; each memory: URI names its own store here.
     let id = if uri.starts_with("memory:") { uri.clone() } else { store.describe() };

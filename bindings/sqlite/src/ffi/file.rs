@@ -2,7 +2,8 @@
 //! journals, super-journals and temp files live in memory ([`MemFile`]).
 
 use super::{
-    cstr, fail, guard, host_batch_atomic, journal_store_id, set_error, sqlite_string, uri_param,
+    cstr, fail, fail_read, guard, host_batch_atomic, journal_store_id, set_error, sqlite_string,
+    uri_param,
 };
 use crate::engine::{self, Db, Level, LockResult, MemFile};
 use libsqlite3_sys as ffi;
@@ -166,7 +167,7 @@ unsafe extern "C" fn x_read(
                 Ok(n) => n,
                 Err(e) => {
                     out.fill(0);
-                    return fail(&e, ffi::SQLITE_IOERR_READ);
+                    return fail_read(&e, ffi::SQLITE_IOERR_READ);
                 }
             },
             Kind::Mem { file, .. } => file.read(off as u64, out),
@@ -229,7 +230,7 @@ unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, out: *mut i64) ->
         let size = match kind(file) {
             Kind::Db(db) => match db.size() {
                 Ok(s) => s,
-                Err(e) => return fail(&e, ffi::SQLITE_IOERR_FSTAT),
+                Err(e) => return fail_read(&e, ffi::SQLITE_IOERR_FSTAT),
             },
             Kind::Mem { file, .. } => file.size(),
         };
@@ -296,6 +297,10 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
             match r {
                 Ok(true) => {
                     set("wal");
+                    // sqlite3_mprintf failed: SQLite would answer an empty row, not an error.
+                    if (*args).is_null() {
+                        return ffi::SQLITE_NOMEM;
+                    }
                     ffi::SQLITE_OK
                 }
                 Ok(false) => ffi::SQLITE_NOTFOUND,

@@ -58,6 +58,17 @@ fn fail(e: &txvfs::Error, ioerr: c_int) -> c_int {
     }
 }
 
+/// [`fail`] for reads (xRead, xFileSize): a retryable error there means the read
+/// transaction's snapshot is gone (see `engine::snapshot`), answered as SQLite's WAL mode
+/// answers a stale snapshot, `SQLITE_BUSY_SNAPSHOT`: end the transaction and run it again.
+fn fail_read(e: &txvfs::Error, ioerr: c_int) -> c_int {
+    if e.is_retryable() {
+        set_error(e.code(), format!("txvfs: {e}"));
+        return ffi::SQLITE_BUSY_SNAPSHOT;
+    }
+    fail(e, ioerr)
+}
+
 /// The identity of the store whose database a journal name (`<db>-journal`, `<db>-wal`)
 /// belongs to: from the `store=` parameter SQLite keeps with the names it derives from a
 /// database's, else the store that database was opened from. Never opens a store that is not

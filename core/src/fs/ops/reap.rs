@@ -117,6 +117,11 @@ impl Operation<'_> {
         Ok((subdirs, next))
     }
 
+    /// True when `ino` has an orphan record (unlinked while open, or a detached tree).
+    pub(crate) fn is_orphan(&mut self, ino: u64) -> Result<bool> {
+        Ok(self.tx.get(&schema::orphan_key(ino))?.is_some())
+    }
+
     /// Deletes an orphan (unlinked while open) if it is still one.
     /// Returns whether it freed the inode.
     pub(crate) fn reap_orphan(&mut self, ino: u64) -> Result<bool> {

@@ -71,6 +71,7 @@ pub unsafe fn slice<'a>(p: *const u8, n: c_int) -> &'a [u8] {
 pub mod opt {
     use std::ffi::c_int;
     pub const TR_AUTOMATIC_IDEMPOTENCY: c_int = 505;
+    pub const TR_TIMEOUT: c_int = 500;
     pub const STREAMING_WANT_ALL: c_int = -2;
     pub const MUTATION_ADD: c_int = 2;
     pub const MUTATION_MAX: c_int = 12;

@@ -15,9 +15,13 @@
 
 mod ffi;
 mod network;
+mod receipts;
 mod txn;
 mod uri;
 
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub use receipts::fault::Fault as CommitFault;
 pub use uri::FdbUri;
 
 use super::{Backend, Limits, Role, Sharing, Txn};
@@ -98,6 +102,14 @@ impl FdbBackend {
     pub fn read_version(&self) -> Result<i64> {
         let tx = txn::FdbTxn::begin(self.api, &self.db, self.prefix.clone())?;
         tx.read_version()
+    }
+
+    /// Fault injection for tests: the next commits that write, made by the calling thread in
+    /// any `fdb:` store, answer `commit_unknown_result` as `faults` say, in order.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn inject_commit_unknown(faults: &[CommitFault]) {
+        receipts::fault::inject(faults);
     }
 }
 

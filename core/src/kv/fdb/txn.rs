@@ -2,7 +2,7 @@
 //! futures are waited on (`fdb_future_block_until_ready`), errors are translated.
 
 use super::ffi::{self, opt, Api, FdbErr, FutureP, KeyValue as RawKv, TxnP};
-use super::{error, network, Database};
+use super::{error, network, receipts, Database};
 
 /// FoundationDB's `network_cannot_be_restarted`: returned once the exit hook stopped the network.
 pub(super) const NETWORK_STOPPED: FdbErr = 2025;
@@ -54,6 +54,8 @@ pub(super) struct FdbTxn {
     prefix: Arc<[u8]>,
     // Keeps the database alive while the transaction is.
     _db: Arc<Database>,
+    /// Something was written (the commit then writes a receipt, see `receipts`).
+    mutated: bool,
 }
 
 // SAFETY: FoundationDB transactions may be used from any thread, one at a time (&mut self).
@@ -86,7 +88,7 @@ impl FdbTxn {
         if e != 0 {
             return Err(error(api, e, "begin"));
         }
-        let txn = FdbTxn { api, tr, prefix, _db: db.clone() };
+        let txn = FdbTxn { api, tr, prefix, _db: db.clone(), mutated: false };
         // SAFETY: a live transaction; this option takes no parameter.
         let e = unsafe {
             (api.fdb_transaction_set_option)(tr, opt::TR_AUTOMATIC_IDEMPOTENCY, std::ptr::null(), 0)
@@ -223,6 +225,7 @@ impl FdbTxn {
     }
 
     fn atomic(&mut self, key: &[u8], param: [u8; 8], op: c_int) {
+        self.mutated = true;
         let k = self.key(key);
         // SAFETY: a live transaction; the library copies key and parameter.
         unsafe {
@@ -308,6 +311,7 @@ impl Txn for FdbTxn {
     }
 
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.mutated = true;
         let k = self.key(key);
         // SAFETY: a live transaction; the library copies key and value.
         unsafe {
@@ -317,6 +321,7 @@ impl Txn for FdbTxn {
     }
 
     fn clear(&mut self, key: &[u8]) -> Result<()> {
+        self.mutated = true;
         let k = self.key(key);
         // SAFETY: a live transaction; the library copies the key.
         unsafe { (self.api.fdb_transaction_clear)(self.tr, k.as_ptr(), len(&k)) };
@@ -325,6 +330,7 @@ impl Txn for FdbTxn {
 
     fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         if start < end {
+            self.mutated = true;
             let (s, e) = (self.key(start), self.key(end));
             // SAFETY: a live transaction; the library copies the keys.
             unsafe {
@@ -352,14 +358,104 @@ impl Txn for FdbTxn {
     }
 
     /// Every FoundationDB commit is durable once it returns, so `durable` changes nothing.
-    fn commit(self: Box<Self>, _durable: bool) -> Result<()> {
-        // SAFETY: a live transaction.
-        let f = unsafe { (self.api.fdb_transaction_commit)(self.tr) };
-        Future::wait(self.api, f).map(|_| ()).map_err(|e| error(self.api, e, "commit"))
+    fn commit(mut self: Box<Self>, _durable: bool) -> Result<()> {
+        if !self.mutated {
+            return self.commit_raw().map_err(|e| error(self.api, e, "commit"));
+        }
+        // The commit's receipt (see `receipts`): written with it, and in its read-conflict set,
+        // so that a resolution that marks it aborted makes this commit fail if still in flight.
+        let id = receipts::new_id();
+        let end = [&id[..], &[0]].concat();
+        self.add_read_conflict_range(&id, &end)?;
+        self.set(&id, &receipts::applied_value())?;
+        #[cfg(feature = "testing")]
+        if let Some(fault) = receipts::fault::take() {
+            use receipts::fault::Fault;
+            if fault == Fault::Applied {
+                self.commit_raw().map_err(|e| error(self.api, e, "commit"))?;
+            }
+            let outcome = self.resolve(&id);
+            if fault == Fault::Late {
+                let _ = self.commit_raw(); // must fail: the resolution wrote the receipt
+            }
+            return outcome;
+        }
+        match self.commit_raw() {
+            Ok(()) => {
+                self.collect_receipts();
+                Ok(())
+            }
+            Err(super::code::COMMIT_UNKNOWN_RESULT) => self.resolve(&id),
+            Err(e) => Err(error(self.api, e, "commit")),
+        }
     }
 }
 
 impl FdbTxn {
+    /// After a `commit_unknown_result`: whether the commit with receipt `id` was applied
+    /// (`Ok`) or definitely not (a retryable `Conflict`), found in a new transaction that
+    /// reads the receipt and, if absent, writes it as aborted (see `receipts`). Bounded: a few
+    /// attempts with a timeout each, then `CommitUnknown`.
+    fn resolve(&self, id: &[u8]) -> Result<()> {
+        let mut last = String::new();
+        for attempt in 0..receipts::RESOLVE_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(10 << attempt.min(6)));
+            }
+            let r = FdbTxn::begin(self.api, &self._db, self.prefix.clone()).and_then(|mut t| {
+                t.set_timeout(receipts::RESOLVE_TIMEOUT)?;
+                if let Some(v) = t.get(id)? {
+                    return Ok(receipts::outcome(&v));
+                }
+                t.set(id, &[])?;
+                t.commit_raw().map_err(|e| error(self.api, e, "commit (resolving a receipt)"))?;
+                Ok(Err(receipts::not_applied()))
+            });
+            match r {
+                Ok(outcome) => return outcome,
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(crate::error::Error::new(
+            crate::error::ErrorKind::CommitUnknown,
+            format!(
+                "foundationdb commit: commit_unknown_result, and its receipt could not be \
+                 resolved in {} attempts: {last}",
+                receipts::RESOLVE_ATTEMPTS
+            ),
+        ))
+    }
+
+    /// Clears the receipts old enough, at most once a minute per process; best effort.
+    fn collect_receipts(&self) {
+        if let Some((start, end)) = receipts::due_collection() {
+            let _ = FdbTxn::begin(self.api, &self._db, self.prefix.clone()).and_then(|mut t| {
+                t.clear_range(&start, &end)?;
+                t.commit_raw().map_err(|e| error(self.api, e, "commit"))
+            });
+        }
+    }
+
+    /// Makes the transaction fail (`transaction_timed_out`) after `ms` milliseconds.
+    fn set_timeout(&mut self, ms: i64) -> Result<()> {
+        let v = ms.to_le_bytes();
+        // SAFETY: a live transaction; the library copies the 8-byte parameter.
+        let e = unsafe {
+            (self.api.fdb_transaction_set_option)(self.tr, opt::TR_TIMEOUT, v.as_ptr(), 8)
+        };
+        match e {
+            0 => Ok(()),
+            e => Err(error(self.api, e, "set_option timeout")),
+        }
+    }
+
+    /// Commits, answering FoundationDB's error code.
+    fn commit_raw(&self) -> std::result::Result<(), FdbErr> {
+        // SAFETY: a live transaction.
+        let f = unsafe { (self.api.fdb_transaction_commit)(self.tr) };
+        Future::wait(self.api, f).map(|_| ())
+    }
+
     /// The transaction's read version (one round trip to the cluster).
     pub(super) fn read_version(&self) -> Result<i64> {
         // SAFETY: a live transaction.

@@ -114,6 +114,7 @@ impl<E: Engine> OccStore<E> {
                 *self.stamp.lock() = Some(n);
             }
             self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
+            self.keep_snapshot(version);
             if let Some(observe) = &mut *self.observer.lock() {
                 observe(version, r.is_ok().then_some(&batch[..]));
             }

@@ -34,10 +34,10 @@ impl Resolver {
         read_points: &BTreeSet<Vec<u8>>,
         read_ranges: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<()> {
-        for (v, other) in self.log.iter() {
-            if *v <= read_version {
-                continue;
-            }
+        // The log is in version order; skip what the snapshot already saw without a scan
+        // (a shared store's owner keeps hundreds of versions for its clients).
+        let first = self.log.partition_point(|(v, _)| *v <= read_version);
+        for (_, other) in self.log.range(first..) {
             let hit = other
                 .points
                 .iter()

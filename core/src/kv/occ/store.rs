@@ -8,8 +8,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::cache::ReadCache;
 use crate::kv::{CacheStats, Limits, ReadCacheControl, Txn};
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The optimistic layer over one engine.
@@ -48,6 +48,18 @@ pub(crate) struct OccStore<E: Engine> {
     /// Told of every applied commit before it becomes visible (the shared store's change
     /// ring, `kv/shared/ring.rs`).
     pub(super) observer: Mutex<Option<CommitObserver>>,
+    /// Snapshots of the last `keep` versions, registered as live, so a client whose cache
+    /// read at one of them continues its transaction at exactly that version
+    /// ([`OccStore::begin_at`]). Empty unless commits are observed for clients.
+    pub(super) kept: Mutex<VecDeque<(u64, Arc<E::Snapshot>)>>,
+    pub(super) keep: AtomicUsize,
+}
+
+impl<E: Engine> Drop for OccStore<E> {
+    fn drop(&mut self) {
+        // Before the engine (the first field) goes: they read it.
+        self.kept.get_mut().clear();
+    }
 }
 
 /// See [`OccStore::observe`]: a commit's version and its batch (`None`: it failed to apply
@@ -72,15 +84,53 @@ impl<E: Engine> OccStore<E> {
             failed: Mutex::new(None),
             stamp: Mutex::new(None),
             observer: Mutex::new(None),
+            kept: Mutex::new(VecDeque::new()),
+            keep: AtomicUsize::new(0),
         })
     }
 
     /// Installs the commit observer that `make` returns for the current visible version
-    /// (taken under the lock that publishes commits, so it sees every commit after it).
-    pub(crate) fn observe(&self, make: impl FnOnce(u64) -> Result<CommitObserver>) -> Result<()> {
+    /// (taken under the lock that publishes commits, so it sees every commit after it), and
+    /// keeps snapshots of the last `keep` versions from then on (see `kept`).
+    pub(crate) fn observe(
+        &self,
+        keep: usize,
+        make: impl FnOnce(u64) -> Result<CommitObserver>,
+    ) -> Result<()> {
         let vis = self.visible.write();
         *self.observer.lock() = Some(make(*vis)?);
+        self.keep.store(keep, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Keeps a snapshot of `version`, just applied (called by the pipeline under `visible`'s
+    /// write lock), and lets the oldest kept one go.
+    pub(super) fn keep_snapshot(&self, version: u64) {
+        let keep = self.keep.load(Ordering::Relaxed);
+        if keep == 0 {
+            return;
+        }
+        let snap = Arc::new(self.engine.snapshot(version));
+        self.add_live(version);
+        let mut kept = self.kept.lock();
+        kept.push_back((version, snap));
+        while kept.len() > keep {
+            let (v, s) = kept.pop_front().expect("longer than keep");
+            drop(s);
+            self.remove_live(v);
+        }
+    }
+
+    /// A transaction reading exactly `version`, if a snapshot of it is still kept.
+    pub(crate) fn begin_at(self: &Arc<Self>, version: u64) -> Option<Result<Box<dyn Txn>>> {
+        if let Err(e) = self.check_healthy() {
+            return Some(Err(e));
+        }
+        let kept = self.kept.lock();
+        let snap = kept.iter().find(|(v, _)| *v == version)?.1.clone();
+        self.add_live(version);
+        drop(kept);
+        Some(Ok(Box::new(OccTxn::new(self.clone(), version, snap))))
     }
 
     /// Registers a snapshot reader at `version` (called under `visible`'s read lock, so no
@@ -133,7 +183,7 @@ impl<E: Engine> OccStore<E> {
             let vis = self.visible.read();
             let v = *vis;
             self.add_live(v);
-            (v, self.engine.snapshot(v))
+            (v, Arc::new(self.engine.snapshot(v)))
         };
         Ok(Box::new(OccTxn::new(self.clone(), version, snap)))
     }

@@ -40,7 +40,7 @@ pub(super) fn apply_atomic(base: Option<&[u8]>, ops: &[AtomicOp]) -> Vec<u8> {
 
 pub(super) struct OccTxn<E: Engine> {
     // Declared before `store` so the snapshot is released before the engine can go away.
-    snap: Option<E::Snapshot>,
+    snap: Option<Arc<E::Snapshot>>,
     store: Arc<OccStore<E>>,
     read_version: u64,
     started: Instant,
@@ -63,7 +63,7 @@ impl<E: Engine> Drop for OccTxn<E> {
 
 impl<E: Engine> OccTxn<E> {
     /// A transaction reading `snap`, taken at `version` (already registered as live).
-    pub(super) fn new(store: Arc<OccStore<E>>, version: u64, snap: E::Snapshot) -> Self {
+    pub(super) fn new(store: Arc<OccStore<E>>, version: u64, snap: Arc<E::Snapshot>) -> Self {
         OccTxn {
             snap: Some(snap),
             store,
@@ -120,7 +120,7 @@ impl<E: Engine> OccTxn<E> {
     }
 
     fn snap(&self) -> &E::Snapshot {
-        self.snap.as_ref().expect("snapshot lives until drop")
+        self.snap.as_deref().expect("snapshot lives until drop")
     }
 
     fn read(&mut self, key: &[u8], conflict: bool) -> Result<Option<Vec<u8>>> {
@@ -222,7 +222,7 @@ impl<E: Engine> OccTxn<E> {
                 }
                 out.len() < limit
             };
-            let snap = self.snap.as_ref().expect("snapshot lives until drop");
+            let snap = self.snap.as_deref().expect("snapshot lives until drop");
             self.store.engine.scan(snap, start, end, reverse, &mut visit)?;
         }
         while li < local.len() && out.len() < limit {
@@ -431,7 +431,7 @@ impl<E: Engine> Txn for OccTxn<E> {
             self.store.remove_live(self.read_version);
             // The old snapshot goes first, as in `drop`.
             self.snap = None;
-            self.snap = Some(self.store.engine.snapshot(new_version));
+            self.snap = Some(Arc::new(self.store.engine.snapshot(new_version)));
             self.read_version = new_version;
         }
         Ok(())

@@ -217,6 +217,7 @@ impl ClientTxn {
         Ok(value)
     }
 
+    /// A range read at the owner; each pair is lent to `visit` straight from the reply.
     fn range_op(
         &mut self,
         start: &[u8],
@@ -224,7 +225,8 @@ impl ClientTxn {
         limit: usize,
         reverse: bool,
         snapshot: bool,
-    ) -> Result<Vec<KeyValue>> {
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         self.check_key(start)?;
         self.check_key(end)?;
         let frame = Frame::new(op::GET_RANGE)
@@ -235,11 +237,25 @@ impl ClientTxn {
             .u8(reverse as u8);
         let reply = self.call(frame, false)?;
         let (_, mut f) = Fields::of(&reply)?;
-        let n = f.u64()? as usize;
-        let mut out = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            out.push((f.bytes()?.to_vec(), f.bytes()?.to_vec()));
+        for _ in 0..f.u64()? {
+            let (k, v) = (f.bytes()?, f.bytes()?);
+            visit(k, v);
         }
+        Ok(())
+    }
+
+    fn range_vec(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        snapshot: bool,
+    ) -> Result<Vec<KeyValue>> {
+        let mut out = Vec::new();
+        self.range_op(start, end, limit, reverse, snapshot, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()))
+        })?;
         Ok(out)
     }
 }
@@ -278,7 +294,15 @@ impl Txn for ClientTxn {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, false)
+        self.range_vec(start, end, limit, reverse, false)
+    }
+    fn visit_range(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        self.range_op(start, end, 0, false, false, visit)
     }
     fn snapshot_get_range(
         &mut self,
@@ -287,7 +311,7 @@ impl Txn for ClientTxn {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<KeyValue>> {
-        self.range_op(start, end, limit, reverse, true)
+        self.range_vec(start, end, limit, reverse, true)
     }
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.check_key(start)?;
@@ -296,7 +320,7 @@ impl Txn for ClientTxn {
             l.ranges.push((start.to_vec(), end.to_vec()));
             return Ok(());
         }
-        self.range_op(start, end, 0, false, false).map(|_| ())
+        self.range_op(start, end, 0, false, false, &mut |_, _| {})
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_key(key)?;

@@ -313,7 +313,7 @@ fn try_mode(
             } else {
                 // Without a ring (it could not be mapped) clients still work, uncached.
                 let ring = start_ring(dir, &local).ok();
-                match Server::start(dir, local.clone() as Arc<dyn Backend>, sharing.clone(), ring) {
+                match Server::start(dir, local.clone(), sharing.clone(), ring) {
                     Ok(s) => Some(s),
                     // The directory's file system cannot hold a Unix socket (some FUSE file
                     // systems): the store still opens, for this process alone, and others are
@@ -351,7 +351,7 @@ fn try_mode(
 /// Starts this owner's change ring and has every commit recorded in it (see `ring.rs`).
 fn start_ring(dir: &Path, local: &RocksBackend) -> Result<Arc<Mutex<ring::RingWriter>>> {
     let mut out = None;
-    local.observe_commits(|version| {
+    local.observe_commits(ring::KEPT_VERSIONS, |version| {
         let ring = Arc::new(Mutex::new(ring::RingWriter::start(dir, version)?));
         out = Some(ring.clone());
         Ok(Box::new(move |v, batch| ring.lock().record(v, batch)))

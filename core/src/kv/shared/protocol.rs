@@ -87,6 +87,11 @@ impl Frame {
         self.buf.extend_from_slice(&v.to_le_bytes());
         self
     }
+    /// Appends bytes already encoded as fields.
+    pub fn raw(mut self, b: &[u8]) -> Frame {
+        self.buf.extend_from_slice(b);
+        self
+    }
     /// Appends a byte.
     pub fn u8(mut self, v: u8) -> Frame {
         self.buf.push(v);

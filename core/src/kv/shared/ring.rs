@@ -29,6 +29,10 @@ pub const RING_FILE: &str = "txvfs.ring";
 /// Bytes of records the ring holds (about 50,000 small writes).
 pub const CAPACITY: u64 = 4 << 20;
 const HEADER: usize = 4096;
+/// Versions whose snapshots the owner keeps for clients' transactions (`OccStore::begin_at`):
+/// a client's transaction that reaches the owner within this many commits of its begin reads
+/// exactly its snapshot; an older one moves forward if what it read did not change.
+pub(crate) const KEPT_VERSIONS: usize = 256;
 const MAGIC: u64 = 0x7478_7666_7372_6e67; // "txvfsrng"
 
 /// A written key, or a cleared range `[start, end)`.

@@ -13,6 +13,7 @@ use super::protocol::{self, op, Fields, Frame};
 use super::ring::{self, RingWriter};
 use super::{receipts, snapshot, socket_path, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -51,7 +52,7 @@ impl Server {
     /// `ring`: the change ring this owner writes, offered to clients for their caches.
     pub(crate) fn start(
         dir: &Path,
-        backend: Arc<dyn Backend>,
+        backend: Arc<RocksBackend>,
         sharing: Arc<AloneState>,
         ring: Option<Arc<Mutex<RingWriter>>>,
     ) -> Result<Server> {
@@ -133,7 +134,7 @@ fn socket_err(e: std::io::Error) -> Error {
 
 fn accept_loop(
     listener: UnixListener,
-    backend: Arc<dyn Backend>,
+    backend: Arc<RocksBackend>,
     ring: Option<Arc<Mutex<RingWriter>>>,
     sharing: Arc<AloneState>,
     stop: Arc<AtomicBool>,
@@ -181,7 +182,7 @@ fn accept_loop(
 /// One connection's state: its transaction, and the first error of that transaction that no
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
-    backend: &'a dyn Backend,
+    backend: &'a RocksBackend,
     ring: Option<Arc<Mutex<RingWriter>>>,
     /// The connection's socket, to see whether its client gave up before a commit.
     peer: i32,
@@ -289,27 +290,7 @@ impl Session<'_> {
             op::GET_RANGE => {
                 let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
                 let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
-                let r = self.txn().and_then(|t| {
-                    if snapshot {
-                        t.snapshot_get_range(s, e, limit, reverse)
-                    } else {
-                        t.get_range(s, e, limit, reverse)
-                    }
-                });
-                Some(r.and_then(|pairs| {
-                    let size: usize = pairs.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-                    if size + 16 > protocol::MAX_FRAME {
-                        return Err(Error::new(
-                            ErrorKind::TooLarge,
-                            "range read too large for one reply: read it with a limit",
-                        ));
-                    }
-                    let mut fr = Frame::new(op::OK).u64(pairs.len() as u64);
-                    for (k, v) in &pairs {
-                        fr = fr.bytes(k).bytes(v);
-                    }
-                    Ok(fr.finish())
-                }))
+                Some(self.txn().and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse)))
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
@@ -366,6 +347,46 @@ impl Session<'_> {
     }
 }
 
+/// The reply to GET_RANGE: the count, then each key and value. A whole-range read is encoded
+/// straight from the backend's values (no copy of the pairs first).
+fn range_reply(
+    t: &mut dyn Txn,
+    snapshot: bool,
+    s: &[u8],
+    e: &[u8],
+    limit: usize,
+    reverse: bool,
+) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut n = 0u64;
+    let mut push = |k: &[u8], v: &[u8]| {
+        for b in [k, v] {
+            body.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            body.extend_from_slice(b);
+        }
+        n += 1;
+    };
+    if !snapshot && limit == 0 && !reverse {
+        t.visit_range(s, e, &mut push)?;
+    } else {
+        let pairs = if snapshot {
+            t.snapshot_get_range(s, e, limit, reverse)?
+        } else {
+            t.get_range(s, e, limit, reverse)?
+        };
+        for (k, v) in &pairs {
+            push(k, v);
+        }
+    }
+    if body.len() + 16 > protocol::MAX_FRAME {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            "range read too large for one reply: read it with a limit",
+        ));
+    }
+    Ok(Frame::new(op::OK).u64(n).raw(&body).finish())
+}
+
 impl Session<'_> {
     /// BEGIN_AT: begins at the latest version V' >= `from` (a client may have seen a commit
     /// in the ring an instant before it is visible here), checks that no commit in
@@ -388,6 +409,14 @@ impl Session<'_> {
         if ring.lock().epoch() != epoch {
             return Err(changed("the store's owner changed since the transaction began"));
         }
+        if let Some(txn) = self.backend.begin_at(from) {
+            // The snapshot the client read is still kept: the transaction reads exactly it,
+            // and the commit's check covers its cached reads from there.
+            let mut txn = txn?;
+            add_reads(&mut *txn, points, ranges)?;
+            self.txn = Some(txn);
+            return Ok(from);
+        }
         let deadline = Instant::now() + Duration::from_secs(1);
         let (mut txn, at) = loop {
             let t = self.backend.begin()?;
@@ -409,17 +438,23 @@ impl Session<'_> {
         {
             return Err(changed("data it read was changed by a concurrent commit"));
         }
-        for k in points {
-            let mut end = k.to_vec();
-            end.push(0);
-            txn.add_read_conflict_range(k, &end)?;
-        }
-        for (s, e) in ranges {
-            txn.add_read_conflict_range(s, e)?;
-        }
+        add_reads(&mut *txn, points, ranges)?;
         self.txn = Some(txn);
         Ok(at)
     }
+}
+
+/// Adds a client's cached reads to `txn`'s read-conflict set.
+fn add_reads(txn: &mut dyn Txn, points: &[&[u8]], ranges: &[(&[u8], &[u8])]) -> Result<()> {
+    for k in points {
+        let mut end = k.to_vec();
+        end.push(0);
+        txn.add_read_conflict_range(k, &end)?;
+    }
+    for (s, e) in ranges {
+        txn.add_read_conflict_range(s, e)?;
+    }
+    Ok(())
 }
 
 /// The hello reply: protocol version, the backend's limits and description, features.
@@ -532,7 +567,7 @@ fn next_frame(
     protocol::read_frame(reader)
 }
 
-fn serve(stream: UnixStream, backend: &dyn Backend, ring: Option<Arc<Mutex<RingWriter>>>) {
+fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let writer = stream;
