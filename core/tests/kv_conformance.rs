@@ -160,10 +160,14 @@ backend_suite!(rocksdb_tiny_cache, {
     let d = tempfile::tempdir().unwrap();
     Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), TINY_CACHE), Some(Box::new(d))))
 });
+/// What a suite's backend keeps alive beside it (a temporary directory, an owner process).
+#[cfg(feature = "rocksdb")]
+type Keep = Box<dyn std::any::Any>;
+
 /// A client of an owner in another process (as `rocksdb_client`) with its read cache on:
 /// reads it answers from the cache must keep the same contract (kv/shared/client_cache.rs).
 #[cfg(feature = "rocksdb")]
-fn cached_client(bytes: u64) -> Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)> {
+fn cached_client(bytes: u64) -> Option<(Arc<dyn Backend>, Option<Keep>)> {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().to_str().unwrap().to_string();
     let owner = agent::Agent::start(&uri, "agent_main");

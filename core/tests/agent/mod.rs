@@ -126,6 +126,8 @@ pub fn agent_main() {
                     ("named", [n]) => done(s.create_named_snapshot(n)),
                     #[cfg(feature = "rocksdb")]
                     ("engine-snapshots", []) => {
+                        let path = uri.strip_prefix("rocksdb:").unwrap_or(&uri);
+                        let canon = std::fs::canonicalize(path.split('?').next().unwrap()).unwrap();
                         match kv::SharedBackend::open(&canon, false).unwrap().engine_snapshots() {
                             Some(n) => n.to_string(),
                             None => "error not the owner".into(),

@@ -165,7 +165,7 @@ fn accept_loop(
         conns.lock().insert(id, clone);
         let (backend, ring, conns2) = (backend.clone(), ring.clone(), conns.clone());
         let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, &*backend, ring);
+            serve(stream, &backend, ring);
             conns2.lock().remove(&id);
         });
         let mut ts = threads.lock();
