@@ -160,10 +160,12 @@ backend_suite!(rocksdb_tiny_cache, {
     let d = tempfile::tempdir().unwrap();
     Some((cached(kv::open(d.path().to_str().unwrap()).unwrap(), TINY_CACHE), Some(Box::new(d))))
 });
+/// A backend under test and what keeps it alive beside it (a temporary directory, an owner
+/// process).
+type Made = Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)>;
+
 /// A client of an owner in another process (as `rocksdb_client`) with its read cache on:
 /// reads it answers from the cache must keep the same contract (kv/shared/client_cache.rs).
-/// A backend under test and what keeps it alive.
-type Made = Option<(Arc<dyn Backend>, Option<Box<dyn std::any::Any>>)>;
 #[cfg(feature = "rocksdb")]
 fn cached_client(bytes: u64) -> Made {
     let d = tempfile::tempdir().unwrap();

@@ -238,3 +238,28 @@ fn garbage_and_stalls_on_the_socket_close_only_their_connection() {
     assert!(!store.exists("/x").unwrap() && !store.exists("/big").unwrap());
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
 }
+
+#[test]
+fn a_client_that_stops_reading_delays_the_owners_close_by_at_most_a_few_seconds() {
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let b = txvfs::kv::open(&uri).unwrap();
+    let mut t = b.begin().unwrap();
+    t.set(b"big", &vec![9u8; 8 << 20]).unwrap();
+    t.commit(true).unwrap();
+    // A client (stopped, as far as the server can tell) asks for 8 MiB and never reads them.
+    let mut s = greeted(d.path());
+    s.write_all(&[frame(BEGIN, b""), frame(GET, &[&[0u8][..], &bytes(b"big")].concat())].concat())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    drop(b);
+    let took = t.elapsed();
+    eprintln!("the owner closed in {took:?}");
+    assert!(took < Duration::from_secs(8), "the owner's close waited {took:?} on a client");
+    // The store is free: another process takes it over.
+    let mut next = Agent::start(&uri, AGENT);
+    assert_eq!(next.role, "owner");
+    assert_eq!(next.ask("set k v"), "ok");
+    drop(s);
+}

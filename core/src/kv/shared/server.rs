@@ -17,7 +17,7 @@ use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -487,6 +487,52 @@ fn send_error(sock: &UnixStream, e: &Error) {
     };
 }
 
+/// Sends a reply. A client that stops reading (stopped, stuck) cannot hold it, and so this
+/// thread and the server's stop (which waits for it): once the client has taken none of it
+/// for [`FRAME_WAIT`], the connection is dropped (the client, if it runs again, sees it lost).
+/// With MSG_NOSIGNAL: a vanished client gives EPIPE, never a SIGPIPE to the host program.
+fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
+    let mut sent = 0;
+    while sent < reply.len() {
+        let rest = &reply[sent..];
+        // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            sent += n as usize;
+            continue;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => {}
+            std::io::ErrorKind::WouldBlock => {
+                let mut p =
+                    libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                let ms = FRAME_WAIT.as_millis() as libc::c_int;
+                // SAFETY: polls one valid pollfd.
+                match unsafe { libc::poll(&mut p, 1, ms) } {
+                    0 => return Err(std::io::ErrorKind::TimedOut.into()),
+                    n if n < 0 => {
+                        let e = std::io::Error::last_os_error();
+                        if e.kind() != std::io::ErrorKind::Interrupted {
+                            return Err(e);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
 /// an idle connection without a transaction costs nothing), then for each further part at most
 /// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
@@ -506,8 +552,15 @@ fn next_frame(
     };
     if reader.buffer().is_empty() {
         set(idle)?;
-        if reader.fill_buf()?.is_empty() {
-            return Ok(None);
+        loop {
+            match reader.fill_buf() {
+                Ok([]) => return Ok(None),
+                Ok(_) => break,
+                // A wait with a timeout fails with EINTR when this process is stopped and
+                // continued (signal(7)): wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     set(Some(FRAME_WAIT))?;
@@ -517,7 +570,7 @@ fn next_frame(
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
-    let mut writer = stream;
+    let writer = stream;
     let mut timeout = None;
     // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
     // saying so, then the connection closes (its transaction, if any, is dropped); a stalled
@@ -532,7 +585,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
     match next_frame(&mut reader, &writer, None, &mut timeout) {
         Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
             Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
-                if writer.write_all(&hello_reply(backend, ring.is_some())).is_err() {
+                if send_reply(&writer, &hello_reply(backend, ring.is_some())).is_err() {
                     return;
                 }
             }
@@ -548,11 +601,6 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
-    // A client that stops reading (stopped, stuck) cannot hold a reply, and so the server's
-    // stop, for ever.
-    if writer.set_write_timeout(Some(IDLE_TXN)).is_err() {
-        return;
-    }
     let mut session =
         Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
     loop {
@@ -565,7 +613,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         };
         match session.handle(&frame) {
             Ok(Some(reply)) => {
-                if writer.write_all(&reply).is_err() {
+                if send_reply(&writer, &reply).is_err() {
                     return;
                 }
             }

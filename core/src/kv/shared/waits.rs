@@ -122,13 +122,15 @@ pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
 }
 
-/// True when the peer of socket `fd` has shut its side down or closed it: a client that gave
-/// up waiting, whose pending commit must then not be applied.
+/// True when the peer of socket `fd` has shut both its sides down ([`withdraw`]) or closed it:
+/// a client that gave up waiting, whose pending commit must then not be applied. Only both
+/// directions count (POLLHUP): the server's own stop shuts its reading side (POLLRDHUP alone)
+/// to drain what is queued, and those commits must still be carried out.
 pub(crate) fn peer_hung_up(fd: i32) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLRDHUP, revents: 0 };
+    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
     // SAFETY: polls one valid pollfd without waiting.
     let n = unsafe { libc::poll(&mut p, 1, 0) };
-    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP) != 0
+    n > 0 && p.revents & libc::POLLHUP != 0
 }
 
 /// Shuts socket `fd` down both ways, then tells whether the peer had left part of what was sent
