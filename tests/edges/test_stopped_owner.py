@@ -74,15 +74,17 @@ def test_python_client_gets_ebusy_naming_the_stopped_owner(owner, tmp_path):
     s = txvfs.open(f"{tmp_path / 'store'}?owner_timeout={TIMEOUT}")
     assert s.read_bytes("/f") == b"hello"
     owner.stop()
+    # What this client's cache holds it reads without the owner; a write needs the owner.
+    assert s.read_bytes("/f") == b"hello"
     start = time.monotonic()
     with pytest.raises(OSError) as e:
-        s.read_bytes("/f")
+        s.write_bytes("/f", b"changed")
     waited = time.monotonic() - start
     assert e.value.errno == errno.EBUSY, e.value
     assert TIMEOUT <= waited < LATE, waited
     _check_message(str(e.value), owner.pid)
     owner.cont()
-    assert s.read_bytes("/f") == b"hello"
+    assert s.read_bytes("/f") == b"hello", "a write that timed out changed nothing"
     s.write_bytes("/g", b"after")
     assert s.read_bytes("/g") == b"after"
 
