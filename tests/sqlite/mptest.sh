@@ -4,6 +4,7 @@
 # SQLite's own, linked against the host's libsqlite3 with a main that registers txvfs first
 # (mptest spawns its clients as new processes of the same program, which register it too).
 #   usage: tests/sqlite/mptest.sh LIBPATH WORKDIR [MODE ...]
+# Exits 77 (skipped, counted as such) when SQLite's source cannot be fetched.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIB=${1:?usage: mptest.sh LIBPATH WORKDIR}
@@ -13,7 +14,7 @@ MODES=("${@:-wal}")
 CACHE="$HOME/.cache/txvfs/sqlite-tcl"
 if [ ! -f "$CACHE/src/mptest/mptest.c" ]; then
   benches/sqlite/fetch-sqlite-source.sh "$CACHE" >/dev/null || {
-    echo "mptest: SKIPPED: cannot fetch Debian's sqlite3 source package"; exit 0; }
+    echo "mptest: SKIPPED: cannot fetch Debian's sqlite3 source package"; exit 77; }
 fi
 MP="$CACHE/src/mptest"
 cat >"$WORK/mptest_main.c" <<'C'
