@@ -149,3 +149,29 @@ fn files_written_by_the_owner_read_fresh_through_the_file_system() {
     assert_eq!(s.stat("/d/f").unwrap_err().kind(), ErrorKind::NotFound);
     assert!(s.backend().read_cache().unwrap().stats().is_some_and(|c| c.hits > 0));
 }
+
+#[test]
+fn a_client_reads_its_own_commits_from_its_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    let b = client_of(d.path());
+    for i in 0..50 {
+        let v = format!("mine {i}");
+        run_with_retries(&*b, 20, false, |t| {
+            t.set(b"k", v.as_bytes())?;
+            t.clear(b"gone")?;
+            // Its own writes, read back in the transaction.
+            assert_eq!(t.get(b"k")?.as_deref(), Some(v.as_bytes()));
+            assert_eq!(t.get(b"gone")?, None);
+            Ok(())
+        })
+        .unwrap();
+        let before = hits(&*b);
+        assert_eq!(get(&*b, b"k").as_deref(), Some(v.as_bytes()));
+        assert_eq!(get(&*b, b"gone"), None);
+        assert_eq!(hits(&*b), before + 2, "round {i}: what it committed comes from its cache");
+        // A later commit of another process still wins.
+        assert_eq!(owner.ask(&format!("set k theirs{i}")), "ok");
+        assert_eq!(get(&*b, b"k"), Some(format!("theirs{i}").into_bytes()));
+    }
+}

@@ -309,6 +309,11 @@ pub trait Txn: Send {
     }
     /// Commits. With `durable`, the commit survives power loss once this returns.
     fn commit(self: Box<Self>, durable: bool) -> Result<()>;
+    /// [`Txn::commit`], returning the commit's version where the backend numbers them (the
+    /// optimistic layer's; None for a read-only commit, or on other backends).
+    fn commit_versioned(self: Box<Self>, durable: bool) -> Result<Option<u64>> {
+        self.commit(durable).map(|()| None)
+    }
     /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and
     /// its writes), so that its next reads see every commit made so far. The default does
     /// nothing; `JournalTxn` (kv/journal.rs) renews itself.

@@ -437,10 +437,14 @@ impl<E: Engine> Txn for OccTxn<E> {
         Ok(())
     }
 
-    fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
+    fn commit(self: Box<Self>, durable: bool) -> Result<()> {
+        self.commit_versioned(durable).map(|_| ())
+    }
+
+    fn commit_versioned(mut self: Box<Self>, durable: bool) -> Result<Option<u64>> {
         if self.writes.is_empty() && self.cleared.is_empty() && self.stamped.is_empty() {
             // Read-only: serializable at its snapshot, nothing to check or apply.
-            return Ok(());
+            return Ok(None);
         }
         self.check_age()?;
         self.store.check_healthy()?;
@@ -481,6 +485,6 @@ impl<E: Engine> Txn for OccTxn<E> {
                 )
             })?;
         }
-        Ok(())
+        Ok(Some(version))
     }
 }

@@ -373,6 +373,7 @@ impl Client {
             local: cached,
             begun: None,
             begin_pending: false,
+            own: std::collections::HashMap::new(),
             writes: false,
             failed: None,
         }))

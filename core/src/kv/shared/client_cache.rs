@@ -59,15 +59,27 @@ impl ClientCache {
                 self.cache.reset(version);
             }
             Changes::Since { version, writes } => {
-                if !writes.is_empty() || version != self.cache.version() {
+                // One entry per commit, so a fill at a version between two of them (a
+                // client's own commit, `fill_own`) is checked against the later ones only.
+                let mut it = writes.into_iter().peekable();
+                while let Some((v, first)) = it.next() {
                     let (mut points, mut ranges) = (Vec::new(), Vec::new());
-                    for w in writes {
-                        match w {
-                            Written::Key(k) => points.push(k),
-                            Written::Range(s, e) => ranges.push((s, e)),
+                    let mut w = Some(first);
+                    loop {
+                        match w.take() {
+                            Some(Written::Key(k)) => points.push(k),
+                            Some(Written::Range(s, e)) => ranges.push((s, e)),
+                            None => {}
+                        }
+                        match it.peek() {
+                            Some((next, _)) if *next == v => w = it.next().map(|(_, w)| w),
+                            _ => break,
                         }
                     }
-                    self.cache.invalidated(version, points, ranges);
+                    self.cache.invalidated(v, points, ranges);
+                }
+                if version != self.cache.version() {
+                    self.cache.invalidated(version, Vec::new(), Vec::new());
                 }
             }
         }
@@ -86,6 +98,23 @@ impl ClientCache {
     pub(crate) fn fill(&mut self, epoch: u64, version: u64, key: &[u8], value: Option<&[u8]>) {
         if epoch == self.epoch {
             self.cache.fill(key, version, value);
+        }
+    }
+
+    /// After this process's own commit at `version` of `epoch`: keeps the values it wrote
+    /// (`None`: cleared), unless a later commit wrote them too, so that the next transaction
+    /// reads them here (a file written again and again is not a miss each time).
+    pub(crate) fn fill_own(
+        &mut self,
+        epoch: u64,
+        version: u64,
+        writes: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) {
+        // The ring holds the commit (it is published before it is acknowledged): catching up
+        // first drops the old values and brings the later commits' writes into view.
+        self.catch_up();
+        for (k, v) in writes {
+            self.fill(epoch, version, k, v.as_deref());
         }
     }
 

@@ -10,7 +10,9 @@ use super::receipts;
 use super::waits::{self, Outcome};
 use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
+use crate::kv::cache::MAX_VALUE;
 use crate::kv::{KeyValue, Txn};
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 /// What a transaction read from the client's cache before it reached the owner.
@@ -37,6 +39,9 @@ pub(super) struct ClientTxn {
     pub(super) begun: Option<(u64, u64)>,
     /// BEGIN_AT was sent or queued and its reply not read yet (it comes before the next).
     pub(super) begin_pending: bool,
+    /// Values this transaction set (small ones) or cleared, by key: its own reads of them
+    /// are answered here, and after the commit they fill the cache (`fill_own`).
+    pub(super) own: HashMap<Vec<u8>, Option<Vec<u8>>>,
     pub(super) writes: bool,
     /// Why the connection was dropped: every later call fails with it.
     pub(super) failed: Option<Error>,
@@ -193,6 +198,10 @@ impl ClientTxn {
 
     fn get_op(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
         self.check_key(key)?;
+        if let Some(v) = self.own.get(key) {
+            // Its own write, as the owner's transaction would answer (no read conflict).
+            return Ok(v.clone());
+        }
         if let (Some(l), Some(cache)) = (&mut self.local, &self.client.cache) {
             if let Some(v) = cache.lock().get(l.at, key) {
                 if !snapshot {
@@ -332,24 +341,39 @@ impl Txn for ClientTxn {
                 ));
             }
         }
-        self.send(Frame::new(op::SET).bytes(key).bytes(value))
+        self.send(Frame::new(op::SET).bytes(key).bytes(value))?;
+        if value.len() <= MAX_VALUE {
+            self.own.insert(key.to_vec(), Some(value.to_vec()));
+        } else {
+            self.own.remove(key);
+        }
+        Ok(())
     }
     fn clear(&mut self, key: &[u8]) -> Result<()> {
         self.check_key(key)?;
-        self.send(Frame::new(op::CLEAR).bytes(key))
+        self.send(Frame::new(op::CLEAR).bytes(key))?;
+        self.own.insert(key.to_vec(), None);
+        Ok(())
     }
     fn clear_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.check_key(start)?;
         self.check_key(end)?;
-        self.send(Frame::new(op::CLEAR_RANGE).bytes(start).bytes(end))
+        self.send(Frame::new(op::CLEAR_RANGE).bytes(start).bytes(end))?;
+        // Reads in the range go to the owner, which applies the clear.
+        self.own.retain(|k, _| !(start <= k.as_slice() && k.as_slice() < end));
+        Ok(())
     }
     fn atomic_add(&mut self, key: &[u8], delta: i64) -> Result<()> {
         self.check_key(key)?;
-        self.send(Frame::new(op::ATOMIC_ADD).bytes(key).u64(delta as u64))
+        self.send(Frame::new(op::ATOMIC_ADD).bytes(key).u64(delta as u64))?;
+        self.own.remove(key);
+        Ok(())
     }
     fn atomic_max(&mut self, key: &[u8], value: u64) -> Result<()> {
         self.check_key(key)?;
-        self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))
+        self.send(Frame::new(op::ATOMIC_MAX).bytes(key).u64(value))?;
+        self.own.remove(key);
+        Ok(())
     }
     fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
         self.check_key(prefix)?;
@@ -361,10 +385,20 @@ impl Txn for ClientTxn {
             return Ok(());
         }
         let id = receipts::new_id();
-        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true).map(|_| ());
+        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true);
         if let Some(conn) = self.conn.take() {
             self.client.put_conn(conn);
         }
+        let r = r.map(|reply| {
+            // The commit's version (0 or absent: not known) lets the cache keep what it wrote.
+            let version = Fields::of(&reply).ok().and_then(|(_, mut f)| f.u64().ok());
+            if let (Some(v @ 1..), Some((epoch, _)), Some(cache)) =
+                (version, self.begun, &self.client.cache)
+            {
+                let own: Vec<_> = std::mem::take(&mut self.own).into_iter().collect();
+                cache.lock().fill_own(epoch, v, &own);
+            }
+        });
         match r {
             // The connection was lost after the commit left: the owner died or stopped
             // serving. Ask the current owner (after a failover) whether its receipt is there.

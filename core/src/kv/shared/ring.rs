@@ -44,8 +44,9 @@ pub(crate) enum Written {
 
 /// What a reader found since its last position.
 pub(crate) enum Changes {
-    /// The writes of the commits after the reader's version, up to `version`.
-    Since { version: u64, writes: Vec<Written> },
+    /// The writes of the commits after the reader's version, up to `version`, each with
+    /// the version of its commit.
+    Since { version: u64, writes: Vec<(u64, Written)> },
     /// The reader cannot know what changed (a new owner, or it fell more than the ring
     /// behind): it must forget everything; the ring is now at `version` in `epoch`.
     Reset { epoch: u64, version: u64 },
@@ -238,7 +239,7 @@ impl RingWriter {
         }
         let mut bytes = vec![0u8; (end - start) as usize];
         self.map.read(start, &mut bytes);
-        parse(&bytes, to)
+        parse(&bytes, to).map(|w| w.into_iter().map(|(_, w)| w).collect())
     }
 }
 
@@ -298,7 +299,7 @@ impl RingReader {
 }
 
 /// Parses records of versions up to `to`; None if malformed (a torn copy).
-fn parse(mut bytes: &[u8], to: u64) -> Option<Vec<Written>> {
+fn parse(mut bytes: &[u8], to: u64) -> Option<Vec<(u64, Written)>> {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         (b.len() >= n).then(|| {
             let (x, rest) = b.split_at(n);
@@ -322,11 +323,14 @@ fn parse(mut bytes: &[u8], to: u64) -> Option<Vec<Written>> {
         if version > to {
             break;
         }
-        out.push(match kind {
-            0 => Written::Key(a),
-            1 => Written::Range(a, b),
-            _ => return None,
-        });
+        out.push((
+            version,
+            match kind {
+                0 => Written::Key(a),
+                1 => Written::Range(a, b),
+                _ => return None,
+            },
+        ));
     }
     Some(out)
 }
@@ -365,6 +369,8 @@ mod tests {
         w.record(7, None);
         match r.changes() {
             Changes::Since { version: 7, writes } => {
+                assert!(writes.iter().all(|(v, _)| *v == 6));
+                let writes: Vec<Written> = writes.into_iter().map(|(_, w)| w).collect();
                 assert!(touches(&writes, b"a") && touches(&writes, b"bb"));
                 assert!(!touches(&writes, b"c") && touches_range(&writes, b"a", b"b"));
             }

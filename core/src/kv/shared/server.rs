@@ -307,14 +307,15 @@ impl Session<'_> {
                         // In the same write batch as the commit: there exactly when it is.
                         receipts::record(&mut *t, id)?;
                     }
-                    t.commit(durable)
+                    t.commit_versioned(durable)
                 });
                 self.txn = None;
                 self.failed = None;
                 if id.is_some() && r.is_ok() {
                     receipts::collect(self.backend);
                 }
-                Some(r.map(|()| Frame::new(op::OK).finish()))
+                // The commit's version, for the client's cache (older clients ignore it).
+                Some(r.map(|v| Frame::new(op::OK).u64(v.unwrap_or(0)).finish()))
             }
             op::OUTCOME => {
                 let id = f.bytes()?;
