@@ -11,6 +11,12 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
+
+/// How long a kept snapshot lives at least (see `OccStore::kept`).
+const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+/// The most snapshots kept at once, whatever their age.
+const KEEP_MAX: usize = 16_384;
 
 /// The optimistic layer over one engine.
 pub(crate) struct OccStore<E: Engine> {
@@ -48,10 +54,11 @@ pub(crate) struct OccStore<E: Engine> {
     /// Told of every applied commit before it becomes visible (the shared store's change
     /// ring, `kv/shared/ring.rs`).
     pub(super) observer: Mutex<Option<CommitObserver>>,
-    /// Snapshots of the last `keep` versions, registered as live, so a client whose cache
+    /// Snapshots of recent versions (at least the last `keep`, and every one younger than
+    /// [`KEEP_FOR`], up to [`KEEP_MAX`]), registered as live, so a client whose cache
     /// read at one of them continues its transaction at exactly that version
     /// ([`OccStore::begin_at`]). Empty unless commits are observed for clients.
-    pub(super) kept: Mutex<VecDeque<(u64, Arc<E::Snapshot>)>>,
+    pub(super) kept: Mutex<VecDeque<(u64, Instant, Arc<E::Snapshot>)>>,
     pub(super) keep: AtomicUsize,
 }
 
@@ -113,9 +120,14 @@ impl<E: Engine> OccStore<E> {
         let snap = Arc::new(self.engine.snapshot(version));
         self.add_live(version);
         let mut kept = self.kept.lock();
-        kept.push_back((version, snap));
-        while kept.len() > keep {
-            let (v, s) = kept.pop_front().expect("longer than keep");
+        let now = Instant::now();
+        kept.push_back((version, now, snap));
+        // A transaction descheduled between its begin and its first miss (a loaded machine,
+        // thousands of commits a second) still finds its version: age counts, not only number.
+        while kept.len() > KEEP_MAX
+            || (kept.len() > keep && kept.front().is_some_and(|f| now - f.1 > KEEP_FOR))
+        {
+            let (v, _, s) = kept.pop_front().expect("not empty");
             drop(s);
             self.remove_live(v);
         }
@@ -127,7 +139,8 @@ impl<E: Engine> OccStore<E> {
             return Some(Err(e));
         }
         let kept = self.kept.lock();
-        let snap = kept.iter().find(|(v, _)| *v == version)?.1.clone();
+        let i = kept.binary_search_by_key(&version, |k| k.0).ok()?;
+        let snap = kept[i].2.clone();
         self.add_live(version);
         drop(kept);
         Some(Ok(Box::new(OccTxn::new(self.clone(), version, snap))))

@@ -29,9 +29,10 @@ pub const RING_FILE: &str = "txvfs.ring";
 /// Bytes of records the ring holds (about 50,000 small writes).
 pub const CAPACITY: u64 = 4 << 20;
 const HEADER: usize = 4096;
-/// Versions whose snapshots the owner keeps for clients' transactions (`OccStore::begin_at`):
-/// a client's transaction that reaches the owner within this many commits of its begin reads
-/// exactly its snapshot; an older one moves forward if what it read did not change.
+/// Versions whose snapshots the owner keeps at least for clients' transactions
+/// (`OccStore::begin_at`; younger than 2 s are kept too, up to 16,384): a client's
+/// transaction that reaches the owner within that reads exactly its snapshot; an older one
+/// moves forward if what it read did not change, else fails with the retryable conflict.
 pub(crate) const KEPT_VERSIONS: usize = 256;
 const MAGIC: u64 = 0x7478_7666_7372_6e67; // "txvfsrng"
 
