@@ -18,6 +18,9 @@ const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(2);
 /// The most snapshots kept at once, whatever their age.
 const KEEP_MAX: usize = 16_384;
 
+/// Kept snapshots: version, when it was taken, the snapshot.
+pub(super) type Kept<S> = VecDeque<(u64, Instant, Arc<S>)>;
+
 /// The optimistic layer over one engine.
 pub(crate) struct OccStore<E: Engine> {
     pub(crate) engine: E,
@@ -58,7 +61,7 @@ pub(crate) struct OccStore<E: Engine> {
     /// [`KEEP_FOR`], up to [`KEEP_MAX`]), registered as live, so a client whose cache
     /// read at one of them continues its transaction at exactly that version
     /// ([`OccStore::begin_at`]). Empty unless commits are observed for clients.
-    pub(super) kept: Mutex<VecDeque<(u64, Instant, Arc<E::Snapshot>)>>,
+    pub(super) kept: Mutex<Kept<E::Snapshot>>,
     pub(super) keep: AtomicUsize,
 }
 
