@@ -38,6 +38,8 @@ pub(super) struct Conn {
     pub(super) reader: BufReader<UnixStream>,
     /// Requests without a reply, not sent yet.
     pub(super) out: Vec<u8>,
+    /// The memory of the last large reply, for the next one (see [`Conn::recycle`]).
+    spare: Vec<u8>,
 }
 
 impl Conn {
@@ -45,11 +47,12 @@ impl Conn {
     /// receive on the connection wait at most `timeout`: a timeout error then.
     fn open(dir: &Path, timeout: Duration) -> std::io::Result<Conn> {
         let stream = socket_path(dir, |p| waits::connect(p, timeout))?;
+        protocol::widen_buffers(&stream);
         let t = Some(waits::socket_timeout(timeout));
         stream.set_read_timeout(t)?;
         stream.set_write_timeout(t)?;
         let reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
-        Ok(Conn { stream, reader, out: Vec::with_capacity(4096) })
+        Ok(Conn { stream, reader, out: Vec::with_capacity(4096), spare: Vec::new() })
     }
 
     /// Sends what is buffered plus `frame`, and reads the reply (OK and its fields, or the
@@ -65,7 +68,7 @@ impl Conn {
 
     /// Reads the reply to a request already sent (see [`Conn::call`]).
     pub(super) fn reply(&mut self) -> std::result::Result<Result<Vec<u8>>, Fail> {
-        let reply = match protocol::read_frame(&mut self.reader) {
+        let reply = match protocol::read_frame_into(&mut self.reader, &mut self.spare) {
             Ok(Some(r)) => r,
             Ok(None) => return Err(Fail::Lost { sent: true }),
             Err(e) => return Err(self.failed(&e, true)),
@@ -77,6 +80,14 @@ impl Conn {
                 Ok(Err(protocol::decode_error(Fields::of(&reply).map_err(|_| lost)?.1)))
             }
             _ => Err(lost),
+        }
+    }
+
+    /// Gives back a reply read: a large one's memory is reused by the next (fresh pages of a
+    /// megabyte reply cost more than reading it).
+    pub(super) fn recycle(&mut self, reply: Vec<u8>) {
+        if (protocol::SPARE_MIN..=8 << 20).contains(&reply.capacity()) {
+            self.spare = reply;
         }
     }
 

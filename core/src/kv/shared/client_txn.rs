@@ -250,6 +250,9 @@ impl ClientTxn {
             let (k, v) = (f.bytes()?, f.bytes()?);
             visit(k, v);
         }
+        if let Some(conn) = &mut self.conn {
+            conn.recycle(reply);
+        }
         Ok(())
     }
 

@@ -87,15 +87,30 @@ impl Frame {
         self.buf.extend_from_slice(&v.to_le_bytes());
         self
     }
-    /// Appends bytes already encoded as fields.
-    pub fn raw(mut self, b: &[u8]) -> Frame {
-        self.buf.extend_from_slice(b);
-        self
-    }
     /// Appends a byte.
     pub fn u8(mut self, v: u8) -> Frame {
         self.buf.push(v);
         self
+    }
+    /// A frame for operation `op` built in `buf` (its contents dropped, its memory kept): a
+    /// large reply reuses the memory of the last one instead of faulting in fresh pages.
+    pub fn reusing(mut buf: Vec<u8>, op: u8) -> Frame {
+        buf.clear();
+        buf.extend_from_slice(&[0, 0, 0, 0, op]);
+        Frame { buf }
+    }
+    /// Appends a byte string, in place.
+    pub fn put_bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(b);
+    }
+    /// Overwrites the integer appended at byte `at` of the fields (0: the first field).
+    pub fn set_u64(&mut self, at: usize, v: u64) {
+        self.buf[5 + at..5 + at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    /// Bytes of fields so far.
+    pub fn fields_len(&self) -> usize {
+        self.buf.len() - 5
     }
     /// The finished frame, length filled in.
     pub fn finish(mut self) -> Vec<u8> {
@@ -109,8 +124,36 @@ impl Frame {
     }
 }
 
+/// Asks for socket buffers that hold a megabyte reply whole (the kernel caps the request at
+/// `net.core.wmem_max` / `rmem_max`): a large range reply then crosses in one write and one
+/// wake-up of the reader instead of a handful of each. Best effort: the defaults work too.
+pub fn widen_buffers(sock: &impl std::os::fd::AsRawFd) {
+    let size: libc::c_int = 4 << 20;
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: sets an integer option on an open socket from a live c_int.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
 /// Reads one frame; `Ok(None)` at a clean end of stream.
 pub fn read_frame(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    read_frame_into(r, &mut Vec::new())
+}
+
+/// Frames at least this large are read into the memory of an earlier large one.
+pub const SPARE_MIN: usize = 64 << 10;
+
+/// Reads one frame; a large one into `spare`'s memory (taken), so that a megabyte reply does
+/// not fault in fresh pages each time; `Ok(None)` at a clean end of stream.
+pub fn read_frame_into(r: &mut impl Read, spare: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -124,7 +167,9 @@ pub fn read_frame(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
             format!("bad frame length {len}"),
         ));
     }
-    let mut body = vec![0u8; len];
+    let mut body = if len >= SPARE_MIN { std::mem::take(spare) } else { Vec::new() };
+    body.clear();
+    body.resize(len, 0);
     r.read_exact(&mut body)?;
     Ok(Some(body))
 }

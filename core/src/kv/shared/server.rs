@@ -194,13 +194,25 @@ struct Session<'a> {
     failed: Option<Error>,
     /// The snapshot this connection pins for its client (see `snapshot.rs`).
     held: Option<snapshot::Held>,
+    /// The memory of the last large reply, for the next range reply.
+    spare: Vec<u8>,
 }
 
 fn no_txn() -> Error {
     Error::new(ErrorKind::Invalid, "request outside a transaction on the store's socket")
 }
 
+/// Replies keep their memory for the next large one, up to this size.
+const SPARE_MAX: usize = 8 << 20;
+
 impl Session<'_> {
+    /// Keeps a sent reply's memory for the next large reply.
+    fn recycle(&mut self, reply: Vec<u8>) {
+        if (protocol::SPARE_MIN..=SPARE_MAX).contains(&reply.capacity()) {
+            self.spare = reply;
+        }
+    }
+
     /// The transaction, or the error that doomed it.
     fn txn(&mut self) -> Result<&mut Box<dyn Txn>> {
         if let Some(e) = &self.failed {
@@ -294,7 +306,11 @@ impl Session<'_> {
             op::GET_RANGE => {
                 let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
                 let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
-                Some(self.txn().and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse)))
+                let buf = std::mem::take(&mut self.spare);
+                Some(
+                    self.txn()
+                        .and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse, buf)),
+                )
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
@@ -463,6 +479,7 @@ fn next_frame(
 }
 
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
+    protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let writer = stream;
@@ -496,8 +513,15 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
-    let mut session =
-        Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
+    let mut session = Session {
+        backend,
+        ring,
+        peer: writer.as_raw_fd(),
+        txn: None,
+        failed: None,
+        held: None,
+        spare: Vec::new(),
+    };
     loop {
         // A transaction idle for longer than IDLE_TXN is dropped with its connection.
         let idle = session.txn.is_some().then_some(IDLE_TXN);
@@ -511,6 +535,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                 if send_reply(&writer, &reply).is_err() {
                     return;
                 }
+                session.recycle(reply);
             }
             Ok(None) => {}
             Err(e) => return send_error(&writer, &e),

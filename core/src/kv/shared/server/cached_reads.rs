@@ -9,8 +9,9 @@ use crate::kv::shared::ring;
 use crate::kv::{Backend, Txn};
 use std::time::{Duration, Instant};
 
-/// The reply to GET_RANGE: the count, then each key and value. A whole-range read is encoded
-/// straight from the backend's values (no copy of the pairs first).
+/// The reply to GET_RANGE: the count, then each key and value, built in `buf` (the memory of
+/// an earlier reply). A whole-range read is encoded straight from the backend's values (no
+/// copy of the pairs first).
 pub(super) fn range_reply(
     t: &mut dyn Txn,
     snapshot: bool,
@@ -18,14 +19,14 @@ pub(super) fn range_reply(
     e: &[u8],
     limit: usize,
     reverse: bool,
+    buf: Vec<u8>,
 ) -> Result<Vec<u8>> {
-    let mut body = Vec::new();
+    // The count is filled in at the end.
+    let mut frame = Frame::reusing(buf, op::OK).u64(0);
     let mut n = 0u64;
     let mut push = |k: &[u8], v: &[u8]| {
-        for b in [k, v] {
-            body.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            body.extend_from_slice(b);
-        }
+        frame.put_bytes(k);
+        frame.put_bytes(v);
         n += 1;
     };
     if !snapshot && limit == 0 && !reverse {
@@ -40,13 +41,14 @@ pub(super) fn range_reply(
             push(k, v);
         }
     }
-    if body.len() + 16 > protocol::MAX_FRAME {
+    if frame.fields_len() + 16 > protocol::MAX_FRAME {
         return Err(Error::new(
             ErrorKind::TooLarge,
             "range read too large for one reply: read it with a limit",
         ));
     }
-    Ok(Frame::new(op::OK).u64(n).raw(&body).finish())
+    frame.set_u64(0, n);
+    Ok(frame.finish())
 }
 
 impl Session<'_> {
