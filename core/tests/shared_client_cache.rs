@@ -178,11 +178,11 @@ fn a_client_reads_its_own_commits_from_its_cache() {
 
 #[test]
 fn large_range_replies_in_reused_memory_are_exact() {
-    // Replies of a megabyte and more reuse the memory of the last one on both sides of the
-    // socket (protocol::read_frame_into, the server's spare buffer): each must carry its own
-    // bytes, whatever larger or smaller replies came before it.
+    // Replies up to 2 MiB come in the connection's reply area (kv/shared/area.rs), larger
+    // ones through the socket into the memory of the last one (protocol::read_frame_into, the
+    // server's spare buffer): each must carry its own bytes, whatever came before it.
     let d = tempfile::tempdir().unwrap();
-    let _owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    let owner = Agent::start(d.path().to_str().unwrap(), AGENT);
     let b = client_of(d.path());
     for (round, (n, len)) in
         [(40usize, 60_000usize), (3, 100), (17, 70_000), (40, 1_000)].into_iter().enumerate()
@@ -205,4 +205,7 @@ fn large_range_replies_in_reused_memory_are_exact() {
         }
         assert_eq!(get(&*b, b"r000"), Some(value(0)));
     }
+    // The large ones came through the reply area this process passed to the owner.
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", owner.pid())).unwrap();
+    assert!(maps.contains("txvfs-reply-area"), "the owner maps no reply area");
 }

@@ -18,6 +18,8 @@ pub const VERSION: u32 = 1;
 pub mod features {
     /// The change ring (`ring.rs`) is written: clients may cache reads and use BEGIN_AT.
     pub const RING: u64 = 1;
+    /// The server mapped the reply area the client passed with its hello (`area.rs`).
+    pub const AREA: u64 = 2;
 }
 
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
@@ -62,6 +64,9 @@ pub mod op {
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;
+    /// Success, with the reply's fields in the connection's reply area (`area.rs`): the
+    /// frame carries only their length.
+    pub const OK_AREA: u8 = 102;
 }
 
 /// Builds one frame.
@@ -103,6 +108,14 @@ impl Frame {
     pub fn put_bytes(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(b);
+    }
+    /// Appends bytes already encoded as fields, in place.
+    pub fn put_raw(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+    /// The frame's memory, to build another in.
+    pub fn into_buf(self) -> Vec<u8> {
+        self.buf
     }
     /// Overwrites the integer appended at byte `at` of the fields (0: the first field).
     pub fn set_u64(&mut self, at: usize, v: u64) {
@@ -184,6 +197,10 @@ fn malformed() -> Error {
 }
 
 impl<'a> Fields<'a> {
+    /// A reader of fields without an operation code (a reply in the reply area).
+    pub fn body(rest: &'a [u8]) -> Fields<'a> {
+        Fields { rest }
+    }
     /// The operation code and a reader of the fields after it.
     pub fn of(frame: &'a [u8]) -> Result<(u8, Fields<'a>)> {
         let (&op, rest) = frame.split_first().ok_or_else(malformed)?;

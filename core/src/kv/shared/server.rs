@@ -10,9 +10,12 @@
 //! but not finished within [`FRAME_WAIT`] closes its connection.
 
 mod cached_reads;
+mod hello;
 
 use cached_reads::range_reply;
+use hello::{hello_reply, read_hello};
 
+use super::area::Area;
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::RingWriter;
 use super::{receipts, snapshot, socket_path, waits, AloneState};
@@ -196,6 +199,8 @@ struct Session<'a> {
     held: Option<snapshot::Held>,
     /// The memory of the last large reply, for the next range reply.
     spare: Vec<u8>,
+    /// The client's reply area, when it passed one (`area.rs`).
+    area: Option<Area>,
 }
 
 fn no_txn() -> Error {
@@ -307,9 +312,15 @@ impl Session<'_> {
                 let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
                 let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
                 let buf = std::mem::take(&mut self.spare);
+                let t = match &self.failed {
+                    Some(e) => Err(e.clone()),
+                    None => self.txn.as_mut().ok_or_else(no_txn),
+                };
+                let area = self.area.as_mut();
                 Some(
-                    self.txn()
-                        .and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse, buf)),
+                    t.and_then(|t| {
+                        range_reply(&mut **t, snapshot, s, e, limit, reverse, buf, area)
+                    }),
                 )
             }
             op::COMMIT => {
@@ -366,21 +377,6 @@ impl Session<'_> {
         }
         Ok(reply.map(|r| r.unwrap_or_else(|e| protocol::error_frame(&e))))
     }
-}
-
-/// The hello reply: protocol version, the backend's limits and description, features.
-fn hello_reply(backend: &dyn Backend, ring: bool) -> Vec<u8> {
-    let l = backend.limits();
-    Frame::new(op::OK)
-        .u64(protocol::VERSION as u64)
-        .u64(protocol::opt(l.max_key))
-        .u64(protocol::opt(l.max_value))
-        .u64(protocol::opt(l.max_txn_bytes))
-        .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
-        .u64(std::process::id() as u64)
-        .bytes(backend.describe().as_bytes())
-        .u64(if ring { protocol::features::RING } else { 0 })
-        .finish()
 }
 
 /// Sends an error reply without waiting (the peer may have stopped reading), before its
@@ -483,7 +479,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let writer = stream;
-    let mut timeout = None;
+    let mut timeout;
     // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
     // saying so, then the connection closes (its transaction, if any, is dropped); a stalled
     // or vanished peer's connection closes without one. The client sees a lost connection
@@ -493,13 +489,21 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
             send_error(sock, &Error::new(ErrorKind::Invalid, format!("{e} on the store's socket")));
         }
     };
-    // The first message must be a hello of this protocol's version.
-    match next_frame(&mut reader, &writer, None, &mut timeout) {
-        Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
-            Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
-                if send_reply(&writer, &hello_reply(backend, ring.is_some())).is_err() {
+    // The first message must be a hello of this protocol's version; it may bring a reply
+    // area (read straight from the socket, with the descriptor attached to it).
+    let mut area = None;
+    match read_hello(&writer) {
+        Ok(Some((f, fd))) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
+            Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
+                let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
+                if flags & 1 != 0 {
+                    area = fd.and_then(|fd| Area::adopt(fd).ok());
+                }
+                let reply = hello_reply(backend, ring.is_some(), area.is_some());
+                if send_reply(&writer, &reply).is_err() {
                     return;
                 }
+                timeout = Some(FRAME_WAIT);
             }
             _ => {
                 let e = Error::new(
@@ -521,6 +525,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         failed: None,
         held: None,
         spare: Vec::new(),
+        area,
     };
     loop {
         // A transaction idle for longer than IDLE_TXN is dropped with its connection.
