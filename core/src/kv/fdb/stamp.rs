@@ -109,6 +109,9 @@ pub(super) fn wake_on_stamped(
         wake();
         return Ok(Some(Box::new(())));
     }
+    // The watch waits as long as it takes (its waiter chooses how long to wait for it): the
+    // transaction's deadline, which would cancel it, ends here. The read above had it.
+    tx.set_timeout(0)?;
     let key = tx.key(&notify);
     let (_, tr) = tx.raw();
     // SAFETY: a live transaction; the library copies the key.
