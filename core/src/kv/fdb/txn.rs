@@ -449,6 +449,9 @@ impl FdbTxn {
             });
             match r {
                 Ok(outcome) => return outcome,
+                Err(e) if e.kind() == crate::error::ErrorKind::Busy => {
+                    last = "the cluster did not answer".into()
+                }
                 Err(e) => last = e.to_string(),
             }
         }
@@ -463,9 +466,11 @@ impl FdbTxn {
         Err(crate::error::Error::new(
             crate::error::ErrorKind::CommitUnknown,
             format!(
-                "foundationdb commit: {why}, and its receipt could not be read in {attempts} \
-                 attempts within {} s: the commit may or may not have been applied: {last}",
-                budget.as_secs_f64()
+                "foundationdb commit: {why}, and its receipt could not be read within another \
+                 {} s ({attempts} attempt{}; the last: {last}): the commit may or may not have \
+                 been applied",
+                budget.as_secs_f64(),
+                if attempts == 1 { "" } else { "s" }
             ),
         ))
     }
