@@ -13,9 +13,10 @@
 //! the owner is alive and serves again once it runs).
 
 use super::client_cache::ClientCache;
+use super::endpoint::Endpoint;
 use super::protocol::{self, op, Fields, Frame};
 use super::waits::{self, Outcome};
-use super::{socket_path, SharedBackend};
+use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::owner::fork_generation;
 use crate::kv::{Limits, Txn};
@@ -23,7 +24,7 @@ use parking_lot::Mutex;
 use std::io::BufReader;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -43,8 +44,8 @@ pub(super) struct Conn {
 impl Conn {
     /// Connects; the connect (a stopped server's listen backlog fills up) and every send and
     /// receive on the connection wait at most `timeout`: a timeout error then.
-    fn open(dir: &Path, timeout: Duration) -> std::io::Result<Conn> {
-        let stream = socket_path(dir, |p| waits::connect(p, timeout))?;
+    fn open(at: &Endpoint, timeout: Duration) -> std::io::Result<Conn> {
+        let stream = at.connect(timeout)?;
         let t = Some(waits::socket_timeout(timeout));
         stream.set_read_timeout(t)?;
         stream.set_write_timeout(t)?;
@@ -155,7 +156,8 @@ pub(crate) enum ConnectError {
 
 /// A connection to a store's serving process.
 pub(crate) struct Client {
-    dir: PathBuf,
+    /// Where its server listens.
+    endpoint: Endpoint,
     /// The deadline of every wait on the server (the store's `owner_timeout`).
     timeout: Duration,
     pool: Mutex<Vec<Conn>>,
@@ -180,7 +182,10 @@ impl Client {
         timeout: Duration,
         describe: &str,
     ) -> std::result::Result<Arc<Client>, ConnectError> {
-        let mut conn = Conn::open(dir, timeout).map_err(|e| {
+        // Every connection of this client goes where the first went: after a failover, the
+        // old owner's name is refused and the client recovers.
+        let endpoint = Endpoint::of(dir);
+        let mut conn = Conn::open(&endpoint, timeout).map_err(|e| {
             if waits::is_timeout(&e) {
                 // Its backlog is full: the server is there but does not accept.
                 ConnectError::Failed(waits::owner_stalled(
@@ -223,7 +228,7 @@ impl Client {
             .then(|| ClientCache::open(dir).ok().map(Mutex::new))
             .flatten();
         Ok(Arc::new(Client {
-            dir: dir.to_path_buf(),
+            endpoint,
             timeout,
             pool: Mutex::new(vec![conn]),
             limits,
@@ -259,7 +264,7 @@ impl Client {
             self.lose();
             return Err(self.lost_error(false));
         }
-        let mut c = Conn::open(&self.dir, self.timeout).map_err(|e| {
+        let mut c = Conn::open(&self.endpoint, self.timeout).map_err(|e| {
             if waits::is_timeout(&e) {
                 return self.stalled_error(Outcome::NoChange);
             }

@@ -23,6 +23,7 @@ mod client;
 mod client_cache;
 mod client_snapshot;
 mod client_txn;
+mod endpoint;
 mod protocol;
 mod receipts;
 mod ring;
@@ -374,8 +375,9 @@ impl Drop for SharedBackend {
             } else {
                 // Stop serving, then remove the socket, then close RocksDB and the owner lock
                 // (in that order, so a socket file never outlives its server's lock).
+                let endpoint = server.endpoint().clone();
                 drop(server);
-                let _ = socket_path(&self.dir, |p| std::fs::remove_file(p));
+                endpoint.remove();
             }
             drop(local);
         }

@@ -13,9 +13,10 @@ mod cached_reads;
 
 use cached_reads::range_reply;
 
+use super::endpoint::{self, Endpoint};
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::RingWriter;
-use super::{receipts, snapshot, socket_path, waits, AloneState};
+use super::{receipts, snapshot, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
@@ -47,11 +48,15 @@ pub(crate) struct Server {
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: Option<JoinHandle<()>>,
     stopped: bool,
+    /// Where it listens.
+    endpoint: Endpoint,
 }
 
 impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
-    /// a previous owner (the caller holds the owner lock, so no live server uses it).
+    /// a previous owner (the caller holds the owner lock, so no live server uses it), or on
+    /// an abstract socket published in the owner file where `dir` cannot hold a socket file
+    /// (see `endpoint.rs`).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
     /// `ring`: the change ring this owner writes, offered to clients for their caches.
     pub(crate) fn start(
@@ -60,19 +65,15 @@ impl Server {
         sharing: Arc<AloneState>,
         ring: Option<Arc<Mutex<RingWriter>>>,
     ) -> Result<Server> {
-        let listener = socket_path(dir, |p| {
-            match std::fs::remove_file(p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-            UnixListener::bind(p)
-        })
-        .map_err(|e| {
+        let (listener, endpoint) = endpoint::listen(dir).map_err(|e| {
             Error::new(
                 ErrorKind::Backend,
                 format!("{}: cannot serve other processes: {e}", backend.describe()),
             )
         })?;
+        if let Some(name) = endpoint.published() {
+            backend.publish_socket(name);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
@@ -83,12 +84,23 @@ impl Server {
                 conns.clone(),
                 threads.clone(),
             );
+            let at = endpoint.clone();
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept_loop(listener, backend, ring, sharing, stop, conns, threads))
+                .spawn(move || {
+                    accept_loop(listener, &at, backend, ring, sharing, stop, conns, threads)
+                })
                 .map_err(socket_err)?
         };
-        Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
+        Ok(Server {
+            stop,
+            listener,
+            conns,
+            threads,
+            accept: Some(accept),
+            stopped: false,
+            endpoint,
+        })
     }
 
     /// Stops serving: closes the listener, ends every connection after the requests it has
@@ -117,6 +129,11 @@ impl Server {
         }
     }
 
+    /// Where it listens (to remove the socket file once stopped).
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
     /// Forgets the server without touching its sockets: in a forked child, whose copies of
     /// the descriptors share the parent's sockets (a shutdown would stop the parent's server).
     pub(crate) fn abandon(mut self) {
@@ -136,8 +153,10 @@ fn socket_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Backend, format!("store socket: {e}"))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept_loop(
     listener: UnixListener,
+    endpoint: &Endpoint,
     backend: Arc<RocksBackend>,
     ring: Option<Arc<Mutex<RingWriter>>>,
     sharing: Arc<AloneState>,
@@ -161,6 +180,19 @@ fn accept_loop(
         };
         if stop.load(Ordering::SeqCst) {
             return;
+        }
+        if !endpoint.admits(&stream) {
+            let e = Error::new(
+                ErrorKind::Access,
+                format!(
+                    "{}: the store is served on {}, which only processes of its owner's user \
+                     may use",
+                    backend.describe(),
+                    endpoint.describe()
+                ),
+            );
+            send_error(&stream, &e);
+            continue;
         }
         // Before anything is served: this process's locks go into the store.
         sharing.become_shared();
