@@ -5,9 +5,11 @@
 //!
 //! Nothing a client sends can hurt the store or the other connections: a malformed message is
 //! answered with an error saying so and closes its connection, and its open transaction is
-//! dropped (rolled back); a transaction left idle longer than [`IDLE_TXN`] is dropped too, so a
-//! stuck or stopped client cannot pin a transaction's snapshot for ever, and a request begun
-//! but not finished within [`FRAME_WAIT`] closes its connection.
+//! dropped (rolled back); a transaction left idle longer than [`IDLE_TXN`] is ended (rolled
+//! back, so a stuck or stopped client cannot pin a transaction's snapshot for ever) and its
+//! next request answered with a retryable error saying so, the connection staying up for the
+//! client's next transaction; a request begun but not finished within [`FRAME_WAIT`] closes
+//! its connection.
 
 mod cached_reads;
 
@@ -31,8 +33,30 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a client's transaction may sit without a request before the server drops it.
+/// How long a client's transaction may sit without a request before the server ends it.
+/// `TXVFS_IDLE_TXN_MS` in the owner's environment replaces it (for tests).
 pub const IDLE_TXN: Duration = Duration::from_secs(30);
+
+/// [`IDLE_TXN`], or the owner's `TXVFS_IDLE_TXN_MS`.
+fn idle_txn_limit() -> Duration {
+    std::env::var("TXVFS_IDLE_TXN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(IDLE_TXN)
+}
+
+/// The error the next request of a transaction ended for idleness gets (retryable).
+fn idle_error(limit: Duration) -> Error {
+    Error::new(
+        ErrorKind::TooOld,
+        format!(
+            "the store's owner (process {}) ended this transaction: it was idle (no request) \
+             for more than {limit:?}; nothing it wrote was committed: retry it",
+            std::process::id()
+        ),
+    )
+}
 
 /// How long the rest of a request may take to arrive, without progress, once its first byte
 /// has: a client stopped or stuck in the middle of one gets its connection closed, instead of
@@ -460,16 +484,25 @@ fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What [`next_frame`] got.
+enum Next {
+    Frame(Vec<u8>),
+    /// The stream ended, or a wait inside a request ran out.
+    End,
+    /// No request began within the idle wait.
+    Idle,
+}
+
 /// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
 /// an idle connection without a transaction costs nothing), then for each further part at most
 /// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
-/// `Ok(None)`: the stream ended or a wait ran out; an InvalidData error: a bad frame length.
+/// An InvalidData error: a bad frame length.
 fn next_frame(
     reader: &mut BufReader<UnixStream>,
     sock: &UnixStream,
     idle: Option<Duration>,
     timeout: &mut Option<Duration>,
-) -> std::io::Result<Option<Vec<u8>>> {
+) -> std::io::Result<Next> {
     let mut set = |t: Option<Duration>| {
         if *timeout != t {
             sock.set_read_timeout(t)?;
@@ -481,17 +514,18 @@ fn next_frame(
         set(idle)?;
         loop {
             match reader.fill_buf() {
-                Ok([]) => return Ok(None),
+                Ok([]) => return Ok(Next::End),
                 Ok(_) => break,
                 // A wait with a timeout fails with EINTR when this process is stopped and
                 // continued (signal(7)): wait again.
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if idle.is_some() && waits::is_timeout(&e) => return Ok(Next::Idle),
                 Err(e) => return Err(e),
             }
         }
     }
     set(Some(FRAME_WAIT))?;
-    protocol::read_frame(reader)
+    Ok(protocol::read_frame(reader)?.map_or(Next::End, Next::Frame))
 }
 
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
@@ -510,7 +544,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
     };
     // The first message must be a hello of this protocol's version.
     match next_frame(&mut reader, &writer, None, &mut timeout) {
-        Ok(Some(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
+        Ok(Next::Frame(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
             Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
                 if send_reply(&writer, &hello_reply(backend, ring.is_some())).is_err() {
                     return;
@@ -525,17 +559,24 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                 return;
             }
         },
-        Ok(None) => return,
+        Ok(Next::End | Next::Idle) => return,
         Err(e) => return garbage(&writer, e),
     }
+    let limit = idle_txn_limit();
     let mut session =
         Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
     loop {
-        // A transaction idle for longer than IDLE_TXN is dropped with its connection.
-        let idle = session.txn.is_some().then_some(IDLE_TXN);
+        // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
+        // request gets the error; the connection stays for the client's next transaction.
+        let idle = session.txn.is_some().then_some(limit);
         let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
-            Ok(Some(f)) => f,
-            Ok(None) => return,
+            Ok(Next::Frame(f)) => f,
+            Ok(Next::Idle) => {
+                session.txn = None;
+                session.failed = Some(idle_error(limit));
+                continue;
+            }
+            Ok(Next::End) => return,
             Err(e) => return garbage(&writer, e),
         };
         match session.handle(&frame) {
