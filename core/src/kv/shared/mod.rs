@@ -161,7 +161,10 @@ impl SharedBackend {
         }
         let sharing = AloneState::new();
         let mode = first_mode(canon, exclusive, &sharing, timeout)?;
-        if matches!(mode, Mode::Client(_)) {
+        // A client shares the store; so does an owner that finds live processes on it (the
+        // clients of a dead owner, whose locks and marks are in the store): it must check
+        // them from its first call, not only once one of them has connected.
+        if matches!(mode, Mode::Client(_)) || !exclusive && alive::others_alive(canon) {
             sharing.become_shared();
         }
         let backend = Arc::new_cyclic(|me| SharedBackend {
