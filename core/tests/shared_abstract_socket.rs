@@ -56,6 +56,7 @@ fn clients_reach_the_owner_on_an_abstract_socket_and_across_a_failover() {
     first.kill();
     assert_eq!(second.ask("set c 3"), "ok");
     assert_eq!(third.ask("get c"), "3");
+    assert_eq!(second.ask("recoveries"), "1", "the client saw one failover");
     let (pid2, name2) = owner_file(d.path());
     assert!(pid2 == second.pid() || pid2 == third.pid(), "owner {pid2}");
     assert_ne!(name2, name, "a new owner listens on a new name");

@@ -50,6 +50,7 @@ fn an_idle_client_transaction_ends_only_that_transaction() {
     let mut idle = Agent::start(&uri, AGENT);
     assert_eq!(idle.role, "client");
     let pid_before = std::fs::read_to_string(d.path().join("txvfs.owner")).unwrap();
+    assert_eq!(idle.ask("recoveries"), "0");
     // A key never read before: the read reaches the owner, which then holds the transaction.
     assert_eq!(idle.ask("hold never-read"), "none");
     let before = committed.load(Ordering::SeqCst);
@@ -69,6 +70,7 @@ fn an_idle_client_transaction_ends_only_that_transaction() {
     assert_eq!(idle.ask("set y 2"), "ok");
     assert_eq!(idle.ask("hold y"), "2");
     assert_eq!(idle.ask("hcommit z 3"), "ok");
+    assert_eq!(idle.ask("recoveries"), "0", "the idle client looked for a new owner");
     stop.store(true, Ordering::SeqCst);
     worker.join().unwrap();
     let mut t = owner.begin().unwrap();

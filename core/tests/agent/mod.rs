@@ -11,7 +11,7 @@
 //! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
 //! RocksDB snapshots), `hold KEY` (begins a transaction, reads KEY in it and keeps it open:
 //! answers the value or `none`), `hcommit KEY VALUE` (sets KEY in the held transaction and
-//! commits it). It answers `ready owner` or `ready client` once open (`ready peer` on
+//! commits it), `recoveries` (how many times it looked for a new owner). It answers `ready owner` or `ready client` once open (`ready peer` on
 //! an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
@@ -155,6 +155,10 @@ pub fn agent_main() {
                             Some(n) => n.to_string(),
                             None => "error not the owner".into(),
                         }
+                    }
+                    #[cfg(feature = "rocksdb")]
+                    ("recoveries", []) => {
+                        kv::SharedBackend::open(&canon, false).unwrap().recoveries().to_string()
                     }
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("flock", [p]) => {

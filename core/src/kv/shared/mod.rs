@@ -123,6 +123,8 @@ pub struct SharedBackend {
     timeout: Duration,
     /// The store's bell (`bell.rs`), mapped at its first use; `None` where it cannot be.
     bell: OnceLock<Option<Arc<bell::Bell>>>,
+    /// How many times this process looked for a new owner after losing its connection.
+    recoveries: AtomicU64,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -179,6 +181,7 @@ impl SharedBackend {
             cache_bytes: AtomicU64::new(0),
             timeout,
             bell: OnceLock::new(),
+            recoveries: AtomicU64::new(0),
         });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
@@ -200,12 +203,20 @@ impl SharedBackend {
         }
     }
 
+    /// How many times this process has looked for a new owner after losing its connection to
+    /// the old one (a failover, as this process saw it). For tests.
+    #[doc(hidden)]
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries.load(Ordering::SeqCst)
+    }
+
     /// Finds the store's current owner after the old one went away: connects to it, or becomes
     /// it. Waits up to the longer of [`RECOVERY_TIMEOUT`] and `owner_timeout` for a new owner
     /// to start serving.
     fn recover(&self, mode: &mut Mode) -> Result<()> {
         // After a failover others are here (and their locks are in the store) whatever happens.
         self.sharing.become_shared();
+        self.recoveries.fetch_add(1, Ordering::SeqCst);
         let wait = self.timeout.max(RECOVERY_TIMEOUT);
         let deadline = Instant::now() + wait;
         loop {
