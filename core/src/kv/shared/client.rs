@@ -1,12 +1,14 @@
 //! The client side: a process that does not own a store's files runs its transactions on the
-//! owner's backend over `txvfs.sock`. Connections are pooled; a transaction keeps one
+//! owner's backend over the owner's socket (`endpoint.rs`). Connections are pooled; a transaction keeps one
 //! connection from begin to commit. Requests without a reply (begin, writes, rollback) wait
 //! in the connection's buffer and leave with the next request that has one, so a transaction
 //! costs one round trip per read plus one for the commit (none for a read-only commit).
 //!
 //! When the connection breaks (the owner exited or was killed), the transaction fails with a
-//! retryable conflict, or, if its commit was in flight, with CommitUnknown; the client is
-//! marked lost and the next begin reconnects (see `SharedBackend::recover`).
+//! retryable conflict, or, if its commit was in flight, with the outcome its receipt shows
+//! at the next owner (`client_txn.rs`, `receipts.rs`); the client is marked lost and the next
+//! begin reconnects (see `SharedBackend::recover`). A transaction the owner ended for idling
+//! (`server.rs`, `IDLE_TXN`) fails with the retryable TooOld, and only it: the connection stays.
 //!
 //! No wait is unbounded: every send and every reply is bounded by the store's `owner_timeout`
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:

@@ -8,7 +8,8 @@
 //! every process's commits (serializable across processes) and durable commits share fsyncs.
 //!
 //! When the owner goes away (exit, SIGKILL), its clients' connections end: transactions in
-//! flight fail with a retryable conflict (CommitUnknown if a commit was in flight), and the next
+//! flight fail with a retryable conflict; a commit in flight is resolved by its receipt, asked
+//! of the next owner (`receipts.rs`: success, or the retryable conflict); and the next
 //! begin in each client recovers: one of them takes the owner lock, opens RocksDB (which
 //! replays its log: every acknowledged commit is there) and serves; the others connect to it.
 //!
