@@ -48,7 +48,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 /// on SIGTERM it closes its store (a clean exit), prints `@@ closed` and exits.
 fn worker(spec: &str) -> ! {
     // SAFETY: installs a handler that only stores to an atomic.
-    unsafe { libc::signal(libc::SIGTERM, on_sigterm as libc::sighandler_t) };
+    unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
     let (uri, rest) = spec.split_once('|').unwrap();
     let (name, seed) = rest.split_once('|').unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed.parse().unwrap());
