@@ -227,6 +227,61 @@ mod tests {
     }
 
     #[test]
+    fn an_abstract_socket_admits_only_its_users_processes() {
+        // Needs another user: run as root, a child becomes `nobody` (65534) and connects.
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to connect as another user");
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        let name = format!("txvfs/test/{}/{:x}", std::process::id(), line!());
+        let listener = bind_abstract(&name).unwrap();
+        let at = Endpoint::Abstract { name: name.clone(), pid: std::process::id() };
+        let script = format!(
+            "import socket; s = socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); s.recv(1)"
+        );
+        let mut child = match std::process::Command::new("python3")
+            .args(["-c", &script])
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("skipped: python3 as nobody: {e}");
+                return;
+            }
+        };
+        // The child may fail to start Python as `nobody` (an interpreter under /root): then
+        // nobody connects, and the test is skipped.
+        listener.set_nonblocking(true).unwrap();
+        let started = std::time::Instant::now();
+        let s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(_) if child.try_wait().unwrap().is_some() => {
+                    eprintln!("skipped: python3 as nobody did not connect");
+                    return;
+                }
+                Err(_) if started.elapsed() > Duration::from_secs(30) => {
+                    let _ = child.kill();
+                    panic!("python3 as nobody neither connected nor exited in 30 s");
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        assert!(!at.admits(&s), "a process of another user was admitted");
+        drop(s);
+        child.wait().unwrap();
+        listener.set_nonblocking(false).unwrap();
+        // This user (root) is.
+        let mine = at.connect(Duration::from_secs(5)).unwrap();
+        assert!(at.admits(&listener.accept().unwrap().0));
+        drop(mine);
+    }
+
+    #[test]
     fn two_stores_get_different_names() {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let pid = std::process::id();
