@@ -98,3 +98,48 @@ fn byte_ranges_between_processes() {
     drop(fa);
     fb.lock_range(RangeLockKind::Write, 0, 20, false).unwrap();
 }
+
+#[test]
+fn a_lost_lock_is_reported_to_its_holder() {
+    // A lease that ran out while its holder could not renew (paused, cut off): another
+    // process collected the record and took the lock. The holder's renewer finds its record
+    // gone, and the holder's next call on that handle fails saying so; closing it works, and
+    // its other handles are unaffected.
+    let backend = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+    let open = || {
+        Store::with_backend(Arc::new(Shared(backend.clone())), Options::default(), None).unwrap()
+    };
+    let (a, b) = (open(), open());
+    a.write_file("/f", b"data").unwrap();
+    let ino = a.stat("/f").unwrap().ino;
+    let fa = a.open("/f", &OpenOptions::new().read(true)).unwrap();
+    let other = a.open("/f", &OpenOptions::new().read(true)).unwrap();
+    fa.flock(FlockOp::Exclusive, false).unwrap();
+    let fb = b.open("/f", &OpenOptions::new().read(true)).unwrap();
+    assert_eq!(fb.flock(FlockOp::Exclusive, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    // The lease lapses: what another process does with a record whose lease ran out.
+    let (start, end) = txvfs::schema::lock_range(ino);
+    let mut t = backend.begin().unwrap();
+    t.clear_range(&start, &end).unwrap();
+    t.commit(false).unwrap();
+    fb.flock(FlockOp::Exclusive, false).unwrap();
+    // The holder's renewer (every third of the 10 s lease) finds the loss.
+    let mut buf = [0u8; 4];
+    let waited = std::time::Instant::now();
+    let e = loop {
+        match fa.read_at(&mut buf, 0) {
+            Err(e) => break e,
+            Ok(_) if waited.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(_) => panic!("the holder of a lost lock was never told"),
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
+    assert!(e.to_string().contains("were lost"), "{e}");
+    assert!(fa.flock(FlockOp::Shared, false).is_err(), "every call fails until it closes");
+    assert_eq!(other.read_at(&mut buf, 0).unwrap(), 4, "another handle works");
+    fa.close().unwrap();
+    let fa = a.open("/f", &OpenOptions::new().read(true)).unwrap();
+    assert_eq!(fa.flock(FlockOp::Shared, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+}

@@ -143,6 +143,9 @@ impl File {
                 "file handle belongs to a finished transaction",
             ));
         }
+        if let Some(e) = self.scope.store().inner.locks.lost(self.id) {
+            return Err(e);
+        }
         if want_read && !self.readable {
             return Err(Error::new(ErrorKind::BadHandle, "file handle is not open for reading"));
         }
@@ -345,6 +348,7 @@ impl File {
         let flushed = if self.scope.is_finished() { Ok(()) } else { self.flush() };
         let store = self.scope.store();
         store.inner.locks.release_all(self.ino, self.id);
+        store.inner.locks.forget_lost(self.id);
         if self.marks {
             store.inner.open_files.unuse_mark(self.ino);
         }

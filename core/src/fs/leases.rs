@@ -9,7 +9,9 @@
 //! A thread renews the leases of held locks every third of the lease. A crashed process stops
 //! renewing, so its locks lapse after one lease and others can take them. A process that cannot
 //! renew in time (paused, cut off) loses its locks the same way; [`LeaseTable::renew`] reports
-//! them. Where the backend itself tells live processes from dead ones at once (a shared RocksDB
+//! them and keeps them in a list of lost locks, which the lock table (`locks.rs`) consults so
+//! that the holder's next call on that handle fails with a clear error (as NFS reports lost
+//! locks), rather than leaving it to believe it still holds them. Where the backend itself tells live processes from dead ones at once (a shared RocksDB
 //! store: the kernel's lock on `txvfs.alive`), liveness comes from it, not from the lease: a
 //! live holder's locks never lapse, however long it could not renew (a failover), and a dead
 //! one's are free at once. Within one process the in-process table (`locks.rs`) decides, as
@@ -20,7 +22,7 @@ use crate::kv::Backend;
 use crate::schema::{self, LockRecord, LockSpec};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -82,6 +84,10 @@ pub struct LeaseTable {
     process: u64,
     /// The locks this process holds, by (ino, owner), to renew.
     held: Mutex<HashMap<(u64, u64), Vec<LockSpec>>>,
+    /// Holders (owner to ino) whose locks lapsed before a renewal, until they close.
+    lost: Mutex<HashMap<u64, u64>>,
+    /// Whether `lost` may hold anything (read on every handle call without a lock).
+    any_lost: AtomicBool,
 }
 
 impl LeaseTable {
@@ -97,7 +103,27 @@ impl LeaseTable {
             lease_ms: lease.as_millis().max(1) as u64,
             process: random_id(),
             held: Mutex::new(HashMap::new()),
+            lost: Mutex::new(HashMap::new()),
+            any_lost: AtomicBool::new(false),
         })
+    }
+
+    /// The inode on which holder `owner` (a handle) lost its locks (their lease ran out before
+    /// a renewal: another process may hold them now), if it did.
+    pub fn lost_lock(&self, owner: u64) -> Option<u64> {
+        if !self.any_lost.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.lost.lock().get(&owner).copied()
+    }
+
+    /// Forgets that `owner` lost its locks (it closed).
+    pub fn forget_lost(&self, owner: u64) {
+        if self.any_lost.load(Ordering::SeqCst) {
+            let mut lost = self.lost.lock();
+            lost.remove(&owner);
+            self.any_lost.store(!lost.is_empty(), Ordering::SeqCst);
+        }
     }
 
     /// This process's id in lock records (random per table).
@@ -168,7 +194,8 @@ impl LeaseTable {
     }
 
     /// Extends the lease of every lock this process holds. Returns the (ino, owner) pairs
-    /// whose locks were lost because their lease ran out first; they are no longer held.
+    /// whose locks were lost because their lease ran out first; they are no longer held, and
+    /// [`LeaseTable::lost_lock`] reports them until their holder closes.
     pub fn renew(&self) -> Result<Vec<(u64, u64)>> {
         if self.backend.alone() {
             return Ok(Vec::new());
@@ -198,6 +225,8 @@ impl LeaseTable {
             })?;
             if !kept {
                 self.held.lock().remove(&(ino, owner));
+                self.lost.lock().insert(owner, ino);
+                self.any_lost.store(true, Ordering::SeqCst);
                 lost.push((ino, owner));
             }
         }
@@ -329,9 +358,15 @@ mod tests {
         // `a` stops renewing (it crashed): one lease later, `b` takes the lock.
         clock.advance(Duration::from_secs(2));
         assert_eq!(b.publish(7, 1, &[WHOLE_EX]).unwrap(), None);
-        // If `a` was only paused, its next renewal reports the loss.
+        // If `a` was only paused, its next renewal reports the loss, and keeps it for the
+        // holder until it closes.
+        assert_eq!(a.lost_lock(1), None);
         assert_eq!(a.renew().unwrap(), vec![(7, 1)]);
+        assert_eq!(a.lost_lock(1), Some(7));
+        assert_eq!(a.lost_lock(2), None);
         assert!(a.publish(7, 1, &[WHOLE_SH]).unwrap().is_some());
+        a.forget_lost(1);
+        assert_eq!(a.lost_lock(1), None);
     }
 
     #[test]

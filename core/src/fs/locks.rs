@@ -132,6 +132,40 @@ impl LockTable {
         LockTable { shared, ..LockTable::default() }
     }
 
+    /// The error for every call of handle `owner` after its locks were lost (their lease ran
+    /// out before this process could renew it: another process may hold them now), until it
+    /// closes. The first such call also drops what this table still holds for it.
+    pub(crate) fn lost(&self, owner: u64) -> Option<Error> {
+        let ino = self.shared.as_ref()?.lost_lock(owner)?;
+        let mut files = self.files.lock();
+        if let Some(f) = files.get_mut(&ino) {
+            f.shared.retain(|&o| o != owner);
+            if f.exclusive == Some(owner) {
+                f.exclusive = None;
+            }
+            f.ranges.retain(|r| r.0 != owner);
+            if f.is_empty() {
+                files.remove(&ino);
+            }
+            self.changed.notify_all();
+        }
+        Some(Error::new(
+            ErrorKind::Backend,
+            format!(
+                "this handle's locks on inode {ino} were lost: this process could not renew \
+                 them before their lease ran out, and another process may hold them now; \
+                 close the handle"
+            ),
+        ))
+    }
+
+    /// Forgets that handle `owner` lost its locks (it closed).
+    pub(crate) fn forget_lost(&self, owner: u64) {
+        if let Some(shared) = &self.shared {
+            shared.forget_lost(owner);
+        }
+    }
+
     /// The table of lock records shared with other processes, if any.
     pub(crate) fn lease_table(&self) -> Option<&Arc<LeaseTable>> {
         self.shared.as_ref()
@@ -277,6 +311,42 @@ impl LockTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_lock_fails_its_holders_next_call_until_it_closes() {
+        use super::super::leases::ManualClock;
+        use crate::kv::{Backend, Limits, MemoryBackend};
+        // Two processes on a backend that cannot tell live processes from dead (leases).
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let lease = Duration::from_secs(10);
+        let a = LeaseTable::new(backend.clone(), clock.clone(), lease);
+        let b = LeaseTable::new(backend, clock.clone(), lease);
+        let t = LockTable::new(Some(a.clone()));
+        t.flock(7, 1, FlockOp::Exclusive, false).unwrap();
+        t.lock_range(8, 2, RangeLockKind::Write, 0, 10, false).unwrap();
+        // This process is paused past the lease; the other one takes the lock meanwhile.
+        clock.advance(Duration::from_secs(11));
+        let whole = LockSpec { whole_file: true, exclusive: true, start: 0, end: u64::MAX };
+        assert!(b.publish(7, 9, &[whole]).unwrap().is_none(), "the lapsed lock is taken");
+        assert!(t.lost(1).is_none(), "not known before the renewal");
+        let mut lost = a.renew().unwrap();
+        lost.sort();
+        assert_eq!(lost, vec![(7, 1), (8, 2)]);
+        // The holder is told, on every call, until it closes.
+        for _ in 0..2 {
+            let e = t.lost(1).expect("the holder of a lost lock is told");
+            assert_eq!(e.kind(), ErrorKind::Backend);
+            assert!(e.to_string().contains("locks on inode 7 were lost"), "{e}");
+        }
+        assert!(t.lost(3).is_none(), "other handles are not affected");
+        // Its lock is no longer held in this process either.
+        assert!(t.files.lock().get(&7).is_none());
+        t.release_all(7, 1);
+        t.forget_lost(1);
+        assert!(t.lost(1).is_none());
+        assert!(t.lost(2).is_some(), "the other holder still has to close");
+    }
 
     #[test]
     fn flock_shared_and_exclusive() {

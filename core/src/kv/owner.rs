@@ -164,6 +164,12 @@ impl OwnerLock {
         write_owner(self.fd, self.pid, true);
     }
 
+    /// Records in the owner file the abstract socket name this owner serves on (when the
+    /// store's file system cannot hold its socket file; see `kv/shared/endpoint.rs`).
+    pub fn publish_socket(&self, name: &str) {
+        write_owner_line(self.fd, &format!("{} shared @{name}\n", self.pid));
+    }
+
     /// The pid of the process that took the lock.
     pub fn owner_pid(&self) -> u32 {
         self.pid
@@ -194,27 +200,52 @@ pub fn owner_info(dir: &Path) -> (Option<u32>, bool) {
     }
 }
 
-fn read_owner(fd: i32) -> (Option<u32>, bool) {
-    let mut buf = [0u8; 64];
+/// The pid in a store's owner file and the abstract socket name it serves on, if it published
+/// one (`None`: its socket is the file in the store directory, or it serves nobody).
+pub fn owner_socket(dir: &Path) -> (Option<u32>, Option<String>) {
+    use std::os::unix::io::AsRawFd;
+    let Ok(f) = std::fs::File::open(dir.join(OWNER_FILE)) else { return (None, None) };
+    let text = read_owner_text(f.as_raw_fd());
+    let mut words = text.split_whitespace();
+    let pid = words.next().and_then(|w| w.parse().ok());
+    let name = words.nth(1).and_then(|w| w.strip_prefix('@')).map(str::to_string);
+    (pid, name)
+}
+
+fn read_owner_text(fd: i32) -> String {
+    let mut buf = [0u8; 256];
     // SAFETY: buf is writable for its length.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n <= 0 {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+}
+
+fn read_owner(fd: i32) -> (Option<u32>, bool) {
+    let text = read_owner_text(fd);
+    if text.is_empty() {
         // Empty: its owner is between taking the lock and writing the file.
         return (None, false);
     }
-    let text = String::from_utf8_lossy(&buf[..n as usize]);
     let mut words = text.split_whitespace();
     let pid = words.next().and_then(|w| w.parse().ok());
     (pid, words.next() != Some("shared"))
 }
 
 fn write_owner(fd: i32, pid: u32, exclusive: bool) {
-    let text = format!("{pid} {}\n", if exclusive { "exclusive" } else { "shared" });
-    // SAFETY: fd is open for writing; text is readable for its length. The pid is only for
-    // messages, so a failure to write it is ignored.
+    write_owner_line(fd, &format!("{pid} {}\n", if exclusive { "exclusive" } else { "shared" }));
+}
+
+fn write_owner_line(fd: i32, text: &str) {
+    // SAFETY: fd is open for writing; text is readable for its length. Written over the old
+    // text, then cut to its length: a reader sees the old line, the new one, or (while it is
+    // being written) a mix that names no socket; it then tries again. A failure to write is
+    // ignored: the pid is for messages, and an owner whose socket name is missing is waited
+    // for, then reported as not serving.
     unsafe {
-        libc::ftruncate(fd, 0);
         libc::pwrite(fd, text.as_ptr().cast(), text.len(), 0);
+        libc::ftruncate(fd, text.len() as libc::off_t);
     }
 }
 

@@ -197,6 +197,11 @@ impl RocksBackend {
         self.occ.engine.owner.mark_exclusive();
     }
 
+    /// Notes in the store's owner file the abstract socket name this owner serves on.
+    pub(crate) fn publish_socket(&self, name: &str) {
+        self.occ.engine.owner.publish_socket(name);
+    }
+
     /// Creates directory `path` if needed (durably) and returns its canonical path.
     pub(crate) fn prepare_dir(path: &Path) -> Result<PathBuf> {
         create_dirs_durably(path).map_err(|e| {

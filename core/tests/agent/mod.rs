@@ -11,7 +11,9 @@
 //! a handle holding a write lock on those bytes), `snap` (takes an in-process
 //! snapshot of the store and keeps it), `sread PATH` (reads through it), `sdrop` (drops it),
 //! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
-//! RocksDB snapshots). It answers `ready owner` or `ready client` once open (`ready peer` on
+//! RocksDB snapshots), `hold KEY` (begins a transaction, reads KEY in it and keeps it open:
+//! answers the value or `none`), `hcommit KEY VALUE` (sets KEY in the held transaction and
+//! commits it), `recoveries` (how many times it looked for a new owner). It answers `ready owner` or `ready client` once open (`ready peer` on
 //! an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
@@ -57,6 +59,7 @@ pub fn agent_main() {
     let mut locked: Option<txvfs::File> = None;
     let mut snap: Option<txvfs::Store> = None;
     let mut ranges: Vec<txvfs::File> = Vec::new();
+    let mut held: Option<Box<dyn kv::Txn>> = None;
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -75,6 +78,22 @@ pub fn agent_main() {
                 Ok(Some(v)) => String::from_utf8_lossy(&v).into_owned(),
                 Ok(None) => "none".into(),
                 Err(e) => format!("error {e}"),
+            },
+            ["hold", k] => match b.begin().and_then(|mut t| Ok((t.get(k.as_bytes())?, t))) {
+                Ok((v, t)) => {
+                    held = Some(t);
+                    v.map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or("none".into())
+                }
+                Err(e) => format!("error {e}"),
+            },
+            ["hcommit", k, v] => match held.take() {
+                Some(mut t) => {
+                    match t.set(k.as_bytes(), v.as_bytes()).and_then(|()| t.commit(false)) {
+                        Ok(()) => "ok".to_string(),
+                        Err(e) => format!("error {:?} {e}", e.kind()),
+                    }
+                }
+                None => "error no held transaction".into(),
             },
             ["exit"] => std::process::exit(0),
             ["close"] => {
@@ -144,6 +163,10 @@ pub fn agent_main() {
                             Some(n) => n.to_string(),
                             None => "error not the owner".into(),
                         }
+                    }
+                    #[cfg(feature = "rocksdb")]
+                    ("recoveries", []) => {
+                        kv::SharedBackend::open(&canon, false).unwrap().recoveries().to_string()
                     }
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("flock", [p]) => {

@@ -86,6 +86,23 @@ impl Alive {
     }
 }
 
+/// Whether any process (other than through an `Alive` of this open) holds a liveness lock on
+/// the store in `dir`: a process that becomes the owner must then not take itself to be alone
+/// on the store, since those processes' file locks and open marks are in it (a fresh open
+/// that becomes the owner after a failover, while the old owner's clients live on).
+pub(crate) fn others_alive(dir: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(dir.join(ALIVE_FILE)) else { return false };
+    // SAFETY: flock is plain data; zeroed is a valid value (the whole file: l_len 0).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: the descriptor is open; fl is a valid flock for F_OFD_GETLK.
+    match unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } {
+        -1 => true, // cannot tell: assume others are there (the safe side)
+        _ => fl.l_type != libc::F_UNLCK as libc::c_short,
+    }
+}
+
 impl Drop for Alive {
     fn drop(&mut self) {
         if self.generation != fork_generation() {

@@ -1,12 +1,14 @@
 //! The client side: a process that does not own a store's files runs its transactions on the
-//! owner's backend over `txvfs.sock`. Connections are pooled; a transaction keeps one
+//! owner's backend over the owner's socket (`endpoint.rs`). Connections are pooled; a transaction keeps one
 //! connection from begin to commit. Requests without a reply (begin, writes, rollback) wait
 //! in the connection's buffer and leave with the next request that has one, so a transaction
 //! costs one round trip per read plus one for the commit (none for a read-only commit).
 //!
 //! When the connection breaks (the owner exited or was killed), the transaction fails with a
-//! retryable conflict, or, if its commit was in flight, with CommitUnknown; the client is
-//! marked lost and the next begin reconnects (see `SharedBackend::recover`).
+//! retryable conflict, or, if its commit was in flight, with the outcome its receipt shows
+//! at the next owner (`client_txn.rs`, `receipts.rs`); the client is marked lost and the next
+//! begin reconnects (see `SharedBackend::recover`). A transaction the owner ended for idling
+//! (`server.rs`, `IDLE_TXN`) fails with the retryable TooOld, and only it: the connection stays.
 //!
 //! No wait is unbounded: every send and every reply is bounded by the store's `owner_timeout`
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
@@ -14,9 +16,10 @@
 
 use super::area::{self, Area};
 use super::client_cache::ClientCache;
+use super::endpoint::Endpoint;
 use super::protocol::{self, op, Fields, Frame};
 use super::waits::{self, Outcome};
-use super::{socket_path, SharedBackend};
+use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::owner::fork_generation;
 use crate::kv::{Limits, Txn};
@@ -24,7 +27,7 @@ use parking_lot::Mutex;
 use std::io::BufReader;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -48,8 +51,8 @@ pub(super) struct Conn {
 impl Conn {
     /// Connects; the connect (a stopped server's listen backlog fills up) and every send and
     /// receive on the connection wait at most `timeout`: a timeout error then.
-    fn open(dir: &Path, timeout: Duration) -> std::io::Result<Conn> {
-        let stream = socket_path(dir, |p| waits::connect(p, timeout))?;
+    fn open(at: &Endpoint, timeout: Duration) -> std::io::Result<Conn> {
+        let stream = at.connect(timeout)?;
         protocol::widen_buffers(&stream);
         let t = Some(waits::socket_timeout(timeout));
         stream.set_read_timeout(t)?;
@@ -182,7 +185,8 @@ pub(crate) enum ConnectError {
 
 /// A connection to a store's serving process.
 pub(crate) struct Client {
-    dir: PathBuf,
+    /// Where its server listens.
+    endpoint: Endpoint,
     /// The deadline of every wait on the server (the store's `owner_timeout`).
     timeout: Duration,
     pool: Mutex<Vec<Conn>>,
@@ -207,7 +211,10 @@ impl Client {
         timeout: Duration,
         describe: &str,
     ) -> std::result::Result<Arc<Client>, ConnectError> {
-        let mut conn = Conn::open(dir, timeout).map_err(|e| {
+        // Every connection of this client goes where the first went: after a failover, the
+        // old owner's name is refused and the client recovers.
+        let endpoint = Endpoint::of(dir);
+        let mut conn = Conn::open(&endpoint, timeout).map_err(|e| {
             if waits::is_timeout(&e) {
                 // Its backlog is full: the server is there but does not accept.
                 ConnectError::Failed(waits::owner_stalled(
@@ -228,7 +235,7 @@ impl Client {
             .then(|| ClientCache::open(dir).ok().map(Mutex::new))
             .flatten();
         Ok(Arc::new(Client {
-            dir: dir.to_path_buf(),
+            endpoint,
             timeout,
             pool: Mutex::new(vec![conn]),
             limits,
@@ -264,7 +271,7 @@ impl Client {
             self.lose();
             return Err(self.lost_error(false));
         }
-        let mut c = Conn::open(&self.dir, self.timeout).map_err(|e| {
+        let mut c = Conn::open(&self.endpoint, self.timeout).map_err(|e| {
             if waits::is_timeout(&e) {
                 return self.stalled_error(Outcome::NoChange);
             }

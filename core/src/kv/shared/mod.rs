@@ -8,7 +8,8 @@
 //! every process's commits (serializable across processes) and durable commits share fsyncs.
 //!
 //! When the owner goes away (exit, SIGKILL), its clients' connections end: transactions in
-//! flight fail with a retryable conflict (CommitUnknown if a commit was in flight), and the next
+//! flight fail with a retryable conflict; a commit in flight is resolved by its receipt, asked
+//! of the next owner (`receipts.rs`: success, or the retryable conflict); and the next
 //! begin in each client recovers: one of them takes the owner lock, opens RocksDB (which
 //! replays its log: every acknowledged commit is there) and serves; the others connect to it.
 //!
@@ -24,6 +25,7 @@ mod client;
 mod client_cache;
 mod client_snapshot;
 mod client_txn;
+mod endpoint;
 mod protocol;
 mod receipts;
 mod ring;
@@ -123,6 +125,8 @@ pub struct SharedBackend {
     timeout: Duration,
     /// The store's bell (`bell.rs`), mapped at its first use; `None` where it cannot be.
     bell: OnceLock<Option<Arc<bell::Bell>>>,
+    /// How many times this process looked for a new owner after losing its connection.
+    recoveries: AtomicU64,
 }
 
 fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<SharedBackend>>> {
@@ -161,7 +165,10 @@ impl SharedBackend {
         }
         let sharing = AloneState::new();
         let mode = first_mode(canon, exclusive, &sharing, timeout)?;
-        if matches!(mode, Mode::Client(_)) {
+        // A client shares the store; so does an owner that finds live processes on it (the
+        // clients of a dead owner, whose locks and marks are in the store): it must check
+        // them from its first call, not only once one of them has connected.
+        if matches!(mode, Mode::Client(_)) || !exclusive && alive::others_alive(canon) {
             sharing.become_shared();
         }
         let backend = Arc::new_cyclic(|me| SharedBackend {
@@ -176,6 +183,7 @@ impl SharedBackend {
             cache_bytes: AtomicU64::new(0),
             timeout,
             bell: OnceLock::new(),
+            recoveries: AtomicU64::new(0),
         });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(key, Arc::downgrade(&backend));
@@ -197,12 +205,20 @@ impl SharedBackend {
         }
     }
 
+    /// How many times this process has looked for a new owner after losing its connection to
+    /// the old one (a failover, as this process saw it). For tests.
+    #[doc(hidden)]
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries.load(Ordering::SeqCst)
+    }
+
     /// Finds the store's current owner after the old one went away: connects to it, or becomes
     /// it. Waits up to the longer of [`RECOVERY_TIMEOUT`] and `owner_timeout` for a new owner
     /// to start serving.
     fn recover(&self, mode: &mut Mode) -> Result<()> {
         // After a failover others are here (and their locks are in the store) whatever happens.
         self.sharing.become_shared();
+        self.recoveries.fetch_add(1, Ordering::SeqCst);
         let wait = self.timeout.max(RECOVERY_TIMEOUT);
         let deadline = Instant::now() + wait;
         loop {
@@ -375,8 +391,9 @@ impl Drop for SharedBackend {
             } else {
                 // Stop serving, then remove the socket, then close RocksDB and the owner lock
                 // (in that order, so a socket file never outlives its server's lock).
+                let endpoint = server.endpoint().clone();
                 drop(server);
-                let _ = socket_path(&self.dir, |p| std::fs::remove_file(p));
+                endpoint.remove();
             }
             drop(local);
         }

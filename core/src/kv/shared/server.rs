@@ -5,26 +5,31 @@
 //!
 //! Nothing a client sends can hurt the store or the other connections: a malformed message is
 //! answered with an error saying so and closes its connection, and its open transaction is
-//! dropped (rolled back); a transaction left idle longer than [`IDLE_TXN`] is dropped too, so a
-//! stuck or stopped client cannot pin a transaction's snapshot for ever, and a request begun
-//! but not finished within [`FRAME_WAIT`] closes its connection.
+//! dropped (rolled back); a transaction left idle longer than [`IDLE_TXN`] is ended (rolled
+//! back, so a stuck or stopped client cannot pin a transaction's snapshot for ever) and its
+//! next request answered with a retryable error saying so, the connection staying up for the
+//! client's next transaction; a request begun but not finished within [`FRAME_WAIT`] closes
+//! its connection.
 
 mod cached_reads;
 mod hello;
+mod wire;
 
 use cached_reads::range_reply;
 use hello::{hello_reply, read_hello};
+use wire::{next_frame, send_error, send_reply, Next};
 
 use super::area::Area;
+use super::endpoint::{self, Endpoint};
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::RingWriter;
-use super::{receipts, snapshot, socket_path, waits, AloneState};
+use super::{receipts, snapshot, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -33,8 +38,30 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a client's transaction may sit without a request before the server drops it.
+/// How long a client's transaction may sit without a request before the server ends it.
+/// `TXVFS_IDLE_TXN_MS` in the owner's environment replaces it (for tests).
 pub const IDLE_TXN: Duration = Duration::from_secs(30);
+
+/// [`IDLE_TXN`], or the owner's `TXVFS_IDLE_TXN_MS`.
+fn idle_txn_limit() -> Duration {
+    std::env::var("TXVFS_IDLE_TXN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(IDLE_TXN)
+}
+
+/// The error the next request of a transaction ended for idleness gets (retryable).
+fn idle_error(limit: Duration) -> Error {
+    Error::new(
+        ErrorKind::TooOld,
+        format!(
+            "the store's owner (process {}) ended this transaction: it was idle (no request) \
+             for more than {limit:?}; nothing it wrote was committed: retry it",
+            std::process::id()
+        ),
+    )
+}
 
 /// How long the rest of a request may take to arrive, without progress, once its first byte
 /// has: a client stopped or stuck in the middle of one gets its connection closed, instead of
@@ -50,11 +77,15 @@ pub(crate) struct Server {
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     accept: Option<JoinHandle<()>>,
     stopped: bool,
+    /// Where it listens.
+    endpoint: Endpoint,
 }
 
 impl Server {
     /// Starts serving `backend` on the socket in `dir`, replacing a stale socket file left by
-    /// a previous owner (the caller holds the owner lock, so no live server uses it).
+    /// a previous owner (the caller holds the owner lock, so no live server uses it), or on
+    /// an abstract socket published in the owner file where `dir` cannot hold a socket file
+    /// (see `endpoint.rs`).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
     /// `ring`: the change ring this owner writes, offered to clients for their caches.
     pub(crate) fn start(
@@ -63,19 +94,15 @@ impl Server {
         sharing: Arc<AloneState>,
         ring: Option<Arc<Mutex<RingWriter>>>,
     ) -> Result<Server> {
-        let listener = socket_path(dir, |p| {
-            match std::fs::remove_file(p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-            UnixListener::bind(p)
-        })
-        .map_err(|e| {
+        let (listener, endpoint) = endpoint::listen(dir).map_err(|e| {
             Error::new(
                 ErrorKind::Backend,
                 format!("{}: cannot serve other processes: {e}", backend.describe()),
             )
         })?;
+        if let Some(name) = endpoint.published() {
+            backend.publish_socket(name);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
@@ -86,12 +113,23 @@ impl Server {
                 conns.clone(),
                 threads.clone(),
             );
+            let at = endpoint.clone();
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept_loop(listener, backend, ring, sharing, stop, conns, threads))
+                .spawn(move || {
+                    accept_loop(listener, &at, backend, ring, sharing, stop, conns, threads)
+                })
                 .map_err(socket_err)?
         };
-        Ok(Server { stop, listener, conns, threads, accept: Some(accept), stopped: false })
+        Ok(Server {
+            stop,
+            listener,
+            conns,
+            threads,
+            accept: Some(accept),
+            stopped: false,
+            endpoint,
+        })
     }
 
     /// Stops serving: closes the listener, ends every connection after the requests it has
@@ -120,6 +158,11 @@ impl Server {
         }
     }
 
+    /// Where it listens (to remove the socket file once stopped).
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
     /// Forgets the server without touching its sockets: in a forked child, whose copies of
     /// the descriptors share the parent's sockets (a shutdown would stop the parent's server).
     pub(crate) fn abandon(mut self) {
@@ -139,8 +182,10 @@ fn socket_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Backend, format!("store socket: {e}"))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept_loop(
     listener: UnixListener,
+    endpoint: &Endpoint,
     backend: Arc<RocksBackend>,
     ring: Option<Arc<Mutex<RingWriter>>>,
     sharing: Arc<AloneState>,
@@ -164,6 +209,19 @@ fn accept_loop(
         };
         if stop.load(Ordering::SeqCst) {
             return;
+        }
+        if !endpoint.admits(&stream) {
+            let e = Error::new(
+                ErrorKind::Access,
+                format!(
+                    "{}: the store is served on {}, which only processes of its owner's user \
+                     may use",
+                    backend.describe(),
+                    endpoint.describe()
+                ),
+            );
+            send_error(&stream, &e);
+            continue;
         }
         // Before anything is served: this process's locks go into the store.
         sharing.become_shared();
@@ -379,101 +437,6 @@ impl Session<'_> {
     }
 }
 
-/// Sends an error reply without waiting (the peer may have stopped reading), before its
-/// connection closes.
-fn send_error(sock: &UnixStream, e: &Error) {
-    let f = protocol::error_frame(e);
-    // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
-    unsafe {
-        libc::send(
-            sock.as_raw_fd(),
-            f.as_ptr().cast(),
-            f.len(),
-            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        )
-    };
-}
-
-/// Sends a reply. A client that stops reading (stopped, stuck) cannot hold it, and so this
-/// thread and the server's stop (which waits for it): once the client has taken none of it
-/// for [`FRAME_WAIT`], the connection is dropped (the client, if it runs again, sees it lost).
-/// With MSG_NOSIGNAL: a vanished client gives EPIPE, never a SIGPIPE to the host program.
-fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
-    let mut sent = 0;
-    while sent < reply.len() {
-        let rest = &reply[sent..];
-        // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
-        let n = unsafe {
-            libc::send(
-                sock.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            sent += n as usize;
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            std::io::ErrorKind::Interrupted => {}
-            std::io::ErrorKind::WouldBlock => {
-                let mut p =
-                    libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-                let ms = FRAME_WAIT.as_millis() as libc::c_int;
-                // SAFETY: polls one valid pollfd.
-                match unsafe { libc::poll(&mut p, 1, ms) } {
-                    0 => return Err(std::io::ErrorKind::TimedOut.into()),
-                    n if n < 0 => {
-                        let e = std::io::Error::last_os_error();
-                        if e.kind() != std::io::ErrorKind::Interrupted {
-                            return Err(e);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            _ => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
-/// an idle connection without a transaction costs nothing), then for each further part at most
-/// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
-/// `Ok(None)`: the stream ended or a wait ran out; an InvalidData error: a bad frame length.
-fn next_frame(
-    reader: &mut BufReader<UnixStream>,
-    sock: &UnixStream,
-    idle: Option<Duration>,
-    timeout: &mut Option<Duration>,
-) -> std::io::Result<Option<Vec<u8>>> {
-    let mut set = |t: Option<Duration>| {
-        if *timeout != t {
-            sock.set_read_timeout(t)?;
-            *timeout = t;
-        }
-        std::io::Result::Ok(())
-    };
-    if reader.buffer().is_empty() {
-        set(idle)?;
-        loop {
-            match reader.fill_buf() {
-                Ok([]) => return Ok(None),
-                Ok(_) => break,
-                // A wait with a timeout fails with EINTR when this process is stopped and
-                // continued (signal(7)): wait again.
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    set(Some(FRAME_WAIT))?;
-    protocol::read_frame(reader)
-}
-
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
     protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
@@ -517,6 +480,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
+    let limit = idle_txn_limit();
     let mut session = Session {
         backend,
         ring,
@@ -528,11 +492,17 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         area,
     };
     loop {
-        // A transaction idle for longer than IDLE_TXN is dropped with its connection.
-        let idle = session.txn.is_some().then_some(IDLE_TXN);
+        // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
+        // request gets the error; the connection stays for the client's next transaction.
+        let idle = session.txn.is_some().then_some(limit);
         let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
-            Ok(Some(f)) => f,
-            Ok(None) => return,
+            Ok(Next::Frame(f)) => f,
+            Ok(Next::Idle) => {
+                session.txn = None;
+                session.failed = Some(idle_error(limit));
+                continue;
+            }
+            Ok(Next::End) => return,
             Err(e) => return garbage(&writer, e),
         };
         match session.handle(&frame) {

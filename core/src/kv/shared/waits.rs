@@ -151,21 +151,39 @@ pub(crate) fn withdraw(fd: i32) -> bool {
 /// then waits until the server runs again; with a send timeout on the socket the kernel gives
 /// up after it with EAGAIN (a timeout for [`is_timeout`]).
 pub(crate) fn connect(path: &Path, timeout: Duration) -> std::io::Result<UnixStream> {
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
+    if bytes.contains(&0) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("socket path {} holds a NUL", path.display()),
+        ));
+    }
+    connect_to(bytes, timeout)
+}
+
+/// [`connect`] to the socket whose `sun_path` is `name`: a path, or (starting with a NUL
+/// byte) a name in Linux's abstract namespace, whose length is then part of the name.
+pub(crate) fn connect_to(name: &[u8], timeout: Duration) -> std::io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
     // SAFETY: an all-zero sockaddr_un is a valid value.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+    if name.is_empty() || name.len() >= addr.sun_path.len() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("socket path {} is too long or holds a NUL", path.display()),
+            format!("socket name {:?} is empty or too long", String::from_utf8_lossy(name)),
         ));
     }
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+    for (d, s) in addr.sun_path.iter_mut().zip(name) {
         *d = *s as libc::c_char;
     }
+    // A path is NUL-terminated inside the whole structure; an abstract name has its length.
+    let len = if name[0] == 0 {
+        (std::mem::size_of::<libc::sa_family_t>() + name.len()) as libc::socklen_t
+    } else {
+        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t
+    };
     let t = socket_timeout(timeout);
     let tv = libc::timeval {
         tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
@@ -190,7 +208,6 @@ pub(crate) fn connect(path: &Path, timeout: Duration) -> std::io::Result<UnixStr
         if set != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
         loop {
             if libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0 {
                 return Ok(UnixStream::from(owned));

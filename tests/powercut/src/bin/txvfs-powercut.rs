@@ -1,11 +1,19 @@
 //! txvfs-powercut: the driver of the power-loss test (see tests/powercut/README.md).
 //!
-//!   txvfs-powercut cycle STORE ACKLOG [--nosync] [--lanes N]   check, then commit until killed
+//!   txvfs-powercut cycle STORE ACKLOG [--nosync] [--lanes N] [--run A:B]
+//!                                   check lanes 0..N, then commit on lanes A..B until killed
+//!   txvfs-powercut join STORE ACKLOG [--nosync] --run A:B
+//!                                   commit on lanes A..B until killed (no check)
 //!   txvfs-powercut check STORE ACKLOG [--lanes N]              check only
 //!
 //! STORE is a RocksDB store (on the lazyfs mount); ACKLOG is a file on the real disk. N lanes
-//! (default 2) run at once, one thread each, in /L0, /L1, ..., so that concurrent commits
-//! share fsyncs (group commit). Step G (G = 1, 2, ...) of a lane is an explicit transaction
+//! (default 2) are checked, and lanes A..B (default all N) run at once, one thread each, in
+//! /La, ..., so that concurrent commits share fsyncs (group commit). `join` runs more lanes
+//! in another process on the same store while a `cycle` process runs: the store is shared,
+//! the first process its owner and the joiners its clients (on lazyfs, through an abstract
+//! socket: the file system cannot hold a socket file); each says `running as owner` or
+//! `running as client`. When the owner is killed, a client takes over (a failover) and the
+//! lanes go on; every process appends its acknowledgements to the same ACKLOG. Step G (G = 1, 2, ...) of a lane is an explicit transaction
 //! that rewrites tx/f0..f2 (sizes across the inline limit, all tagged G), one 16 KiB region
 //! of tx/big, the step file tx/gen, renames tx/r{G-1} to tx/r{G}, moves money between the
 //! five bank/ accounts (the amounts follow from G, so the balances after G are known) and
@@ -358,26 +366,87 @@ fn run_lane(store: Store, lane: usize, mut g: u64, durable: bool, log: Arc<Mutex
     }
 }
 
+/// Whether this process owns the store (else it is a client of the process that does).
+fn role(store_path: &str) -> &'static str {
+    let canon = std::fs::canonicalize(store_path).expect("store directory");
+    match txvfs::kv::SharedBackend::open(&canon, false) {
+        Ok(b) if b.is_owner() => "owner",
+        Ok(_) => "client",
+        Err(e) => panic!("opening {store_path}: {e}"),
+    }
+}
+
+/// Starts one thread per lane in `run`, each from the step the store holds, and waits for
+/// them (for ever: the process is killed).
+fn run_lanes(
+    store: Store,
+    store_path: &str,
+    run: std::ops::Range<usize>,
+    durable: bool,
+    ack_path: &str,
+) -> ! {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .open(ack_path)
+        .expect("ack log");
+    let log = Arc::new(Mutex::new(log));
+    let mut steps = Vec::new();
+    for lane in run.clone() {
+        steps.push(current_step(&store, &format!("/L{lane}")).expect("reading a lane's step"));
+    }
+    println!("running as {} from steps {steps:?}", role(store_path));
+    std::io::stdout().flush().unwrap();
+    let threads: Vec<_> = run
+        .zip(steps)
+        .map(|(lane, g)| {
+            let (store, log) = (store.clone(), log.clone());
+            std::thread::spawn(move || run_lane(store, lane, g, durable, log))
+        })
+        .collect();
+    for t in threads {
+        if t.join().is_err() {
+            std::process::exit(1);
+        }
+    }
+    std::process::exit(0);
+}
+
+/// The value after flag `name` in `args`, parsed.
+fn flag<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == name)?;
+    Some(args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} VALUE")))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (mode, store_path, ack_path) = match args.as_slice() {
-        [_, mode, s, a, ..] if mode == "cycle" || mode == "check" => {
+        [_, mode, s, a, ..] if ["cycle", "check", "join"].contains(&mode.as_str()) => {
             (mode.as_str(), s.as_str(), a.as_str())
         }
         _ => {
-            eprintln!("usage: txvfs-powercut cycle|check STORE ACKLOG [--nosync] [--lanes N]");
+            eprintln!(
+                "usage: txvfs-powercut cycle|check|join STORE ACKLOG [--nosync] [--lanes N] \
+                 [--run A:B]"
+            );
             std::process::exit(2);
         }
     };
     let durable = !args[4..].iter().any(|a| a == "--nosync");
-    let lanes: usize = match args[4..].iter().position(|a| a == "--lanes") {
-        Some(i) => args
-            .get(5 + i)
-            .and_then(|n| n.parse().ok())
-            .filter(|&n| n >= 1)
-            .expect("--lanes N, N >= 1"),
-        None => 2,
+    let lanes: usize = flag(&args[4..], "--lanes").unwrap_or(2);
+    assert!(lanes >= 1, "--lanes N, N >= 1");
+    let run = match flag::<String>(&args[4..], "--run") {
+        Some(r) => {
+            let (a, b) = r.split_once(':').expect("--run A:B");
+            a.parse().expect("--run A:B")..b.parse().expect("--run A:B")
+        }
+        None => 0..lanes,
     };
+    if mode == "join" {
+        let store = Store::open(store_path).unwrap_or_else(|e| panic!("joining: {e}"));
+        run_lanes(store, store_path, run, durable, ack_path);
+    }
     let opened = txvfs::kv::open(store_path).and_then(|raw| {
         let orphans = orphan_records(&*raw)?;
         Ok((Store::open(store_path)?, raw, orphans))
@@ -424,26 +493,6 @@ fn main() {
     if mode == "check" {
         return;
     }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o644)
-        .open(ack_path)
-        .expect("ack log");
-    let log = Arc::new(Mutex::new(log));
-    println!("running from steps {steps:?}");
-    std::io::stdout().flush().unwrap();
-    let threads: Vec<_> = steps
-        .into_iter()
-        .enumerate()
-        .map(|(lane, g)| {
-            let (store, log) = (store.clone(), log.clone());
-            std::thread::spawn(move || run_lane(store, lane, g, durable, log))
-        })
-        .collect();
-    for t in threads {
-        if t.join().is_err() {
-            std::process::exit(1);
-        }
-    }
+    drop(raw);
+    run_lanes(store, store_path, run, durable, ack_path);
 }
