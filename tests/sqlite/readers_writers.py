@@ -10,6 +10,9 @@ assertions):
 2. A writer holding EXCLUSIVE (BEGIN EXCLUSIVE, uncommitted rows) does not keep a reader out,
    even without a busy timeout; the reader sees the committed state.
 3. The same between two connections of one process.
+4. A writer in locking_mode=EXCLUSIVE commits while another process reads (no busy timeout
+   to wait on the reader) and then keeps new readers of other processes out until it leaves
+   exclusive mode; the reader keeps its snapshot.
 
     python3 readers_writers.py LIBPATH WORKDIR
 """
@@ -69,8 +72,19 @@ def reader(store):
 
 def writer(store, mode):
     """'insert': one INSERT (busy timeout 30 s: a blocked writer fails instead of hanging).
-    'hold': BEGIN EXCLUSIVE and an uncommitted INSERT until told to commit."""
-    con = connect(store, timeout=30)
+    'hold': BEGIN EXCLUSIVE and an uncommitted INSERT until told to commit.
+    'exclusive': locking_mode=EXCLUSIVE, one INSERT with no busy timeout, then keeps its
+    lock until told to leave exclusive mode."""
+    con = connect(store, timeout=0 if mode == "exclusive" else 30)
+    if mode == "exclusive":
+        con.execute("PRAGMA locking_mode=EXCLUSIVE")
+        con.execute("INSERT INTO t(v) VALUES ('from the exclusive writer')")
+        say("committed", count(con))
+        expect(sys.stdin, "leave")
+        con.execute("PRAGMA locking_mode=NORMAL")
+        count(con)  # the next transaction gives the lock back
+        say("left")
+        return
     if mode == "insert":
         con.execute("INSERT INTO t(v) VALUES ('from the writer')")
         say("committed", count(con))
@@ -156,6 +170,32 @@ def connections_of_one_process(store):
     print("ok: the same between two connections of one process")
 
 
+def exclusive_writer_keeps_new_readers_out(lib, store):
+    r = spawn(lib, store, "reader")
+    line = r.stdout.readline().split()
+    assert line[0] == "reading", line
+    n = int(line[1])
+    w = spawn(lib, store, "writer", "exclusive")
+    line = w.stdout.readline().strip()
+    assert line == f"committed {n + 1}", f"the exclusive writer commits while r reads: {line!r}"
+    con = connect(store, timeout=0)
+    try:
+        count(con)
+        raise AssertionError("a new reader read under locking_mode=EXCLUSIVE")
+    except sqlite3.OperationalError as e:
+        assert e.sqlite_errorcode == 5, e.sqlite_errorcode  # SQLITE_BUSY
+    send(w, "leave")
+    assert finish(w).strip() == "left"
+    assert count(con) == n + 1
+    con.close()
+    send(r, "check")
+    lines = finish(r).split("\n")
+    assert lines[0] == f"snapshot {n}", f"the reader keeps its snapshot: {lines[0]}"
+    assert lines[1] == f"write refused {SQLITE_BUSY_SNAPSHOT} database_is_locked", lines[1]
+    print("ok: a writer in locking_mode=EXCLUSIVE commits while another process reads")
+    print("ok: then it keeps new readers of other processes out until it leaves that mode")
+
+
 def main():
     if sys.argv[1] == "--role":
         lib, store, role, *rest = sys.argv[2:]
@@ -172,6 +212,7 @@ def main():
     reader_does_not_block_writer(lib, store)
     writer_does_not_block_reader(lib, store)
     connections_of_one_process(store)
+    exclusive_writer_keeps_new_readers_out(lib, store)
 
 
 if __name__ == "__main__":

@@ -291,6 +291,14 @@ impl LockTable {
     pub(crate) fn release_all(&self, ino: u64, owner: u64) {
         let mut files = self.files.lock();
         if let Some(f) = files.get_mut(&ino) {
+            // A handle that held nothing has no record to clear (on a shared backend each
+            // publication is a transaction that conflicts with other holders' changes).
+            let held = f.shared.contains(&owner)
+                || f.exclusive == Some(owner)
+                || f.ranges.iter().any(|r| r.0 == owner);
+            if !held {
+                return;
+            }
             f.shared.retain(|&o| o != owner);
             if f.exclusive == Some(owner) {
                 f.exclusive = None;
@@ -361,6 +369,24 @@ mod tests {
         t.flock(1, 11, FlockOp::Unlock, false).unwrap();
         t.flock(1, 12, FlockOp::Exclusive, false).unwrap();
         assert!(t.flock(1, 10, FlockOp::Shared, false).is_err());
+    }
+
+    #[test]
+    fn closing_a_handle_that_held_no_lock_writes_no_record() {
+        // On a shared backend every change of a handle's locks is a transaction on the lock
+        // records; a handle that held nothing (an SQLite snapshot's, say) has nothing to clear.
+        use crate::kv::{FaultyBackend, Limits, MemoryBackend};
+        let (backend, plan) =
+            FaultyBackend::new(Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB)));
+        let clock = Arc::new(super::super::leases::SystemClock);
+        let leases = LeaseTable::new(backend, clock, Duration::from_secs(10));
+        let t = LockTable::new(Some(leases));
+        t.lock_range(1, 1, RangeLockKind::Write, 0, 10, false).unwrap();
+        let reads = plan.reads();
+        t.release_all(1, 2);
+        assert_eq!(plan.reads(), reads, "handle 2 held no lock: nothing to publish");
+        t.release_all(1, 1);
+        assert!(plan.reads() > reads, "handle 1's record is cleared");
     }
 
     #[test]

@@ -94,9 +94,9 @@ pub fn file_lock(store_id: &str, ino: u64) -> Arc<FileLock> {
 /// start while it commits. Writers exclude each other (RESERVED). The one exception is a
 /// handle in `locking_mode=EXCLUSIVE` ([`Holder::set_exclusive_mode`]): SQLite then keeps its
 /// lock and cache across transactions and stops updating the change counter readers check,
-/// so its EXCLUSIVE waits for readers and keeps new ones out, and its SHARED keeps other
-/// writers from EXCLUSIVE (it never takes a new snapshot while it keeps SHARED), as on the
-/// unix VFS.
+/// so its EXCLUSIVE waits for this process's readers and keeps new ones out (readers of other
+/// processes only check for it: see [`super::lockbytes`]), and its SHARED keeps other writers
+/// from EXCLUSIVE (it never takes a new snapshot while it keeps SHARED), as on the unix VFS.
 pub struct Holder {
     lock: Arc<FileLock>,
     level: Level,
