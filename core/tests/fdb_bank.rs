@@ -133,6 +133,16 @@ fn fdb_bank() {
     }
     let start = Instant::now();
     let mut kills = 0;
+    // Transfers acknowledged when the server was killed and when it was restarted: the
+    // difference is what the cluster served with one server down.
+    let acks = |dir: &Path| -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+            .map(|log| log.lines().filter(|l| l.starts_with("ack ")).count())
+            .sum()
+    };
+    let (mut acks_at_kill, mut acks_while_down) = (0, None);
     while start.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(500..2500)));
         let t = start.elapsed().as_secs();
@@ -141,8 +151,10 @@ fn fdb_bank() {
                 println!("fdb bank: {t} s: SIGKILL fdbserver {server}");
                 cluster("kill", dir, server);
                 server_killed = true;
+                acks_at_kill = acks(logs.path());
             } else if server_killed && !server_restarted && t >= restart_at {
                 println!("fdb bank: {t} s: restart fdbserver {server}");
+                acks_while_down = Some(acks(logs.path()) - acks_at_kill);
                 cluster("restart", dir, server);
                 server_restarted = true;
             }
@@ -196,6 +208,9 @@ fn fdb_bank() {
             s.exists(format!("/log/{name}")).unwrap(),
             "acknowledged transfer {name} is missing"
         );
+    }
+    if let Some(n) = acks_while_down {
+        println!("fdb bank: {n} transfers acknowledged while fdbserver {server} was down");
     }
     let applied = unknown.iter().filter(|n| s.exists(format!("/log/{n}")).unwrap()).count();
     println!("fdb bank: of the CommitUnknown transfers, {applied} were applied");

@@ -69,3 +69,25 @@ fn a_commit_unknown_result_is_resolved_and_never_applied_twice() {
     let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
 }
+
+/// FoundationDB's other answers to a commit, each as the cluster would give it (the commit not
+/// applied): the other maybe-committed error (1039 `cluster_version_changed`) and the store's
+/// deadline passing in flight (1031 `transaction_timed_out`) are resolved through the receipt
+/// like a 1021, then retried once; the retryable ones that say "not committed" (1020
+/// `not_committed`, 1037 `process_behind`, 1213 `tag_throttled`) are retried at once. None is
+/// returned to the caller, and each increment is applied once.
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn other_uncertain_and_retryable_commit_errors_are_retried_and_applied_once() {
+    let uri = fdb_uri("codes");
+    let store = Store::open(&uri).unwrap();
+    store.write_file("/n", b"0").unwrap();
+    for (i, code) in [1039, 1031, 1020, 1037, 1213].into_iter().enumerate() {
+        FdbBackend::inject_commit_unknown(&[CommitFault::Code(code)]);
+        let runs = increment(&store).unwrap_or_else(|e| panic!("error {code}: {e}"));
+        assert_eq!(runs, 2, "error {code}: retried once");
+        assert_eq!(counter(&store), (i + 1).to_string(), "error {code}: applied once");
+    }
+    let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{report:?}");
+}

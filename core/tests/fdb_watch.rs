@@ -126,3 +126,24 @@ fn a_commit_through_another_store_wakes_a_waiting_watcher_foundationdb() {
     }
     eprintln!("fdb watcher woken after another store's commit returned: {latencies:?}");
 }
+
+/// A watch waits past the store's deadline (`timeout=1` here): the deadline bounds waits on
+/// the cluster, not a waiter's wait for other clients' commits. The watch is neither cancelled
+/// nor fired by it, and a commit after it still wakes the waiter.
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn a_watch_outlives_the_store_deadline_foundationdb() {
+    let uri = format!("{}&timeout=1", fdb_uri("deadline"));
+    let (waiter, writer) = (kv::open_raw(&uri).unwrap(), kv::open_raw(&uri).unwrap());
+    stamped(&*writer, b"first");
+    let newest = records(&*waiter).last().unwrap().0[PREFIX.len()..].to_vec();
+    let (tx, rx) = mpsc::channel::<()>();
+    let _w = waiter
+        .wake_on_stamped(PREFIX, &newest, Box::new(move || tx.send(()).unwrap()))
+        .unwrap()
+        .expect("FoundationDB wakes waiters");
+    // Well past the 1 s deadline of the watch's transaction.
+    assert!(rx.recv_timeout(Duration::from_millis(2_500)).is_err(), "woken without a commit");
+    stamped(&*writer, b"second");
+    rx.recv_timeout(Duration::from_secs(10)).expect("the watch did not fire after the deadline");
+}

@@ -175,3 +175,37 @@ fn a_client_reads_its_own_commits_from_its_cache() {
         assert_eq!(get(&*b, b"k"), Some(format!("theirs{i}").into_bytes()));
     }
 }
+
+#[test]
+fn large_range_replies_in_reused_memory_are_exact() {
+    // Replies up to 2 MiB come in the connection's reply area (kv/shared/area.rs), larger
+    // ones through the socket into the memory of the last one (protocol::read_frame_into, the
+    // server's spare buffer): each must carry its own bytes, whatever came before it.
+    let d = tempfile::tempdir().unwrap();
+    let owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    let b = client_of(d.path());
+    for (round, (n, len)) in
+        [(40usize, 60_000usize), (3, 100), (17, 70_000), (40, 1_000)].into_iter().enumerate()
+    {
+        let value = |i: usize| vec![(round * 50 + i) as u8; len + i];
+        run_with_retries(&*b, 20, false, |t| {
+            t.clear_range(b"r", b"s")?;
+            for i in 0..n {
+                t.set(format!("r{i:03}").as_bytes(), &value(i))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let pairs =
+            run_with_retries(&*b, 20, false, |t| t.get_range(b"r", b"s", 0, false)).unwrap();
+        assert_eq!(pairs.len(), n, "round {round}");
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            assert_eq!(k, format!("r{i:03}").as_bytes());
+            assert!(*v == value(i), "round {round}, value {i}");
+        }
+        assert_eq!(get(&*b, b"r000"), Some(value(0)));
+    }
+    // The large ones came through the reply area this process passed to the owner.
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", owner.pid())).unwrap();
+    assert!(maps.contains("txvfs-reply-area"), "the owner maps no reply area");
+}

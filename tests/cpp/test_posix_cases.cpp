@@ -1,8 +1,11 @@
 // The shared POSIX-semantics table tests/cases/posix.cases (format at its top), run through the
-// C API: every case on a fresh memory: store. All mismatches are reported together.
+// C API: every case on a fresh memory: store (or, with TXVFS_POSIX_CASES_STORE set to a URI
+// ending in a prefix, such as fdb:CLUSTER?prefix=cases, on that URI with the case's number and
+// name appended: tests/foundationdb/run). All mismatches are reported together.
 #include "support.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -244,6 +247,15 @@ bool matches(const std::string &expect, const Outcome &o) {
     return o.rc == 0 && o.query && o.value == decode(expect);
 }
 
+/** The store of case number `n`: memory:, or TXVFS_POSIX_CASES_STORE-N-NAME. */
+std::string case_store(size_t n, const std::string &name) {
+    const char *base = std::getenv("TXVFS_POSIX_CASES_STORE");
+    if (base == nullptr || *base == 0) return "memory:";
+    std::string uri = std::string(base) + "-" + std::to_string(n) + "-";
+    for (char ch : name) uri += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+    return uri;
+}
+
 } // namespace
 
 TEST_CASE("posix.cases: the shared semantics table through the C API", "[posix]") {
@@ -251,8 +263,9 @@ TEST_CASE("posix.cases: the shared semantics table through the C API", "[posix]"
     REQUIRE(cases.size() >= 60);
     std::vector<std::string> failures;
     size_t steps = 0;
-    for (auto &c : cases) {
-        Store s;
+    for (size_t n = 0; n < cases.size(); n++) {
+        auto &c = cases[n];
+        Store s(case_store(n, c.name));
         for (auto &st : c.steps) {
             steps++;
             // Paths containing NUL cannot pass through a C string; the table has none.

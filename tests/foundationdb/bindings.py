@@ -119,6 +119,42 @@ def sqlite_on_fdb():
     print("sqlite on fdb: ok")
 
 
+def sqlite_commit_group_on_fdb():
+    # Two databases of one fdb: store attached in one commit group: one transaction over
+    # both is one txvfs commit, seen whole by another connection.
+    store = urllib.parse.quote(uri("group"), safe="/:=")
+
+    def name(db):
+        return f"file:{db}?vfs=txvfs&store={store}&group=g"
+
+    con = sqlite3.connect(name("main.db"), uri=True, isolation_level=None)
+    con.execute(f"ATTACH '{name('other.db')}' AS other")
+    con.execute("CREATE TABLE main.a(x)")
+    con.execute("CREATE TABLE other.b(x)")
+
+    def stats():
+        row = con.execute("PRAGMA txvfs_stats").fetchone()[0]
+        return {k: int(v) for k, v in (kv.split("=") for kv in row.split())}
+
+    before = stats()
+    con.execute("BEGIN")
+    for i in range(100):
+        con.execute("INSERT INTO main.a VALUES (?)", (i,))
+        con.execute("INSERT INTO other.b VALUES (?)", (i,))
+    con.execute("COMMIT")
+    after = stats()
+    assert after["grouped"] == before["grouped"] + 1, (before, after)
+    assert after["commits"] == before["commits"] + 1, (before, after)
+    reader = sqlite3.connect(name("other.db"), uri=True, isolation_level=None)
+    assert reader.execute("SELECT count(*) FROM b").fetchone()[0] == 100
+    for c, schema in ((con, "main"), (con, "other"), (reader, "main")):
+        assert c.execute(f"PRAGMA {schema}.integrity_check").fetchone()[0] == "ok"
+    reader.close()
+    con.close()
+    print("sqlite commit group on fdb: ok")
+
+
 python_binding()
 change_feed()
 sqlite_on_fdb()
+sqlite_commit_group_on_fdb()

@@ -5,7 +5,9 @@
 //! answers `ok` and exits once its stdin ends); and through the file system (a `Store` on the same
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
-//! `flock PATH` (keeps a handle holding an exclusive flock), `lockrange PATH START LEN` (keeps
+//! `fill PATH CHAR LEN` (writes a file of LEN bytes CHAR),
+//! `flock PATH` (keeps a handle holding an exclusive flock), `unlock` (closes that handle),
+//! `lockrange PATH START LEN` (keeps
 //! a handle holding a write lock on those bytes), `snap` (takes an in-process
 //! snapshot of the store and keeps it), `sread PATH` (reads through it), `sdrop` (drops it),
 //! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
@@ -29,7 +31,9 @@ const ROLE: &str = "TXVFS_TEST_AGENT_URI";
 /// The agent's body: runs only in an agent process, then exits.
 pub fn agent_main() {
     let Ok(uri) = std::env::var(ROLE) else { return };
-    let b: Arc<dyn Backend> = kv::open(&uri).unwrap_or_else(|e| {
+    // A store option at the end of the URI (`&disk_cache=DIR`) is for the `Store` only.
+    let raw_uri = uri.split("&disk_cache=").next().unwrap();
+    let b: Arc<dyn Backend> = kv::open(raw_uri).unwrap_or_else(|e| {
         println!("@@ error {e}");
         std::process::exit(2)
     });
@@ -111,6 +115,10 @@ pub fn agent_main() {
                 let done = |r: txvfs::Result<()>| shown(r.map(|()| b"ok".to_vec()));
                 match (*cmd, rest) {
                     ("write", [p, d]) => done(s.write_file(p, d.as_bytes())),
+                    ("fill", [p, c, n]) => {
+                        done(s.write_file(p, &c.repeat(n.parse().unwrap()).into_bytes()))
+                    }
+                    ("unlock", []) => done(locked.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("read", [p]) => shown(s.read_file(p)),
                     ("unlink", [p]) => done(s.unlink(p)),
                     ("mkdir", [p]) => done(s.mkdir(p, 0o755)),

@@ -80,7 +80,8 @@ pub mod opt {
     pub const MUTATION_SET_VERSIONSTAMPED_KEY: c_int = 14;
     pub const MUTATION_SET_VERSIONSTAMPED_VALUE: c_int = 15;
     pub const CONFLICT_RANGE_READ: c_int = 0;
-    pub const PREDICATE_RETRYABLE_NOT_COMMITTED: c_int = 50002;
+    pub const PREDICATE_RETRYABLE: c_int = 50000;
+    pub const PREDICATE_MAYBE_COMMITTED: c_int = 50001;
 }
 
 macro_rules! api {

@@ -10,6 +10,12 @@
 //! FoundationDB's error codes become [`ErrorKind`]s (retryable ones become `Conflict` or
 //! `TooOld`, which `Store::transact` retries).
 //!
+//! No wait is unbounded: every transaction gets FoundationDB's `timeout` option (the URI's
+//! `timeout=SECONDS`, 30 s by default), so a cluster that does not answer makes the call fail
+//! with `Busy` ("retry later", nothing was changed) once the deadline has passed; a commit that
+//! was in flight then is resolved through its receipt (`receipts.rs`) within one more
+//! deadline, or fails with `CommitUnknown`.
+//!
 //! The client's network thread is started once per process, on the first open, and stopped
 //! when the process exits ([`network`]).
 
@@ -37,6 +43,7 @@ mod code {
     pub const TRANSACTION_TOO_OLD: i32 = 1007;
     pub const NOT_COMMITTED: i32 = 1020;
     pub const COMMIT_UNKNOWN_RESULT: i32 = 1021;
+    pub const TRANSACTION_TIMED_OUT: i32 = 1031;
     pub const TRANSACTION_TOO_LARGE: i32 = 2101;
     pub const KEY_TOO_LARGE: i32 = 2102;
     pub const VALUE_TOO_LARGE: i32 = 2103;
@@ -46,6 +53,8 @@ mod code {
 struct Database {
     api: &'static Api,
     ptr: DatabaseP,
+    /// The deadline of each transaction (the URI's `timeout`).
+    timeout: std::time::Duration,
 }
 
 // SAFETY: FoundationDB database handles are thread-safe.
@@ -72,7 +81,7 @@ pub struct FdbBackend {
 }
 
 impl FdbBackend {
-    /// Connects to the cluster named by `uri` (`fdb:[CLUSTER-FILE][?prefix=NAME]`), loading
+    /// Connects to the cluster named by `uri` (`fdb:[CLUSTER-FILE][?prefix=NAME][&timeout=S]`), loading
     /// FoundationDB's client library first if this process has not yet (see the `ffi` module).
     pub fn open(uri: &str) -> Result<Arc<FdbBackend>> {
         let parsed = FdbUri::parse(uri)?;
@@ -89,7 +98,7 @@ impl FdbBackend {
         if e != 0 {
             return Err(error(api, e, &format!("{uri}: cannot open the cluster")));
         }
-        let db = Arc::new(Database { api, ptr });
+        let db = Arc::new(Database { api, ptr, timeout: parsed.timeout });
         // The network thread has run once its answer is in: only then may the exit hook be
         // registered (see `network`).
         txn::ping(api, &db).map_err(|e| Error::new(e.kind(), format!("{uri}: {}", e.message())))?;
@@ -106,7 +115,8 @@ impl FdbBackend {
     }
 
     /// Fault injection for tests: the next commits that write, made by the calling thread in
-    /// any `fdb:` store, answer `commit_unknown_result` as `faults` say, in order.
+    /// any `fdb:` store, answer `commit_unknown_result` (or another error code: `Code`) as
+    /// `faults` say, in order.
     #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn inject_commit_unknown(faults: &[CommitFault]) {
@@ -157,19 +167,46 @@ impl Sharing for FdbBackend {
     }
 }
 
+/// True for the errors after which a commit may or may not have been applied: FoundationDB's
+/// `maybe_committed` ones (`commit_unknown_result`, `cluster_version_changed`) and the
+/// transaction's own deadline passing while the commit was in flight.
+fn maybe_committed(api: &Api, e: FdbErr) -> bool {
+    e == code::COMMIT_UNKNOWN_RESULT
+        || e == code::TRANSACTION_TIMED_OUT
+        // SAFETY: a plain predicate on an error code.
+        || unsafe { (api.fdb_error_predicate)(ffi::opt::PREDICATE_MAYBE_COMMITTED, e) != 0 }
+}
+
+/// The error of a transaction whose deadline (`timeout`) passed before the cluster answered:
+/// `Busy`, nothing was changed, retry later.
+fn timed_out(what: &str, timeout: std::time::Duration) -> Error {
+    Error::new(
+        ErrorKind::Busy,
+        format!(
+            "foundationdb {what}: the cluster did not answer within {} s (the store's deadline, \
+             timeout=SECONDS in its fdb: URI): nothing was changed; retry later (error {})",
+            timeout.as_secs_f64(),
+            code::TRANSACTION_TIMED_OUT
+        ),
+    )
+}
+
 /// Translates a FoundationDB error: retryable ones become `Conflict`/`TooOld` (retried by
-/// `Store::transact`), size limits `TooLarge`, the rest `Backend` with FoundationDB's code.
+/// `Store::transact`), size limits `TooLarge`, a passed deadline `Busy`, the rest `Backend`
+/// with FoundationDB's code.
 fn error(api: &Api, e: FdbErr, what: &str) -> Error {
+    // Writing commits resolve the maybe-committed errors first (`FdbTxn::commit`), so any
+    // retryable error that gets here left nothing applied: FoundationDB's `retryable` (which
+    // includes `cluster_version_changed` of a read or a read-only commit).
     // SAFETY: a plain predicate on an error code.
-    let retryable = || unsafe {
-        (api.fdb_error_predicate)(ffi::opt::PREDICATE_RETRYABLE_NOT_COMMITTED, e) != 0
-    };
+    let retryable = || unsafe { (api.fdb_error_predicate)(ffi::opt::PREDICATE_RETRYABLE, e) != 0 };
     let kind = match e {
         code::NOT_COMMITTED => ErrorKind::Conflict,
         code::TRANSACTION_TOO_OLD => ErrorKind::TooOld,
         // Not retried: a retry is a new transaction with a new idempotency id, so it could
         // apply twice. The caller learns that the outcome is unknown.
         code::COMMIT_UNKNOWN_RESULT => ErrorKind::CommitUnknown,
+        code::TRANSACTION_TIMED_OUT => ErrorKind::Busy,
         code::TRANSACTION_TOO_LARGE | code::KEY_TOO_LARGE | code::VALUE_TOO_LARGE => {
             ErrorKind::TooLarge
         }

@@ -8,8 +8,8 @@
 //! original one fail if it is still in flight (the original read-conflicts on the key), so
 //! once it is in, the original is definitely not applied: a retryable `Conflict`, which
 //! `Store::transact` retries with no risk of applying the transaction twice. Only when this
-//! resolution itself cannot finish (the cluster unreachable for its few bounded attempts)
-//! does the caller get `CommitUnknown`.
+//! resolution itself cannot finish (the cluster unreachable for its few attempts, all within
+//! one deadline of the store) does the caller get `CommitUnknown`.
 //!
 //! The id is `R`, the clock in ms since the epoch (u64 big-endian), then 16 random bytes, so
 //! receipts sort by age: [`collect`] clears those older than [`RETENTION`] (a FoundationDB
@@ -30,7 +30,8 @@ const COLLECT_EVERY: Duration = Duration::from_secs(60);
 /// Attempts of the resolution transaction before the outcome is left unknown.
 pub(super) const RESOLVE_ATTEMPTS: u32 = 8;
 
-/// The time limit of each attempt, in ms (FoundationDB's transaction timeout).
+/// The time limit of each attempt, in ms (FoundationDB's transaction timeout), at most: all
+/// attempts together get one deadline of the store.
 pub(super) const RESOLVE_TIMEOUT: i64 = 5_000;
 
 /// A new receipt key.
@@ -108,6 +109,8 @@ pub(super) mod fault {
         /// The commit is answered 1021, and sent only after the outcome was resolved (a
         /// commit still in flight): it must then fail.
         Late,
+        /// The commit is not sent, and answered with this FoundationDB error code instead.
+        Code(i32),
     }
 
     thread_local! {

@@ -109,6 +109,12 @@ pub(super) fn wake_on_stamped(
         wake();
         return Ok(Some(Box::new(())));
     }
+    // The watch waits as long as it takes (its waiter chooses how long to wait for it), not
+    // the store's deadline, which bounds waits on the cluster. FoundationDB 7.3 does not cancel
+    // a committed transaction's watch at its timeout (test
+    // a_watch_outlives_the_store_deadline_foundationdb); clearing the timeout keeps it so on
+    // any version. The read above had the deadline.
+    tx.set_timeout(0)?;
     let key = tx.key(&notify);
     let (_, tr) = tx.raw();
     // SAFETY: a live transaction; the library copies the key.

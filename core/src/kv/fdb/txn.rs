@@ -1,8 +1,9 @@
 //! One FoundationDB transaction behind the [`Txn`] trait: keys get the store's prefix,
-//! futures are waited on (`fdb_future_block_until_ready`), errors are translated.
+//! futures are waited on (`fdb_future_block_until_ready`, bounded by the transaction's
+//! `timeout` option: the store's deadline), errors are translated.
 
 use super::ffi::{self, opt, Api, FdbErr, FutureP, KeyValue as RawKv, TxnP};
-use super::{error, network, receipts, Database};
+use super::{error, maybe_committed, network, receipts, timed_out, Database};
 
 /// FoundationDB's `network_cannot_be_restarted`: returned once the exit hook stopped the network.
 pub(super) const NETWORK_STOPPED: FdbErr = 2025;
@@ -79,7 +80,8 @@ fn len(b: &[u8]) -> c_int {
 }
 
 impl FdbTxn {
-    /// Begins a transaction on `db` (with automatic idempotency ids, see the backend docs).
+    /// Begins a transaction on `db` (with automatic idempotency ids, see the backend docs, and
+    /// the store's deadline as FoundationDB's `timeout` option).
     pub(super) fn begin(api: &'static Api, db: &Arc<Database>, prefix: Arc<[u8]>) -> Result<Self> {
         if network::stopped() {
             return Err(error(api, NETWORK_STOPPED, "begin"));
@@ -90,7 +92,8 @@ impl FdbTxn {
         if e != 0 {
             return Err(error(api, e, "begin"));
         }
-        let txn = FdbTxn { api, tr, prefix, stamped: Vec::new(), _db: db.clone(), mutated: false };
+        let mut txn =
+            FdbTxn { api, tr, prefix, stamped: Vec::new(), _db: db.clone(), mutated: false };
         // SAFETY: a live transaction; this option takes no parameter.
         let e = unsafe {
             (api.fdb_transaction_set_option)(tr, opt::TR_AUTOMATIC_IDEMPOTENCY, std::ptr::null(), 0)
@@ -98,7 +101,16 @@ impl FdbTxn {
         if e != 0 {
             return Err(error(api, e, "begin"));
         }
+        txn.set_timeout(db.timeout.as_millis().try_into().unwrap_or(i64::MAX))?;
         Ok(txn)
+    }
+
+    /// Translates `e`, naming the store's deadline when it is the one that passed.
+    fn fail(&self, e: FdbErr, what: &str) -> crate::error::Error {
+        match e {
+            super::code::TRANSACTION_TIMED_OUT => timed_out(what, self._db.timeout),
+            _ => error(self.api, e, what),
+        }
     }
 
     /// `key` with the store's prefix.
@@ -116,12 +128,12 @@ impl FdbTxn {
         let f = unsafe {
             (self.api.fdb_transaction_get)(self.tr, k.as_ptr(), len(&k), snapshot as c_int)
         };
-        let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get"))?;
+        let fut = Future::wait(self.api, f).map_err(|e| self.fail(e, "get"))?;
         let (mut present, mut p, mut n) = (0, std::ptr::null(), 0);
         // SAFETY: a ready value future; the value lives as long as `fut`.
         let e = unsafe { (self.api.fdb_future_get_value)(fut.f, &mut present, &mut p, &mut n) };
         if e != 0 {
-            return Err(error(self.api, e, "get"));
+            return Err(self.fail(e, "get"));
         }
         if present == 0 {
             return Ok(false);
@@ -173,7 +185,7 @@ impl FdbTxn {
                     reverse as c_int,
                 )
             };
-            let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get_range"))?;
+            let fut = Future::wait(self.api, f).map_err(|e| self.fail(e, "get_range"))?;
             let (mut kvs, mut count, mut more): (*const RawKv, c_int, c_int) =
                 (std::ptr::null(), 0, 0);
             // SAFETY: a ready range future; the array lives as long as `fut`.
@@ -181,7 +193,7 @@ impl FdbTxn {
                 (self.api.fdb_future_get_keyvalue_array)(fut.f, &mut kvs, &mut count, &mut more)
             };
             if e != 0 {
-                return Err(error(self.api, e, "get_range"));
+                return Err(self.fail(e, "get_range"));
             }
             // The array comes from the library's arena and may not even be 4-byte aligned:
             // each element is copied out with an unaligned read.
@@ -290,7 +302,7 @@ impl Txn for FdbTxn {
         };
         match code {
             0 => Ok(()),
-            c => Err(error(self.api, c, "add_read_conflict_range")),
+            c => Err(self.fail(c, "add_read_conflict_range")),
         }
     }
 
@@ -368,7 +380,7 @@ impl Txn for FdbTxn {
     /// Every FoundationDB commit is durable once it returns, so `durable` changes nothing.
     fn commit(mut self: Box<Self>, _durable: bool) -> Result<()> {
         if !self.mutated {
-            return self.commit_raw().map_err(|e| error(self.api, e, "commit"));
+            return self.commit_raw().map_err(|e| self.fail(e, "commit"));
         }
         // The commit's receipt (see `receipts`): written with it, and in its read-conflict set,
         // so that a resolution that marks it aborted makes this commit fail if still in flight.
@@ -376,60 +388,89 @@ impl Txn for FdbTxn {
         let end = [&id[..], &[0]].concat();
         self.add_read_conflict_range(&id, &end)?;
         self.set(&id, &receipts::applied_value())?;
+        #[allow(unused_mut)]
+        let mut answer = None;
         #[cfg(feature = "testing")]
         if let Some(fault) = receipts::fault::take() {
             use receipts::fault::Fault;
-            if fault == Fault::Applied {
-                self.commit_raw().map_err(|e| error(self.api, e, "commit"))?;
+            if let Fault::Code(code) = fault {
+                answer = Some(Err(code)); // not sent: answered `code` as the cluster would
+            } else {
+                if fault == Fault::Applied {
+                    self.commit_raw().map_err(|e| self.fail(e, "commit"))?;
+                }
+                let outcome = self.resolve(&id, super::code::COMMIT_UNKNOWN_RESULT);
+                if fault == Fault::Late {
+                    let _ = self.commit_raw(); // must fail: the resolution wrote the receipt
+                }
+                return outcome;
             }
-            let outcome = self.resolve(&id);
-            if fault == Fault::Late {
-                let _ = self.commit_raw(); // must fail: the resolution wrote the receipt
-            }
-            return outcome;
         }
-        match self.commit_raw() {
+        match answer.unwrap_or_else(|| self.commit_raw()) {
             Ok(()) => {
                 self.collect_receipts();
                 Ok(())
             }
-            Err(super::code::COMMIT_UNKNOWN_RESULT) => self.resolve(&id),
-            Err(e) => Err(error(self.api, e, "commit")),
+            Err(e) if maybe_committed(self.api, e) => self.resolve(&id, e),
+            Err(e) => Err(self.fail(e, "commit")),
         }
     }
 }
 
 impl FdbTxn {
-    /// After a `commit_unknown_result`: whether the commit with receipt `id` was applied
-    /// (`Ok`) or definitely not (a retryable `Conflict`), found in a new transaction that
-    /// reads the receipt and, if absent, writes it as aborted (see `receipts`). Bounded: a few
-    /// attempts with a timeout each, then `CommitUnknown`.
-    fn resolve(&self, id: &[u8]) -> Result<()> {
+    /// After a commit answered `cause`, one of the errors after which it may or may not have
+    /// been applied (`maybe_committed`): whether the commit with receipt `id` was applied
+    /// (`Ok`) or definitely not (a retryable `Conflict`), found in a new transaction that reads
+    /// the receipt and, if absent, writes it as aborted (see `receipts`). Bounded: a few
+    /// attempts within one deadline of the store, then `CommitUnknown`.
+    fn resolve(&self, id: &[u8], cause: FdbErr) -> Result<()> {
+        let budget = self._db.timeout;
+        let start = std::time::Instant::now();
         let mut last = String::new();
-        for attempt in 0..receipts::RESOLVE_ATTEMPTS {
-            if attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(10 << attempt.min(6)));
+        let mut attempts = 0;
+        while attempts < receipts::RESOLVE_ATTEMPTS {
+            if attempts > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(10 << attempts.min(6)));
             }
+            let left = budget.saturating_sub(start.elapsed());
+            if attempts > 0 && left.is_zero() {
+                break;
+            }
+            attempts += 1;
+            let limit = (left.as_millis() as i64).clamp(1, receipts::RESOLVE_TIMEOUT);
             let r = FdbTxn::begin(self.api, &self._db, self.prefix.clone()).and_then(|mut t| {
-                t.set_timeout(receipts::RESOLVE_TIMEOUT)?;
+                t.set_timeout(limit)?;
                 if let Some(v) = t.get(id)? {
                     return Ok(receipts::outcome(&v));
                 }
                 t.set(id, &[])?;
-                t.commit_raw().map_err(|e| error(self.api, e, "commit (resolving a receipt)"))?;
+                t.commit_raw().map_err(|e| t.fail(e, "commit (resolving a receipt)"))?;
                 Ok(Err(receipts::not_applied()))
             });
             match r {
                 Ok(outcome) => return outcome,
+                Err(e) if e.kind() == crate::error::ErrorKind::Busy => {
+                    last = "the cluster did not answer".into()
+                }
                 Err(e) => last = e.to_string(),
             }
         }
+        let why = match cause {
+            super::code::TRANSACTION_TIMED_OUT => format!(
+                "the cluster did not answer within {} s (the store's deadline) while the commit \
+                 was in flight",
+                budget.as_secs_f64()
+            ),
+            _ => format!("{} (error {cause})", self.api.message(cause)),
+        };
         Err(crate::error::Error::new(
             crate::error::ErrorKind::CommitUnknown,
             format!(
-                "foundationdb commit: commit_unknown_result, and its receipt could not be \
-                 resolved in {} attempts: {last}",
-                receipts::RESOLVE_ATTEMPTS
+                "foundationdb commit: {why}, and its receipt could not be read within another \
+                 {} s ({attempts} attempt{}; the last: {last}): the commit may or may not have \
+                 been applied",
+                budget.as_secs_f64(),
+                if attempts == 1 { "" } else { "s" }
             ),
         ))
     }
@@ -439,13 +480,14 @@ impl FdbTxn {
         if let Some((start, end)) = receipts::due_collection() {
             let _ = FdbTxn::begin(self.api, &self._db, self.prefix.clone()).and_then(|mut t| {
                 t.clear_range(&start, &end)?;
-                t.commit_raw().map_err(|e| error(self.api, e, "commit"))
+                t.commit_raw().map_err(|e| self.fail(e, "commit"))
             });
         }
     }
 
-    /// Makes the transaction fail (`transaction_timed_out`) after `ms` milliseconds.
-    fn set_timeout(&mut self, ms: i64) -> Result<()> {
+    /// Makes the transaction fail (`transaction_timed_out`) `ms` milliseconds after it began
+    /// (0: never).
+    pub(super) fn set_timeout(&mut self, ms: i64) -> Result<()> {
         let v = ms.to_le_bytes();
         // SAFETY: a live transaction; the library copies the 8-byte parameter.
         let e = unsafe {
@@ -453,7 +495,7 @@ impl FdbTxn {
         };
         match e {
             0 => Ok(()),
-            e => Err(error(self.api, e, "set_option timeout")),
+            e => Err(self.fail(e, "set_option timeout")),
         }
     }
 
@@ -491,12 +533,12 @@ impl FdbTxn {
     pub(super) fn read_version(&self) -> Result<i64> {
         // SAFETY: a live transaction.
         let f = unsafe { (self.api.fdb_transaction_get_read_version)(self.tr) };
-        let fut = Future::wait(self.api, f).map_err(|e| error(self.api, e, "get_read_version"))?;
+        let fut = Future::wait(self.api, f).map_err(|e| self.fail(e, "get_read_version"))?;
         let mut v = 0;
         // SAFETY: a ready int64 future.
         match unsafe { (self.api.fdb_future_get_int64)(fut.f, &mut v) } {
             0 => Ok(v),
-            e => Err(error(self.api, e, "get_read_version")),
+            e => Err(self.fail(e, "get_read_version")),
         }
     }
 }

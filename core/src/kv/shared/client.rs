@@ -14,6 +14,7 @@
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
 //! the owner is alive and serves again once it runs).
 
+use super::area::{self, Area};
 use super::client_cache::ClientCache;
 use super::endpoint::Endpoint;
 use super::protocol::{self, op, Fields, Frame};
@@ -24,7 +25,7 @@ use crate::kv::owner::fork_generation;
 use crate::kv::{Limits, Txn};
 use parking_lot::Mutex;
 use std::io::BufReader;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +42,10 @@ pub(super) struct Conn {
     pub(super) reader: BufReader<UnixStream>,
     /// Requests without a reply, not sent yet.
     pub(super) out: Vec<u8>,
+    /// The memory of the last large reply, for the next one (see [`Conn::recycle`]).
+    spare: Vec<u8>,
+    /// Where the server writes large range replies, once it mapped it (`area.rs`).
+    pub(super) area: Option<Area>,
 }
 
 impl Conn {
@@ -48,11 +53,12 @@ impl Conn {
     /// receive on the connection wait at most `timeout`: a timeout error then.
     fn open(at: &Endpoint, timeout: Duration) -> std::io::Result<Conn> {
         let stream = at.connect(timeout)?;
+        protocol::widen_buffers(&stream);
         let t = Some(waits::socket_timeout(timeout));
         stream.set_read_timeout(t)?;
         stream.set_write_timeout(t)?;
         let reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
-        Ok(Conn { stream, reader, out: Vec::with_capacity(4096) })
+        Ok(Conn { stream, reader, out: Vec::with_capacity(4096), spare: Vec::new(), area: None })
     }
 
     /// Sends what is buffered plus `frame`, and reads the reply (OK and its fields, or the
@@ -66,20 +72,41 @@ impl Conn {
         self.reply()
     }
 
+    /// [`Conn::call`] with the descriptor `fd` attached to the request (nothing else may be
+    /// buffered).
+    fn call_with_fd(
+        &mut self,
+        frame: Frame,
+        fd: RawFd,
+    ) -> std::result::Result<Result<Vec<u8>>, Fail> {
+        debug_assert!(self.out.is_empty());
+        area::send_with_fd(self.stream.as_raw_fd(), &frame.finish(), fd)
+            .map_err(|e| self.failed(&e, false))?;
+        self.reply()
+    }
+
     /// Reads the reply to a request already sent (see [`Conn::call`]).
     pub(super) fn reply(&mut self) -> std::result::Result<Result<Vec<u8>>, Fail> {
-        let reply = match protocol::read_frame(&mut self.reader) {
+        let reply = match protocol::read_frame_into(&mut self.reader, &mut self.spare) {
             Ok(Some(r)) => r,
             Ok(None) => return Err(Fail::Lost { sent: true }),
             Err(e) => return Err(self.failed(&e, true)),
         };
         let lost = Fail::Lost { sent: true };
         match reply.first() {
-            Some(&op::OK) => Ok(Ok(reply)),
+            Some(&op::OK) | Some(&op::OK_AREA) => Ok(Ok(reply)),
             Some(&op::ERR) => {
                 Ok(Err(protocol::decode_error(Fields::of(&reply).map_err(|_| lost)?.1)))
             }
             _ => Err(lost),
+        }
+    }
+
+    /// Gives back a reply read: a large one's memory is reused by the next (fresh pages of a
+    /// megabyte reply cost more than reading it).
+    pub(super) fn recycle(&mut self, reply: Vec<u8>) {
+        if (protocol::SPARE_MIN..=8 << 20).contains(&reply.capacity()) {
+            self.spare = reply;
         }
     }
 
@@ -201,30 +228,8 @@ impl Client {
             }
         })?;
         let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
-        let parse = || -> Result<(Limits, u32, String, u64)> {
-            let (_, mut f) = Fields::of(&reply)?;
-            let version = f.u64()?;
-            if version != protocol::VERSION as u64 {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    format!("server speaks protocol {version}"),
-                ));
-            }
-            let limits = Limits {
-                max_key: protocol::unopt(f.u64()?),
-                max_value: protocol::unopt(f.u64()?),
-                max_txn_bytes: protocol::unopt(f.u64()?),
-                max_txn_duration: match f.u64()? {
-                    u64::MAX => None,
-                    ms => Some(Duration::from_millis(ms)),
-                },
-            };
-            let pid = f.u64()? as u32;
-            let describe = String::from_utf8_lossy(f.bytes()?).into_owned();
-            let features = if f.done() { 0 } else { f.u64()? };
-            Ok((limits, pid, describe, features))
-        };
-        let (limits, server_pid, describe, features) = parse().map_err(ConnectError::Failed)?;
+        let (limits, server_pid, describe, features) =
+            parse_hello(&reply).map_err(ConnectError::Failed)?;
         // A ring that cannot be mapped here only costs the cache.
         let cache = (features & protocol::features::RING != 0)
             .then(|| ClientCache::open(dir).ok().map(Mutex::new))
@@ -423,6 +428,29 @@ impl Client {
     }
 }
 
+/// The fields of a hello reply: the backend's limits, the server's pid and description, and
+/// the features it offers.
+fn parse_hello(reply: &[u8]) -> Result<(Limits, u32, String, u64)> {
+    let (_, mut f) = Fields::of(reply)?;
+    let version = f.u64()?;
+    if version != protocol::VERSION as u64 {
+        return Err(Error::new(ErrorKind::Invalid, format!("server speaks protocol {version}")));
+    }
+    let limits = Limits {
+        max_key: protocol::unopt(f.u64()?),
+        max_value: protocol::unopt(f.u64()?),
+        max_txn_bytes: protocol::unopt(f.u64()?),
+        max_txn_duration: match f.u64()? {
+            u64::MAX => None,
+            ms => Some(Duration::from_millis(ms)),
+        },
+    };
+    let pid = f.u64()? as u32;
+    let describe = String::from_utf8_lossy(f.bytes()?).into_owned();
+    let features = if f.done() { 0 } else { f.u64()? };
+    Ok((limits, pid, describe, features))
+}
+
 /// Says hello on a new connection and returns the server's reply; `pid` names the server in
 /// the error when it does not answer within `timeout`.
 fn hello(
@@ -432,8 +460,21 @@ fn hello(
     pid: impl FnOnce() -> Option<u32>,
 ) -> std::result::Result<Vec<u8>, ConnectError> {
     let started = Instant::now();
-    match conn.call(Frame::new(op::HELLO).u64(protocol::VERSION as u64)) {
-        Ok(Ok(reply)) => Ok(reply),
+    // A reply area, if this system gives one (else replies all come through the socket).
+    let area = Area::create().ok();
+    let frame = Frame::new(op::HELLO).u64(protocol::VERSION as u64).u64(area.is_some() as u64);
+    let r = match &area {
+        Some((_, fd)) => conn.call_with_fd(frame, fd.as_raw_fd()),
+        None => conn.call(frame),
+    };
+    match r {
+        Ok(Ok(reply)) => {
+            let features = parse_hello(&reply).map_or(0, |h| h.3);
+            if features & protocol::features::AREA != 0 {
+                conn.area = area.map(|(a, _)| a);
+            }
+            Ok(reply)
+        }
         Ok(Err(e)) => Err(ConnectError::Failed(e)),
         Err(Fail::Lost { .. }) => Err(ConnectError::NoServer),
         Err(Fail::Stalled { .. }) => Err(ConnectError::Failed(waits::owner_stalled(

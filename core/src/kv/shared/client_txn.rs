@@ -245,10 +245,24 @@ impl ClientTxn {
             .u64(limit as u64)
             .u8(reverse as u8);
         let reply = self.call(frame, false)?;
-        let (_, mut f) = Fields::of(&reply)?;
+        let (code, mut f) = Fields::of(&reply)?;
+        let mut f = match (code, &self.conn) {
+            // A large reply, in the connection's reply area (its length here).
+            (op::OK_AREA, Some(conn)) => {
+                let len = f.u64()? as usize;
+                let area = conn.area.as_ref().and_then(|a| a.bytes(len));
+                Fields::body(area.ok_or_else(|| {
+                    Error::new(ErrorKind::Invalid, "bad reply area length on the store's socket")
+                })?)
+            }
+            _ => f,
+        };
         for _ in 0..f.u64()? {
             let (k, v) = (f.bytes()?, f.bytes()?);
             visit(k, v);
+        }
+        if let Some(conn) = &mut self.conn {
+            conn.recycle(reply);
         }
         Ok(())
     }

@@ -19,6 +19,7 @@
 //! the store's `owner_timeout` (`waits.rs`).
 
 mod alive;
+mod area;
 mod bell;
 mod client;
 mod client_cache;

@@ -18,6 +18,8 @@ pub const VERSION: u32 = 1;
 pub mod features {
     /// The change ring (`ring.rs`) is written: clients may cache reads and use BEGIN_AT.
     pub const RING: u64 = 1;
+    /// The server mapped the reply area the client passed with its hello (`area.rs`).
+    pub const AREA: u64 = 2;
 }
 
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
@@ -62,6 +64,9 @@ pub mod op {
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;
+    /// Success, with the reply's fields in the connection's reply area (`area.rs`): the
+    /// frame carries only their length.
+    pub const OK_AREA: u8 = 102;
 }
 
 /// Builds one frame.
@@ -87,15 +92,38 @@ impl Frame {
         self.buf.extend_from_slice(&v.to_le_bytes());
         self
     }
-    /// Appends bytes already encoded as fields.
-    pub fn raw(mut self, b: &[u8]) -> Frame {
-        self.buf.extend_from_slice(b);
-        self
-    }
     /// Appends a byte.
     pub fn u8(mut self, v: u8) -> Frame {
         self.buf.push(v);
         self
+    }
+    /// A frame for operation `op` built in `buf` (its contents dropped, its memory kept): a
+    /// large reply reuses the memory of the last one instead of faulting in fresh pages.
+    pub fn reusing(mut buf: Vec<u8>, op: u8) -> Frame {
+        buf.clear();
+        buf.extend_from_slice(&[0, 0, 0, 0, op]);
+        Frame { buf }
+    }
+    /// Appends a byte string, in place.
+    pub fn put_bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.buf.extend_from_slice(b);
+    }
+    /// Appends bytes already encoded as fields, in place.
+    pub fn put_raw(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+    /// The frame's memory, to build another in.
+    pub fn into_buf(self) -> Vec<u8> {
+        self.buf
+    }
+    /// Overwrites the integer appended at byte `at` of the fields (0: the first field).
+    pub fn set_u64(&mut self, at: usize, v: u64) {
+        self.buf[5 + at..5 + at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    /// Bytes of fields so far.
+    pub fn fields_len(&self) -> usize {
+        self.buf.len() - 5
     }
     /// The finished frame, length filled in.
     pub fn finish(mut self) -> Vec<u8> {
@@ -109,8 +137,36 @@ impl Frame {
     }
 }
 
+/// Asks for socket buffers that hold a megabyte reply whole (the kernel caps the request at
+/// `net.core.wmem_max` / `rmem_max`): a large range reply then crosses in one write and one
+/// wake-up of the reader instead of a handful of each. Best effort: the defaults work too.
+pub fn widen_buffers(sock: &impl std::os::fd::AsRawFd) {
+    let size: libc::c_int = 4 << 20;
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: sets an integer option on an open socket from a live c_int.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
 /// Reads one frame; `Ok(None)` at a clean end of stream.
 pub fn read_frame(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    read_frame_into(r, &mut Vec::new())
+}
+
+/// Frames at least this large are read into the memory of an earlier large one.
+pub const SPARE_MIN: usize = 64 << 10;
+
+/// Reads one frame; a large one into `spare`'s memory (taken), so that a megabyte reply does
+/// not fault in fresh pages each time; `Ok(None)` at a clean end of stream.
+pub fn read_frame_into(r: &mut impl Read, spare: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
         Ok(()) => {}
@@ -124,7 +180,9 @@ pub fn read_frame(r: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
             format!("bad frame length {len}"),
         ));
     }
-    let mut body = vec![0u8; len];
+    let mut body = if len >= SPARE_MIN { std::mem::take(spare) } else { Vec::new() };
+    body.clear();
+    body.resize(len, 0);
     r.read_exact(&mut body)?;
     Ok(Some(body))
 }
@@ -139,6 +197,10 @@ fn malformed() -> Error {
 }
 
 impl<'a> Fields<'a> {
+    /// A reader of fields without an operation code (a reply in the reply area).
+    pub fn body(rest: &'a [u8]) -> Fields<'a> {
+        Fields { rest }
+    }
     /// The operation code and a reader of the fields after it.
     pub fn of(frame: &'a [u8]) -> Result<(u8, Fields<'a>)> {
         let (&op, rest) = frame.split_first().ok_or_else(malformed)?;

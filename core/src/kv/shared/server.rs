@@ -12,9 +12,14 @@
 //! its connection.
 
 mod cached_reads;
+mod hello;
+mod wire;
 
 use cached_reads::range_reply;
+use hello::{hello_reply, read_hello};
+use wire::{next_frame, send_error, send_reply, Next};
 
+use super::area::Area;
 use super::endpoint::{self, Endpoint};
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::RingWriter;
@@ -24,7 +29,7 @@ use crate::kv::rocks::RocksBackend;
 use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -250,13 +255,27 @@ struct Session<'a> {
     failed: Option<Error>,
     /// The snapshot this connection pins for its client (see `snapshot.rs`).
     held: Option<snapshot::Held>,
+    /// The memory of the last large reply, for the next range reply.
+    spare: Vec<u8>,
+    /// The client's reply area, when it passed one (`area.rs`).
+    area: Option<Area>,
 }
 
 fn no_txn() -> Error {
     Error::new(ErrorKind::Invalid, "request outside a transaction on the store's socket")
 }
 
+/// Replies keep their memory for the next large one, up to this size.
+const SPARE_MAX: usize = 8 << 20;
+
 impl Session<'_> {
+    /// Keeps a sent reply's memory for the next large reply.
+    fn recycle(&mut self, reply: Vec<u8>) {
+        if (protocol::SPARE_MIN..=SPARE_MAX).contains(&reply.capacity()) {
+            self.spare = reply;
+        }
+    }
+
     /// The transaction, or the error that doomed it.
     fn txn(&mut self) -> Result<&mut Box<dyn Txn>> {
         if let Some(e) = &self.failed {
@@ -350,7 +369,17 @@ impl Session<'_> {
             op::GET_RANGE => {
                 let (snapshot, s, e) = (f.u8()? != 0, f.bytes()?, f.bytes()?);
                 let (limit, reverse) = (f.u64()? as usize, f.u8()? != 0);
-                Some(self.txn().and_then(|t| range_reply(&mut **t, snapshot, s, e, limit, reverse)))
+                let buf = std::mem::take(&mut self.spare);
+                let t = match &self.failed {
+                    Some(e) => Err(e.clone()),
+                    None => self.txn.as_mut().ok_or_else(no_txn),
+                };
+                let area = self.area.as_mut();
+                Some(
+                    t.and_then(|t| {
+                        range_reply(&mut **t, snapshot, s, e, limit, reverse, buf, area)
+                    }),
+                )
             }
             op::COMMIT => {
                 let durable = f.u8()? != 0;
@@ -408,131 +437,12 @@ impl Session<'_> {
     }
 }
 
-/// The hello reply: protocol version, the backend's limits and description, features.
-fn hello_reply(backend: &dyn Backend, ring: bool) -> Vec<u8> {
-    let l = backend.limits();
-    Frame::new(op::OK)
-        .u64(protocol::VERSION as u64)
-        .u64(protocol::opt(l.max_key))
-        .u64(protocol::opt(l.max_value))
-        .u64(protocol::opt(l.max_txn_bytes))
-        .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
-        .u64(std::process::id() as u64)
-        .bytes(backend.describe().as_bytes())
-        .u64(if ring { protocol::features::RING } else { 0 })
-        .finish()
-}
-
-/// Sends an error reply without waiting (the peer may have stopped reading), before its
-/// connection closes.
-fn send_error(sock: &UnixStream, e: &Error) {
-    let f = protocol::error_frame(e);
-    // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
-    unsafe {
-        libc::send(
-            sock.as_raw_fd(),
-            f.as_ptr().cast(),
-            f.len(),
-            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        )
-    };
-}
-
-/// Sends a reply. A client that stops reading (stopped, stuck) cannot hold it, and so this
-/// thread and the server's stop (which waits for it): once the client has taken none of it
-/// for [`FRAME_WAIT`], the connection is dropped (the client, if it runs again, sees it lost).
-/// With MSG_NOSIGNAL: a vanished client gives EPIPE, never a SIGPIPE to the host program.
-fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
-    let mut sent = 0;
-    while sent < reply.len() {
-        let rest = &reply[sent..];
-        // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
-        let n = unsafe {
-            libc::send(
-                sock.as_raw_fd(),
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            sent += n as usize;
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            std::io::ErrorKind::Interrupted => {}
-            std::io::ErrorKind::WouldBlock => {
-                let mut p =
-                    libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
-                let ms = FRAME_WAIT.as_millis() as libc::c_int;
-                // SAFETY: polls one valid pollfd.
-                match unsafe { libc::poll(&mut p, 1, ms) } {
-                    0 => return Err(std::io::ErrorKind::TimedOut.into()),
-                    n if n < 0 => {
-                        let e = std::io::Error::last_os_error();
-                        if e.kind() != std::io::ErrorKind::Interrupted {
-                            return Err(e);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            _ => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// What [`next_frame`] got.
-enum Next {
-    Frame(Vec<u8>),
-    /// The stream ended, or a wait inside a request ran out.
-    End,
-    /// No request began within the idle wait.
-    Idle,
-}
-
-/// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
-/// an idle connection without a transaction costs nothing), then for each further part at most
-/// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
-/// An InvalidData error: a bad frame length.
-fn next_frame(
-    reader: &mut BufReader<UnixStream>,
-    sock: &UnixStream,
-    idle: Option<Duration>,
-    timeout: &mut Option<Duration>,
-) -> std::io::Result<Next> {
-    let mut set = |t: Option<Duration>| {
-        if *timeout != t {
-            sock.set_read_timeout(t)?;
-            *timeout = t;
-        }
-        std::io::Result::Ok(())
-    };
-    if reader.buffer().is_empty() {
-        set(idle)?;
-        loop {
-            match reader.fill_buf() {
-                Ok([]) => return Ok(Next::End),
-                Ok(_) => break,
-                // A wait with a timeout fails with EINTR when this process is stopped and
-                // continued (signal(7)): wait again.
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if idle.is_some() && waits::is_timeout(&e) => return Ok(Next::Idle),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    set(Some(FRAME_WAIT))?;
-    Ok(protocol::read_frame(reader)?.map_or(Next::End, Next::Frame))
-}
-
 fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
+    protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let writer = stream;
-    let mut timeout = None;
+    let mut timeout;
     // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
     // saying so, then the connection closes (its transaction, if any, is dropped); a stalled
     // or vanished peer's connection closes without one. The client sees a lost connection
@@ -542,13 +452,21 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
             send_error(sock, &Error::new(ErrorKind::Invalid, format!("{e} on the store's socket")));
         }
     };
-    // The first message must be a hello of this protocol's version.
-    match next_frame(&mut reader, &writer, None, &mut timeout) {
-        Ok(Next::Frame(f)) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok())) {
-            Ok((op::HELLO, Some(v))) if v == protocol::VERSION as u64 => {
-                if send_reply(&writer, &hello_reply(backend, ring.is_some())).is_err() {
+    // The first message must be a hello of this protocol's version; it may bring a reply
+    // area (read straight from the socket, with the descriptor attached to it).
+    let mut area = None;
+    match read_hello(&writer) {
+        Ok(Some((f, fd))) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
+            Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
+                let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
+                if flags & 1 != 0 {
+                    area = fd.and_then(|fd| Area::adopt(fd).ok());
+                }
+                let reply = hello_reply(backend, ring.is_some(), area.is_some());
+                if send_reply(&writer, &reply).is_err() {
                     return;
                 }
+                timeout = Some(FRAME_WAIT);
             }
             _ => {
                 let e = Error::new(
@@ -559,12 +477,20 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                 return;
             }
         },
-        Ok(Next::End | Next::Idle) => return,
+        Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
     let limit = idle_txn_limit();
-    let mut session =
-        Session { backend, ring, peer: writer.as_raw_fd(), txn: None, failed: None, held: None };
+    let mut session = Session {
+        backend,
+        ring,
+        peer: writer.as_raw_fd(),
+        txn: None,
+        failed: None,
+        held: None,
+        spare: Vec::new(),
+        area,
+    };
     loop {
         // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
         // request gets the error; the connection stays for the client's next transaction.
@@ -584,6 +510,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
                 if send_reply(&writer, &reply).is_err() {
                     return;
                 }
+                session.recycle(reply);
             }
             Ok(None) => {}
             Err(e) => return send_error(&writer, &e),

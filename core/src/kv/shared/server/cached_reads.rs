@@ -4,13 +4,17 @@
 
 use super::Session;
 use crate::error::{Error, ErrorKind, Result};
+use crate::kv::shared::area::Area;
 use crate::kv::shared::protocol::{self, op, Frame};
 use crate::kv::shared::ring;
 use crate::kv::{Backend, Txn};
 use std::time::{Duration, Instant};
 
-/// The reply to GET_RANGE: the count, then each key and value. A whole-range read is encoded
-/// straight from the backend's values (no copy of the pairs first).
+/// The reply to GET_RANGE: the count, then each key and value; in the connection's reply
+/// area when there is one and the reply fits (`area.rs`), else built in `buf` (the memory of
+/// an earlier reply). A whole-range read is encoded straight from the backend's values (no
+/// copy of the pairs first).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn range_reply(
     t: &mut dyn Txn,
     snapshot: bool,
@@ -18,18 +22,17 @@ pub(super) fn range_reply(
     e: &[u8],
     limit: usize,
     reverse: bool,
+    buf: Vec<u8>,
+    area: Option<&mut Area>,
 ) -> Result<Vec<u8>> {
-    let mut body = Vec::new();
-    let mut n = 0u64;
-    let mut push = |k: &[u8], v: &[u8]| {
-        for b in [k, v] {
-            body.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            body.extend_from_slice(b);
-        }
-        n += 1;
+    let mut out = RangeEncoder {
+        area: area.map(|a| a.bytes_mut()),
+        at: 8,
+        frame: Frame::reusing(buf, op::OK).u64(0),
+        n: 0,
     };
     if !snapshot && limit == 0 && !reverse {
-        t.visit_range(s, e, &mut push)?;
+        t.visit_range(s, e, &mut |k, v| out.pair(k, v))?;
     } else {
         let pairs = if snapshot {
             t.snapshot_get_range(s, e, limit, reverse)?
@@ -37,16 +40,57 @@ pub(super) fn range_reply(
             t.get_range(s, e, limit, reverse)?
         };
         for (k, v) in &pairs {
-            push(k, v);
+            out.pair(k, v);
         }
     }
-    if body.len() + 16 > protocol::MAX_FRAME {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            "range read too large for one reply: read it with a limit",
-        ));
+    out.finish()
+}
+
+/// Encodes a range reply: into the reply area while it fits (the count first, then the
+/// pairs), else, moving what the area holds, into a frame.
+struct RangeEncoder<'a> {
+    area: Option<&'a mut [u8]>,
+    /// Bytes of the area used.
+    at: usize,
+    frame: Frame,
+    n: u64,
+}
+
+impl RangeEncoder<'_> {
+    fn pair(&mut self, k: &[u8], v: &[u8]) {
+        self.n += 1;
+        if let Some(a) = &mut self.area {
+            if self.at + 8 + k.len() + v.len() <= a.len() {
+                for b in [k, v] {
+                    a[self.at..self.at + 4].copy_from_slice(&(b.len() as u32).to_le_bytes());
+                    a[self.at + 4..self.at + 4 + b.len()].copy_from_slice(b);
+                    self.at += 4 + b.len();
+                }
+                return;
+            }
+            self.frame.put_raw(&a[8..self.at]);
+            self.area = None;
+        }
+        self.frame.put_bytes(k);
+        self.frame.put_bytes(v);
     }
-    Ok(Frame::new(op::OK).u64(n).raw(&body).finish())
+
+    fn finish(mut self) -> Result<Vec<u8>> {
+        if let Some(a) = self.area {
+            a[..8].copy_from_slice(&self.n.to_le_bytes());
+            return Ok(Frame::reusing(self.frame.into_buf(), op::OK_AREA)
+                .u64(self.at as u64)
+                .finish());
+        }
+        if self.frame.fields_len() + 16 > protocol::MAX_FRAME {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                "range read too large for one reply: read it with a limit",
+            ));
+        }
+        self.frame.set_u64(0, self.n);
+        Ok(self.frame.finish())
+    }
 }
 
 impl Session<'_> {

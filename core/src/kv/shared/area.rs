@@ -1,0 +1,231 @@
+//! A connection's reply area: shared memory through which the server hands a client a large
+//! range reply (a megabyte of file data) with one copy on each side, instead of through the
+//! socket (a copy into the kernel, one out, and a wake-up per socket buffer of it).
+//!
+//! The client creates the area (a sealed memfd: it can never shrink under the server, whose
+//! writes would then fault) and passes its descriptor with its hello (`SCM_RIGHTS`); a server
+//! that maps it says so in its hello reply. Then a GET_RANGE reply that fits comes back as
+//! `OK_AREA` with the length of its fields, written in the area. The protocol is one request
+//! at a time per connection, so the server writes the area only while the client waits for a
+//! reply, and the client reads it only before its next request: no other synchronisation.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The size of each connection's area: a read piece of 16 blocks of 64 KiB, its keys, and
+/// room to spare. A larger reply goes through the socket.
+pub(super) const AREA_SIZE: usize = 2 << 20;
+
+/// A mapping of a reply area.
+pub(super) struct Area {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by one connection, used by one thread at a time.
+unsafe impl Send for Area {}
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+impl Area {
+    /// A new area (the client's), and the descriptor to pass to the server.
+    pub(super) fn create() -> io::Result<(Area, OwnedFd)> {
+        let name = c"txvfs-reply-area";
+        // SAFETY: a plain system call with a valid C string.
+        let fd = check(unsafe {
+            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        })?;
+        // SAFETY: `fd` was just created and is owned here.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: system calls on a descriptor owned here.
+        unsafe {
+            check(libc::ftruncate(fd.as_raw_fd(), AREA_SIZE as libc::off_t))?;
+            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+            check(libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals))?;
+        }
+        Ok((Area::map_fd(fd.as_raw_fd(), AREA_SIZE)?, fd))
+    }
+
+    /// Maps an area a client passed (the server's side): only a sealed memfd that cannot
+    /// shrink, of the expected size.
+    pub(super) fn adopt(fd: OwnedFd) -> io::Result<Area> {
+        // SAFETY: queries on a descriptor owned here; `st` is written by fstat.
+        let (seals, size) = unsafe {
+            let seals = check(libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))?;
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+            (seals, st.st_size as usize)
+        };
+        if seals & libc::F_SEAL_SHRINK == 0 || size != AREA_SIZE {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a sealed reply area"));
+        }
+        Area::map_fd(fd.as_raw_fd(), size)
+    }
+
+    fn map_fd(fd: RawFd, len: usize) -> io::Result<Area> {
+        // SAFETY: maps `len` bytes of a descriptor whose size is at least `len` and can
+        // never shrink (sealed).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Area { ptr: ptr.cast(), len })
+    }
+
+    /// The first `len` bytes (None: more than the area holds).
+    pub(super) fn bytes(&self, len: usize) -> Option<&[u8]> {
+        // SAFETY: within the mapping; the peer writes it only while this side waits.
+        (len <= self.len).then(|| unsafe { std::slice::from_raw_parts(self.ptr, len) })
+    }
+
+    /// The whole area, to write a reply into.
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the whole mapping; the peer reads it only after the reply is sent.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in `map_fd`, once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Sends `bytes` with `fd` attached (`SCM_RIGHTS`), all of it or an error.
+pub(super) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
+    // Room for one descriptor, aligned for the header.
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; the control buffer outlives the call and is large
+    // enough for CMSG_SPACE(sizeof(int)).
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL)
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The descriptor went with the first byte; the rest (rare: a full buffer) follows.
+    let mut at = sent as usize;
+    while at < bytes.len() {
+        // SAFETY: sends from a live buffer of its length.
+        let n = unsafe {
+            libc::send(sock, bytes[at..].as_ptr().cast(), bytes.len() - at, libc::MSG_NOSIGNAL)
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+            continue;
+        }
+        at += n as usize;
+    }
+    Ok(())
+}
+
+/// Receives into `buf` (at least one byte, blocking as the socket's timeout says), with the
+/// descriptor attached to those bytes, if any. Ok((0, None)): the stream ended.
+pub(super) fn recv_with_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut control = [0u64; 8];
+    loop {
+        // SAFETY: msghdr is plain data; the buffers outlive the call; descriptors received
+        // are taken into OwnedFd (so closed if unwanted), marked close-on-exec.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let mut fd = None;
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg);
+                    let count = ((*cmsg).cmsg_len as usize - (data as usize - cmsg as usize))
+                        / std::mem::size_of::<RawFd>();
+                    for i in 0..count {
+                        let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                        let owned = OwnedFd::from_raw_fd(raw);
+                        // Only the first is kept; others close here.
+                        if fd.is_none() {
+                            fd = Some(owned);
+                        }
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+            return Ok((n as usize, fd));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn an_area_passed_over_a_socket_is_the_same_memory() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut mine, fd) = Area::create().unwrap();
+        send_with_fd(a.as_raw_fd(), b"hello", fd.as_raw_fd()).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, got) = recv_with_fd(b.as_raw_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        let theirs = Area::adopt(got.expect("a descriptor")).unwrap();
+        mine.bytes_mut()[..3].copy_from_slice(b"abc");
+        assert_eq!(theirs.bytes(3).unwrap(), b"abc");
+        assert!(theirs.bytes(AREA_SIZE + 1).is_none());
+    }
+
+    #[test]
+    fn only_a_sealed_area_of_the_right_size_is_adopted() {
+        // A memfd that could shrink under the server (whose writes would then fault).
+        // SAFETY: plain system calls on a descriptor owned here.
+        let fd = unsafe {
+            let fd = libc::memfd_create(c"t".as_ptr(), libc::MFD_CLOEXEC);
+            assert!(fd >= 0);
+            assert_eq!(libc::ftruncate(fd, AREA_SIZE as libc::off_t), 0);
+            OwnedFd::from_raw_fd(fd)
+        };
+        assert!(Area::adopt(fd).is_err());
+        // Not a memfd at all.
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(Area::adopt(f.into()).is_err());
+    }
+}

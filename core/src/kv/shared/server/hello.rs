@@ -1,0 +1,62 @@
+//! The start of a connection: the client's hello, read straight from the socket with the
+//! reply area it may bring (`area.rs`), and the server's reply.
+
+use super::FRAME_WAIT;
+use crate::kv::shared::area;
+use crate::kv::shared::protocol::{self, op, Frame};
+use crate::kv::Backend;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
+
+/// Reads the hello, the first frame, straight from the socket (no buffered reader yet: the
+/// descriptor of a reply area comes attached to its first bytes). Waits for its first byte as
+/// long as it takes, then at most [`FRAME_WAIT`] for the rest (the socket's read timeout is
+/// then FRAME_WAIT). `Ok(None)`: the stream ended.
+pub(super) fn read_hello(sock: &UnixStream) -> std::io::Result<Option<(Vec<u8>, Option<OwnedFd>)>> {
+    let mut len = [0u8; 4];
+    let (got, fd) = area::recv_with_fd(sock.as_raw_fd(), &mut len)?;
+    if got == 0 {
+        return Ok(None);
+    }
+    sock.set_read_timeout(Some(FRAME_WAIT))?;
+    let mut r = sock;
+    let rest = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Ok(None),
+        _ => Err(e),
+    };
+    if let Err(e) = r.read_exact(&mut len[got..]) {
+        return rest(e);
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > protocol::MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad frame length {len}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    if let Err(e) = r.read_exact(&mut body) {
+        return rest(e);
+    }
+    Ok(Some((body, fd)))
+}
+
+/// The hello reply: protocol version, the backend's limits and description, features.
+pub(super) fn hello_reply(backend: &dyn Backend, ring: bool, area: bool) -> Vec<u8> {
+    let l = backend.limits();
+    Frame::new(op::OK)
+        .u64(protocol::VERSION as u64)
+        .u64(protocol::opt(l.max_key))
+        .u64(protocol::opt(l.max_value))
+        .u64(protocol::opt(l.max_txn_bytes))
+        .u64(l.max_txn_duration.map(|d| d.as_millis() as u64).unwrap_or(u64::MAX))
+        .u64(std::process::id() as u64)
+        .bytes(backend.describe().as_bytes())
+        .u64(
+            if ring { protocol::features::RING } else { 0 }
+                | if area { protocol::features::AREA } else { 0 },
+        )
+        .finish()
+}

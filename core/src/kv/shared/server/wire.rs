@@ -1,0 +1,117 @@
+//! A connection's reads and writes: requests read with the waits that keep a stalled client
+//! from holding a server thread ([`FRAME_WAIT`], the idle limit of a transaction), replies
+//! sent without ever blocking on a client that stopped reading.
+
+use super::FRAME_WAIT;
+use crate::error::Error;
+use crate::kv::shared::{protocol, waits};
+use std::io::{BufRead, BufReader};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+/// Sends an error reply without waiting (the peer may have stopped reading), before its
+/// connection closes.
+pub(super) fn send_error(sock: &UnixStream, e: &Error) {
+    let f = protocol::error_frame(e);
+    // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
+    unsafe {
+        libc::send(
+            sock.as_raw_fd(),
+            f.as_ptr().cast(),
+            f.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+}
+
+/// Sends a reply. A client that stops reading (stopped, stuck) cannot hold it, and so this
+/// thread and the server's stop (which waits for it): once the client has taken none of it
+/// for [`FRAME_WAIT`], the connection is dropped (the client, if it runs again, sees it lost).
+/// With MSG_NOSIGNAL: a vanished client gives EPIPE, never a SIGPIPE to the host program.
+pub(super) fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
+    let mut sent = 0;
+    while sent < reply.len() {
+        let rest = &reply[sent..];
+        // SAFETY: sends from a live buffer of its length on an open socket, never blocking.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                rest.as_ptr().cast(),
+                rest.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            sent += n as usize;
+            continue;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => {}
+            std::io::ErrorKind::WouldBlock => {
+                let mut p =
+                    libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                let ms = FRAME_WAIT.as_millis() as libc::c_int;
+                // SAFETY: polls one valid pollfd.
+                match unsafe { libc::poll(&mut p, 1, ms) } {
+                    0 => return Err(std::io::ErrorKind::TimedOut.into()),
+                    n if n < 0 => {
+                        let e = std::io::Error::last_os_error();
+                        if e.kind() != std::io::ErrorKind::Interrupted {
+                            return Err(e);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// What [`next_frame`] got.
+pub(super) enum Next {
+    /// A whole request.
+    Frame(Vec<u8>),
+    /// The stream ended, or a wait inside a request ran out.
+    End,
+    /// No request began within the idle wait.
+    Idle,
+}
+
+/// Reads the next request: waits for its first byte at most `idle` (None: as long as it takes;
+/// an idle connection without a transaction costs nothing), then for each further part at most
+/// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
+/// An InvalidData error: a bad frame length.
+pub(super) fn next_frame(
+    reader: &mut BufReader<UnixStream>,
+    sock: &UnixStream,
+    idle: Option<Duration>,
+    timeout: &mut Option<Duration>,
+) -> std::io::Result<Next> {
+    let mut set = |t: Option<Duration>| {
+        if *timeout != t {
+            sock.set_read_timeout(t)?;
+            *timeout = t;
+        }
+        std::io::Result::Ok(())
+    };
+    if reader.buffer().is_empty() {
+        set(idle)?;
+        loop {
+            match reader.fill_buf() {
+                Ok([]) => return Ok(Next::End),
+                Ok(_) => break,
+                // A wait with a timeout fails with EINTR when this process is stopped and
+                // continued (signal(7)): wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if idle.is_some() && waits::is_timeout(&e) => return Ok(Next::Idle),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    set(Some(FRAME_WAIT))?;
+    Ok(protocol::read_frame(reader)?.map_or(Next::End, Next::Frame))
+}
