@@ -1,5 +1,6 @@
-//! Frames on a connection, with deadlines: a reply that a client does not take, or a request
-//! whose rest does not come, ends the connection instead of holding its thread.
+//! A connection's reads and writes: requests read with the waits that keep a stalled client
+//! from holding a server thread ([`FRAME_WAIT`], the idle limit of a transaction), replies
+//! sent without ever blocking on a client that stopped reading.
 
 use super::FRAME_WAIT;
 use crate::error::Error;
@@ -72,6 +73,7 @@ pub(super) fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()>
 
 /// What [`next_frame`] got.
 pub(super) enum Next {
+    /// A whole request.
     Frame(Vec<u8>),
     /// The stream ended, or a wait inside a request ran out.
     End,
