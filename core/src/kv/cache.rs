@@ -173,7 +173,21 @@ impl ReadCache {
     /// Records commit `version`'s batch (already applied to the engine, or `None` if applying
     /// it failed and nothing changed): written keys take their new values, cleared ranges
     /// leave the cache.
+    #[cfg(test)]
     pub(crate) fn applied(&mut self, version: u64, batch: Option<&[Mutation]>) {
+        self.applied_stamped(version, batch, 0);
+    }
+
+    /// [`ReadCache::applied`], where the last `stamped` mutations of the batch set keys that
+    /// no read has asked for yet (versionstamped keys, such as the change feed's records, and
+    /// the stamp counter): they are recorded as written but do not fill the cache (they are
+    /// read by range, once, if ever; filling evicted what is read).
+    pub(crate) fn applied_stamped(
+        &mut self,
+        version: u64,
+        batch: Option<&[Mutation]>,
+        stamped: usize,
+    ) {
         self.version = version;
         if !self.enabled() {
             // Nothing cached; a gap in `recent` would make later fills wrong, so none is kept.
@@ -181,8 +195,13 @@ impl ReadCache {
             return;
         }
         let mut written = Written { version, points: Vec::new(), ranges: Vec::new() };
-        for m in batch.unwrap_or(&[]) {
+        let batch = batch.unwrap_or(&[]);
+        let fresh_from = batch.len().saturating_sub(stamped);
+        for (i, m) in batch.iter().enumerate() {
             match m {
+                Mutation::Set(k, _) if i >= fresh_from && !self.map.contains_key(k) => {
+                    written.points.push(k.clone());
+                }
                 Mutation::ClearRange(s, e) => {
                     let keys: Vec<Vec<u8>> = self
                         .keys
@@ -427,6 +446,22 @@ mod tests {
         }
         c.fill(b"x", 1, Some(b"1"));
         assert!(c.get(b"x", RECENT as u64 + 10).is_none());
+    }
+
+    #[test]
+    fn stamped_keys_are_recorded_but_do_not_fill() {
+        let mut c = ReadCache::new(1 << 20, 0);
+        c.fill(b"counter", 0, Some(b"1"));
+        let batch = [
+            Mutation::Set(b"a".to_vec(), b"1".to_vec()),
+            Mutation::Set(b"W1".to_vec(), b"record".to_vec()),
+            Mutation::Set(b"counter".to_vec(), b"2".to_vec()),
+        ];
+        c.applied_stamped(1, Some(&batch), 2);
+        assert_eq!(c.get(b"a", 1).unwrap().as_deref(), Some(&b"1"[..]), "an ordinary write fills");
+        assert!(c.get(b"W1", 1).is_none(), "a stamped key does not fill");
+        // A stamped key already cached (read before) takes its new value.
+        assert_eq!(c.get(b"counter", 1).unwrap().as_deref(), Some(&b"2"[..]));
     }
 
     #[test]

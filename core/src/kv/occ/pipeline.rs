@@ -83,21 +83,6 @@ impl<E: Engine> OccStore<E> {
             let mut batch = staged.batch;
             let mut r = Ok(());
             let mut stamp = None;
-            if !staged.stamped.is_empty() {
-                match self.next_stamp() {
-                    Ok(n) => {
-                        for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
-                            let mut k = prefix;
-                            k.extend_from_slice(&n.to_be_bytes());
-                            k.extend_from_slice(&(i as u16).to_be_bytes());
-                            batch.push(Mutation::Set(k, value));
-                        }
-                        batch.push(Mutation::Set(STAMP_KEY.to_vec(), n.to_le_bytes().to_vec()));
-                        stamp = Some(n);
-                    }
-                    Err(e) => r = Err(e),
-                }
-            }
             for (k, ops) in staged.atomics {
                 match self.engine.get_latest(&k) {
                     Ok(base) => batch.push(Mutation::Set(k, apply_atomic(base.as_deref(), &ops))),
@@ -107,13 +92,32 @@ impl<E: Engine> OccStore<E> {
                     }
                 }
             }
+            // The stamped keys and the counter go last in the batch; the cache does not fill them.
+            let mut stamped = 0;
+            if r.is_ok() && !staged.stamped.is_empty() {
+                match self.next_stamp() {
+                    Ok(n) => {
+                        let first = batch.len();
+                        for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
+                            let mut k = prefix;
+                            k.extend_from_slice(&n.to_be_bytes());
+                            k.extend_from_slice(&(i as u16).to_be_bytes());
+                            batch.push(Mutation::Set(k, value));
+                        }
+                        batch.push(Mutation::Set(STAMP_KEY.to_vec(), n.to_le_bytes().to_vec()));
+                        stamped = batch.len() - first;
+                        stamp = Some(n);
+                    }
+                    Err(e) => r = Err(e),
+                }
+            }
             if r.is_ok() {
                 r = self.engine.apply(&batch, version, oldest);
             }
             if let (Some(n), true) = (stamp, r.is_ok()) {
                 *self.stamp.lock() = Some(n);
             }
-            self.cache.lock().applied(version, r.is_ok().then_some(&batch[..]));
+            self.cache.lock().applied_stamped(version, r.is_ok().then_some(&batch[..]), stamped);
             self.keep_snapshot(version);
             if let Some(observe) = &mut *self.observer.lock() {
                 observe(version, r.is_ok().then_some(&batch[..]));
