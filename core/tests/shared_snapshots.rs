@@ -230,3 +230,27 @@ fn processes_creating_the_same_named_snapshot_at_once_get_one_whole_snapshot() {
         }
     }
 }
+
+#[test]
+fn a_store_used_alone_keeps_no_snapshot_per_commit() {
+    // The snapshots kept for clients' cached reads (BEGIN_AT) cost an alone process old
+    // versions kept from compaction and a snapshot per commit: kept only once another process
+    // is here.
+    let d = tempfile::tempdir().unwrap();
+    let canon = std::fs::canonicalize(d.path()).unwrap();
+    let b = kv::SharedBackend::open(&canon, false).unwrap();
+    let commit = |i: u32| {
+        kv::run_with_retries(&*b, 5, false, |t| t.set(b"k", &i.to_le_bytes())).unwrap();
+    };
+    for i in 0..100 {
+        commit(i);
+    }
+    assert!(b.engine_snapshots().unwrap() < 5, "alone: {:?}", b.engine_snapshots());
+    let mut client = Agent::start(d.path().to_str().unwrap(), AGENT);
+    assert_eq!(client.role, "client");
+    assert!(client.ask("read /none").starts_with("error"), "the client is served");
+    for i in 0..100 {
+        commit(i);
+    }
+    assert!(b.engine_snapshots().unwrap() >= 100, "shared: {:?}", b.engine_snapshots());
+}

@@ -298,6 +298,12 @@ impl RocksBackend {
         self.occ.observe(keep, make)
     }
 
+    /// Keeps snapshots of the last `keep` versions from the next commit on (see
+    /// [`RocksBackend::observe_commits`]).
+    pub(crate) fn keep_snapshots(&self, keep: usize) {
+        self.occ.set_keep(keep)
+    }
+
     /// A transaction reading exactly `version`, if this owner still keeps it (see
     /// [`OccStore::begin_at`]).
     pub(crate) fn begin_at(&self, version: u64) -> Option<Result<Box<dyn Txn>>> {

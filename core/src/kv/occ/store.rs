@@ -113,6 +113,11 @@ impl<E: Engine> OccStore<E> {
         Ok(())
     }
 
+    /// Keeps snapshots of the last `keep` versions from the next commit on (0: none).
+    pub(crate) fn set_keep(&self, keep: usize) {
+        self.keep.store(keep, Ordering::SeqCst);
+    }
+
     /// Keeps a snapshot of `version`, just applied (called by the pipeline under `visible`'s
     /// write lock), and lets the oldest kept one go.
     pub(super) fn keep_snapshot(&self, version: u64) {

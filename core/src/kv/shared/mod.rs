@@ -333,7 +333,7 @@ fn try_mode(
                 None
             } else {
                 // Without a ring (it could not be mapped) clients still work, uncached.
-                let ring = start_ring(dir, &local).ok();
+                let ring = start_ring(dir, &local, sharing).ok();
                 match Server::start(dir, local.clone(), sharing.clone(), ring) {
                     Ok(s) => Some(s),
                     // The directory's file system cannot hold a Unix socket (some FUSE file
@@ -369,14 +369,34 @@ fn try_mode(
     }
 }
 
-/// Starts this owner's change ring and has every commit recorded in it (see `ring.rs`).
-fn start_ring(dir: &Path, local: &RocksBackend) -> Result<Arc<Mutex<ring::RingWriter>>> {
+/// Starts this owner's change ring and has every commit recorded in it (see `ring.rs`). The
+/// snapshots kept for clients' BEGIN_AT are kept only once another process is here: a store
+/// used by one process alone pays no snapshot per commit (old versions kept from compaction).
+fn start_ring(
+    dir: &Path,
+    local: &Arc<RocksBackend>,
+    sharing: &AloneState,
+) -> Result<Arc<Mutex<ring::RingWriter>>> {
+    let mut hooks = sharing.hooks.lock();
+    let keep = if sharing.alone.load(Ordering::SeqCst) {
+        let weak = Arc::downgrade(local);
+        hooks.push(Box::new(move || {
+            if let Some(l) = weak.upgrade() {
+                l.keep_snapshots(ring::KEPT_VERSIONS);
+            }
+        }));
+        0
+    } else {
+        ring::KEPT_VERSIONS
+    };
+    // `hooks` stays locked until the observer is in, so sharing cannot begin in between.
     let mut out = None;
-    local.observe_commits(ring::KEPT_VERSIONS, |version| {
+    local.observe_commits(keep, |version| {
         let ring = Arc::new(Mutex::new(ring::RingWriter::start(dir, version)?));
         out = Some(ring.clone());
         Ok(Box::new(move |v, batch| ring.lock().record(v, batch)))
     })?;
+    drop(hooks);
     Ok(out.expect("set by the observer's maker"))
 }
 
