@@ -231,10 +231,15 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 /// Reads of one transaction's snapshot that several threads may make at once (see
 /// [`Txn::parallel_reader`]). Valid while the transaction lives.
 pub trait SnapshotReader: Send + Sync {
-    /// The pairs with `start <= key < end` (within the reader's range) at the transaction's
-    /// snapshot, in ascending order. Adds no read conflict (the reader's whole range already
-    /// is in the transaction's read conflict set).
-    fn get_range(&self, start: &[u8], end: &[u8]) -> Result<Vec<KeyValue>>;
+    /// Visits the pairs with `start <= key < end` (within the reader's range) at the
+    /// transaction's snapshot in ascending order, lending each to `visit`. Adds no read
+    /// conflict (the reader's whole range already is in the transaction's read conflict set).
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()>;
     /// How many reads are worth keeping in flight at once: 1 for a local engine (no round
     /// trip to overlap), more for a backend with latency per request.
     fn in_flight(&self) -> usize;

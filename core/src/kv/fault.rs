@@ -144,11 +144,21 @@ struct FaultyReader {
 }
 
 impl SnapshotReader for FaultyReader {
-    fn get_range(&self, start: &[u8], end: &[u8]) -> Result<Vec<KeyValue>> {
-        self.plan.read(
-            || self.inner.get_range(start, end),
-            |kvs| kvs.iter().map(|(k, v)| k.len() + v.len()).sum(),
-        )
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let fetch = || {
+            let mut bytes = 0;
+            self.inner.visit_range(start, end, &mut |k, v| {
+                bytes += k.len() + v.len();
+                visit(k, v)
+            })?;
+            Ok(bytes)
+        };
+        self.plan.read(fetch, |&bytes| bytes).map(|_| ())
     }
     fn in_flight(&self) -> usize {
         match self.plan.parallel_reads.load(Ordering::SeqCst) {

@@ -282,17 +282,21 @@ struct Reader<E: Engine> {
 }
 
 impl<E: Engine> SnapshotReader for Reader<E> {
-    fn get_range(&self, start: &[u8], end: &[u8]) -> Result<Vec<KeyValue>> {
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
         let start = start.max(self.range.0.as_slice());
         let end = end.min(self.range.1.as_slice());
-        let mut out = Vec::new();
         if start < end {
             self.store.engine.scan(&self.snap, start, end, false, &mut |k, v| {
-                out.push((k.to_vec(), v.to_vec()));
+                visit(k, v);
                 true
             })?;
         }
-        Ok(out)
+        Ok(())
     }
     fn in_flight(&self) -> usize {
         1
