@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use txvfs::{FileSystem, OpenOptions, Store};
 
-mod first_touch;
 mod report;
+mod small;
 mod sqlite;
 
-use report::{print_table, write_results, Row};
+use report::{print_table, print_targets, write_results, Row};
 
 struct Sizes {
     small_files: usize,
@@ -92,6 +92,7 @@ fn main() {
         if rounds == 1 { "" } else { "s" }
     );
     print_table(&rows, create_ratio, quick);
+    print_targets(&rows);
     let default_results =
         (!quick).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/core.csv"));
     let results = match args.iter().position(|a| a == "--results") {
@@ -120,168 +121,10 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
     let mut rows = Vec::new();
     let data4k = payload(4096, 1);
 
-    // --- small files: create + write 4 KiB + close ---
-    store.mkdir("/small", 0o755).unwrap();
-    std::fs::create_dir_all(native.join("small")).unwrap();
-    let (t_tx, _) = time(|| {
-        for i in 0..s.small_files {
-            let f = store.create(format!("/small/f{i}")).unwrap();
-            f.write(&data4k).unwrap();
-            f.close().unwrap();
-        }
-    });
-    let (t_fs, _) = time(|| {
-        for i in 0..s.small_files {
-            let mut f = std::fs::File::create(native.join(format!("small/f{i}"))).unwrap();
-            f.write_all(&data4k).unwrap();
-        }
-    });
-    let (t_rk, _) = time(|| {
-        for i in 0..s.small_files {
-            raw.put_opt(format!("small/f{i}"), &data4k, &wo).unwrap();
-        }
-    });
-    let (t_sq, _) = time(|| {
-        for i in 0..s.small_files {
-            sql.create("/small", &format!("f{i}"), &data4k);
-        }
-    });
-    rows.push(Row {
-        name: "create+write 4 KiB+close".into(),
-        unit: "file",
-        txvfs: t_tx,
-        fs: Some(t_fs),
-        rocks: Some(t_rk),
-        sqlite: Some(t_sq),
-        ops: s.small_files,
-    });
-
-    // --- stat ---
-    let mut rng = SmallRng::seed_from_u64(7);
-    let picks: Vec<usize> = (0..s.small_files).map(|_| rng.gen_range(0..s.small_files)).collect();
-    let (t_tx, _) = time(|| {
-        for &i in &picks {
-            assert_eq!(store.stat(format!("/small/f{i}")).unwrap().size, 4096);
-        }
-    });
-    let (t_fs, _) = time(|| {
-        for &i in &picks {
-            assert_eq!(std::fs::metadata(native.join(format!("small/f{i}"))).unwrap().len(), 4096);
-        }
-    });
-    let (t_rk, _) = time(|| {
-        for &i in &picks {
-            assert!(raw.get_pinned(format!("small/f{i}")).unwrap().is_some());
-        }
-    });
-    let (t_sq, _) = time(|| {
-        for &i in &picks {
-            assert_eq!(sql.stat("/small", &format!("f{i}")), 4096);
-        }
-    });
-    rows.push(Row {
-        name: "stat (random, with repeats)".into(),
-        unit: "call",
-        txvfs: t_tx,
-        fs: Some(t_fs),
-        rocks: Some(t_rk),
-        sqlite: Some(t_sq),
-        ops: picks.len(),
-    });
-    rows.push(first_touch::stat_once(&store, &native, &raw, &wo, &sql, s.small_files));
-
-    // --- open + read 4 KiB + close ---
-    let (t_tx, _) = time(|| {
-        let mut buf = vec![0u8; 8192];
-        for &i in &picks {
-            let f = store.open(format!("/small/f{i}"), &OpenOptions::new().read(true)).unwrap();
-            assert_eq!(f.read(&mut buf).unwrap(), 4096);
-        }
-    });
-    let (t_fs, _) = time(|| {
-        let mut buf = vec![0u8; 8192];
-        for &i in &picks {
-            let mut f = std::fs::File::open(native.join(format!("small/f{i}"))).unwrap();
-            assert_eq!(f.read(&mut buf).unwrap(), 4096);
-        }
-    });
-    let (t_rk, _) = time(|| {
-        for &i in &picks {
-            assert_eq!(raw.get(format!("small/f{i}")).unwrap().unwrap().len(), 4096);
-        }
-    });
-    let (t_sq, _) = time(|| {
-        let mut buf = vec![0u8; 8192];
-        for &i in &picks {
-            assert_eq!(sql.read("/small", &format!("f{i}"), &mut buf), 4096);
-        }
-    });
-    rows.push(Row {
-        name: "open+read 4 KiB+close".into(),
-        unit: "file",
-        txvfs: t_tx,
-        fs: Some(t_fs),
-        rocks: Some(t_rk),
-        sqlite: Some(t_sq),
-        ops: picks.len(),
-    });
-
-    // --- rename of the 4 KiB files (raw RocksDB: the value moves to a new key in one batch) ---
-    let (t_tx, _) = time(|| {
-        for i in 0..s.small_files {
-            store.rename(format!("/small/f{i}"), format!("/small/r{i}")).unwrap();
-        }
-    });
-    let (t_fs, _) = time(|| {
-        for i in 0..s.small_files {
-            std::fs::rename(native.join(format!("small/f{i}")), native.join(format!("small/r{i}")))
-                .unwrap();
-        }
-    });
-    let (t_rk, _) = time(|| {
-        for i in 0..s.small_files {
-            let v = raw.get(format!("small/f{i}")).unwrap().unwrap();
-            let mut b = rocksdb::WriteBatch::default();
-            b.delete(format!("small/f{i}"));
-            b.put(format!("small/r{i}"), v);
-            raw.write_opt(b, &wo).unwrap();
-        }
-    });
-    rows.push(Row {
-        name: "rename 4 KiB file".into(),
-        unit: "file",
-        txvfs: t_tx,
-        fs: Some(t_fs),
-        rocks: Some(t_rk),
-        sqlite: None,
-        ops: s.small_files,
-    });
-
-    // --- delete (unlink) of the 4 KiB files ---
-    let (t_tx, _) = time(|| {
-        for i in 0..s.small_files {
-            store.unlink(format!("/small/r{i}")).unwrap();
-        }
-    });
-    let (t_fs, _) = time(|| {
-        for i in 0..s.small_files {
-            std::fs::remove_file(native.join(format!("small/r{i}"))).unwrap();
-        }
-    });
-    let (t_rk, _) = time(|| {
-        for i in 0..s.small_files {
-            raw.delete_opt(format!("small/r{i}"), &wo).unwrap();
-        }
-    });
-    rows.push(Row {
-        name: "delete 4 KiB file".into(),
-        unit: "file",
-        txvfs: t_tx,
-        fs: Some(t_fs),
-        rocks: Some(t_rk),
-        sqlite: None,
-        ops: s.small_files,
-    });
+    // --- 10,000 files of 4 KiB in 100 directories: create, stat (first touch and hot),
+    // open+read, rename, delete ---
+    let systems = small::Systems { store: &store, native: &native, raw: &raw, wo: &wo, sql: &sql };
+    rows.extend(small::rows(&systems, s.small_files, &data4k));
 
     // --- readdir of 1,000 and of a big directory ---
     for (label, n) in [("1,000", 1_000usize), (if quick { "2,000" } else { "100,000" }, s.big_dir)]
@@ -401,6 +244,21 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         }
         raw.flush_wal(true).unwrap();
     });
+    // SQLite: the file as 64 KiB rows like raw RocksDB's, one transaction per MiB, the last
+    // one synced.
+    let (t_sq, _) = time(|| {
+        for c in 0..nchunks {
+            if c + 1 == nchunks {
+                sql.exec("PRAGMA synchronous=FULL");
+            }
+            sql.exec("BEGIN");
+            for b in 0..16 {
+                sql.create("/big", &format!("{:08}", c * 16 + b), &chunk[b << 16..(b + 1) << 16]);
+            }
+            sql.exec("COMMIT");
+        }
+        sql.exec("PRAGMA synchronous=NORMAL");
+    });
     let mb = (s.big_file >> 20) as usize;
     rows.push(Row {
         name: format!("sequential write {mb} MiB"),
@@ -408,7 +266,7 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
-        sqlite: None,
+        sqlite: Some(t_sq),
         ops: mb,
     });
     let (t_tx, _) = time(|| {
@@ -430,13 +288,23 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         }
         assert_eq!(total as u64, s.big_file);
     });
+    let (t_sq, _) = time(|| {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0;
+        let total = sql.scan("/big", |v| {
+            // Copied into a 1 MiB buffer, like the 1 MiB reads of the others.
+            buf[at..at + v.len()].copy_from_slice(v);
+            at = (at + v.len()) % buf.len();
+        });
+        assert_eq!(total as u64, s.big_file);
+    });
     rows.push(Row {
-        name: format!("sequential read {mb} MiB"),
+        name: format!("sequential read {mb} MiB, 1 MiB reads"),
         unit: "MiB",
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
-        sqlite: None,
+        sqlite: Some(t_sq),
         ops: mb,
     });
     // The whole file in one call: one core read of the full size (no raw RocksDB equivalent).
@@ -477,13 +345,20 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
             assert!(v.len() >= ((o & 0xffff) + 4096) as usize);
         }
     });
+    let (t_sq, _) = time(|| {
+        let mut buf = vec![0u8; 4096];
+        for &o in &offsets {
+            let row = format!("{:08}", o >> 16);
+            assert_eq!(sql.read_at("/big", &row, (o & 0xffff) as usize, &mut buf), 4096);
+        }
+    });
     rows.push(Row {
         name: format!("random 4 KiB pread in {mb} MiB"),
         unit: "read",
         txvfs: t_tx,
         fs: Some(t_fs),
         rocks: Some(t_rk),
-        sqlite: None,
+        sqlite: Some(t_sq),
         ops: s.preads,
     });
 
@@ -514,13 +389,25 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
                 raw.write_opt(b, &wo).unwrap();
             }
         });
+        // SQLite: one transaction of K inserts, its WAL synced at commit.
+        let (t_sq, _) = time(|| {
+            sql.exec("PRAGMA synchronous=FULL");
+            for j in 0..txns {
+                sql.exec("BEGIN");
+                for f in 0..k {
+                    sql.replace("/multi", &format!("k{k}-{f}-{}", j % 16), &data4k);
+                }
+                sql.exec("COMMIT");
+            }
+            sql.exec("PRAGMA synchronous=NORMAL");
+        });
         rows.push(Row {
             name: format!("durable txn of {k} file{} (4 KiB each)", if k > 1 { "s" } else { "" }),
             unit: "txn",
             txvfs: t_tx,
             fs: None,
             rocks: Some(t_rk),
-            sqlite: None,
+            sqlite: Some(t_sq),
             ops: txns,
         });
     }

@@ -110,3 +110,70 @@ pub(crate) fn print_table(rows: &[Row], create_ratio: f64, quick: bool) {
         }
     }
 }
+
+/// The issue's targets (issue 30): a row (by name prefix), the baseline it is compared with
+/// and the least txvfs rate / baseline rate that meets it.
+const TARGETS: [(&str, &str, f64); 11] = [
+    ("create+write 4 KiB", "raw RocksDB", 0.8),
+    ("stat each file once", "raw RocksDB", 0.8),
+    ("open+read 4 KiB", "raw RocksDB", 0.8),
+    ("readdir of 1,000 ", "SQLite", 1.0),
+    ("readdir of 100,000 ", "SQLite", 1.0),
+    ("random 4 KiB pread", "std::fs", 0.5),
+    ("sequential read", "std::fs", 0.5),
+    ("sequential write", "raw RocksDB", 1.0),
+    ("durable txn of", "raw RocksDB", 1.0),
+    ("delete 4 KiB", "raw RocksDB", 0.5),
+    ("rename 4 KiB", "raw RocksDB", 0.0),
+];
+
+/// Operations (or MiB) per second.
+fn rate(d: Duration, ops: usize, unit: &str) -> String {
+    let r = ops as f64 / d.as_secs_f64();
+    let unit = if unit == "MiB" { " MiB" } else { "" };
+    if r >= 1e6 {
+        format!("{:.2}M{unit}/s", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1}k{unit}/s", r / 1e3)
+    } else {
+        format!("{r:.0}{unit}/s")
+    }
+}
+
+/// Prints the rows that have a target as rates (higher is better), with txvfs's rate over the
+/// target's baseline.
+pub(crate) fn print_targets(rows: &[Row]) {
+    println!("\nAs rates (higher is better); ratio = txvfs rate / the target's baseline rate:\n");
+    println!("| workload | std::fs | raw RocksDB | SQLite (WAL) | txvfs | ratio | target | met |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let Some((_, base, want)) = TARGETS.iter().find(|t| r.name.starts_with(t.0)) else {
+            continue;
+        };
+        let cell =
+            |d: Option<Duration>| d.map(|d| rate(d, r.ops, r.unit)).unwrap_or_else(|| "-".into());
+        let b = match *base {
+            "std::fs" => r.fs,
+            "SQLite" => r.sqlite,
+            _ => r.rocks,
+        };
+        let ratio = b.map(|b| b.as_secs_f64() / r.txvfs.as_secs_f64());
+        let (ratio_s, target, met) = match ratio {
+            Some(x) if *want > 0.0 => (
+                format!("{x:.2}x {base}"),
+                format!(">= {want}x {base}"),
+                if x >= *want { "yes" } else { "no" },
+            ),
+            Some(x) => (format!("{x:.2}x {base}"), "-".into(), "-"),
+            None => ("-".into(), "-".into(), "-"),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {ratio_s} | {target} | {met} |",
+            r.name,
+            cell(r.fs),
+            cell(r.rocks),
+            cell(r.sqlite),
+            cell(Some(r.txvfs))
+        );
+    }
+}

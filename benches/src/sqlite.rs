@@ -56,6 +56,10 @@ pub struct Sqlite {
     stat: Stmt,
     read: Stmt,
     list: Stmt,
+    rename: Stmt,
+    delete: Stmt,
+    replace: Stmt,
+    blobs: Stmt,
 }
 
 /// A prepared statement.
@@ -107,6 +111,12 @@ impl Sqlite {
             stat: prepare("SELECT size FROM e WHERE dir = ?1 AND name = ?2"),
             read: prepare("SELECT data FROM e WHERE dir = ?1 AND name = ?2"),
             list: prepare("SELECT name FROM e WHERE dir = ?1"),
+            rename: prepare("UPDATE e SET name = ?3 WHERE dir = ?1 AND name = ?2"),
+            delete: prepare("DELETE FROM e WHERE dir = ?1 AND name = ?2"),
+            replace: prepare(
+                "INSERT OR REPLACE INTO e(dir, name, size, data) VALUES (?1, ?2, ?3, ?4)",
+            ),
+            blobs: prepare("SELECT data FROM e WHERE dir = ?1 ORDER BY name"),
             db,
         }
     }
@@ -138,6 +148,87 @@ impl Sqlite {
             sqlite3_bind_blob(st, 4, data.as_ptr().cast(), data.len() as c_int, TRANSIENT);
             assert_eq!(sqlite3_step(st), SQLITE_DONE, "insert: {}", errmsg(self.db));
             sqlite3_reset(st);
+        }
+    }
+
+    /// Creates or replaces file `name` in `dir` (one transaction unless inside `BEGIN`).
+    pub fn replace(&self, dir: &str, name: &str, data: &[u8]) {
+        let st = self.replace.0;
+        // SAFETY: prepared statement; SQLite copies the bound values (TRANSIENT).
+        unsafe {
+            bind(st, 1, dir);
+            bind(st, 2, name);
+            sqlite3_bind_int64(st, 3, data.len() as i64);
+            sqlite3_bind_blob(st, 4, data.as_ptr().cast(), data.len() as c_int, TRANSIENT);
+            assert_eq!(sqlite3_step(st), SQLITE_DONE, "replace: {}", errmsg(self.db));
+            sqlite3_reset(st);
+        }
+    }
+
+    /// Renames file `from` in `dir` to `to` (one transaction).
+    pub fn rename(&self, dir: &str, from: &str, to: &str) {
+        let st = self.rename.0;
+        // SAFETY: prepared statement; SQLite copies the bound values (TRANSIENT).
+        unsafe {
+            bind(st, 1, dir);
+            bind(st, 2, from);
+            bind(st, 3, to);
+            assert_eq!(sqlite3_step(st), SQLITE_DONE, "rename: {}", errmsg(self.db));
+            sqlite3_reset(st);
+        }
+    }
+
+    /// Deletes file `name` in `dir` (one transaction).
+    pub fn delete(&self, dir: &str, name: &str) {
+        let st = self.delete.0;
+        // SAFETY: prepared statement; SQLite copies the bound values (TRANSIENT).
+        unsafe {
+            bind(st, 1, dir);
+            bind(st, 2, name);
+            assert_eq!(sqlite3_step(st), SQLITE_DONE, "delete: {}", errmsg(self.db));
+            sqlite3_reset(st);
+        }
+    }
+
+    /// Visits the data of every row of `dir` in name order (a file stored as numbered chunk
+    /// rows); returns the bytes visited.
+    pub fn scan(&self, dir: &str, mut visit: impl FnMut(&[u8])) -> usize {
+        let st = self.blobs.0;
+        let mut total = 0;
+        // SAFETY: prepared statement, stepped to its end, then reset; each blob is used
+        // before the next step.
+        unsafe {
+            bind(st, 1, dir);
+            loop {
+                match sqlite3_step(st) {
+                    SQLITE_ROW => {
+                        let n = sqlite3_column_bytes(st, 0) as usize;
+                        let p = sqlite3_column_blob(st, 0).cast::<u8>();
+                        visit(std::slice::from_raw_parts(p, n));
+                        total += n;
+                    }
+                    SQLITE_DONE => break,
+                    rc => panic!("scan {dir}: {rc}"),
+                }
+            }
+            sqlite3_reset(st);
+        }
+        total
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of row `name` of `dir`; returns the bytes read.
+    pub fn read_at(&self, dir: &str, name: &str, offset: usize, buf: &mut [u8]) -> usize {
+        let st = self.read.0;
+        // SAFETY: prepared statement; the blob is copied out before the reset.
+        unsafe {
+            bind(st, 1, dir);
+            bind(st, 2, name);
+            assert_eq!(sqlite3_step(st), SQLITE_ROW, "read {dir}/{name}");
+            let n = (sqlite3_column_bytes(st, 0) as usize).saturating_sub(offset).min(buf.len());
+            let p = sqlite3_column_blob(st, 0).cast::<u8>().add(offset);
+            buf[..n].copy_from_slice(std::slice::from_raw_parts(p, n));
+            sqlite3_reset(st);
+            n
         }
     }
 
@@ -197,13 +288,18 @@ impl Sqlite {
 
 impl Drop for Sqlite {
     fn drop(&mut self) {
-        let (insert, stat, read, list) = (
-            std::mem::replace(&mut self.insert, Stmt(std::ptr::null_mut())),
-            std::mem::replace(&mut self.stat, Stmt(std::ptr::null_mut())),
-            std::mem::replace(&mut self.read, Stmt(std::ptr::null_mut())),
-            std::mem::replace(&mut self.list, Stmt(std::ptr::null_mut())),
-        );
-        drop((insert, stat, read, list));
+        for st in [
+            &mut self.insert,
+            &mut self.stat,
+            &mut self.read,
+            &mut self.list,
+            &mut self.rename,
+            &mut self.delete,
+            &mut self.replace,
+            &mut self.blobs,
+        ] {
+            drop(std::mem::replace(st, Stmt(std::ptr::null_mut())));
+        }
         // SAFETY: every statement is finalized; the handle is closed once.
         unsafe { sqlite3_close(self.db) };
     }

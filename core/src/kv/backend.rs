@@ -228,6 +228,23 @@ impl std::fmt::Debug for dyn Backend {
 /// A key-value pair returned by range reads.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
+/// Reads of one transaction's snapshot that several threads may make at once (see
+/// [`Txn::parallel_reader`]). Valid while the transaction lives.
+pub trait SnapshotReader: Send + Sync {
+    /// Visits the pairs with `start <= key < end` (within the reader's range) at the
+    /// transaction's snapshot in ascending order, lending each to `visit`. Adds no read
+    /// conflict (the reader's whole range already is in the transaction's read conflict set).
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()>;
+    /// How many reads are worth keeping in flight at once: 1 for a local engine (no round
+    /// trip to overlap), more for a backend with latency per request.
+    fn in_flight(&self) -> usize;
+}
+
 /// One transaction of a [`Backend`]. Dropping it without `commit` rolls it back.
 pub trait Txn: Send {
     /// Reads a key (adds it to the read conflict set).
@@ -254,6 +271,19 @@ pub trait Txn: Send {
     /// if a concurrent commit writes there. The default reads the range (same conflicts).
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.get_range(start, end, 0, false).map(|_| ())
+    }
+    /// A reader of this transaction's snapshot for the keys `start <= key < end` that other
+    /// threads may use at once, so that a large read keeps several requests in flight; the
+    /// whole range enters the read conflict set. `None` (the default) where the backend has
+    /// none, or where the transaction wrote into the range (its writes must be merged in):
+    /// the caller reads through the transaction then.
+    fn parallel_reader(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<Option<std::sync::Arc<dyn SnapshotReader>>> {
+        let _ = (start, end);
+        Ok(None)
     }
     /// Reads every pair with `start <= key < end` in ascending order like [`Txn::get_range`]
     /// (the whole range enters the read conflict set), lending each to `visit` instead of

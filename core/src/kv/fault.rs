@@ -2,7 +2,7 @@
 //! delays every read by a set latency (a "slow remote" backend, for the disk cache's tests
 //! and benchmark).
 
-use super::{Backend, KeyValue, Limits, ReadCacheControl, Sharing, Txn};
+use super::{Backend, KeyValue, Limits, ReadCacheControl, Sharing, SnapshotReader, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,10 @@ pub struct FaultPlan {
     read_latency_us: AtomicU64,
     read_bytes_per_sec: AtomicU64,
     reads_done: AtomicU64,
+    /// Requests a large read keeps in flight (0: 8 while a latency is set, else 1).
+    parallel_reads: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
 }
 
 impl FaultPlan {
@@ -60,6 +64,39 @@ impl FaultPlan {
     /// `bytes_per_sec` (0: no limit), as a remote backend's network would.
     pub fn set_read_bandwidth(&self, bytes_per_sec: u64) {
         self.read_bytes_per_sec.store(bytes_per_sec, Ordering::SeqCst);
+    }
+    /// Lets a large read keep `n` requests in flight at once (1: one at a time), as a remote
+    /// that serves that many requests in parallel. The default: 8 while a read latency is
+    /// set, else as the wrapped backend.
+    pub fn set_parallel_reads(&self, n: u64) {
+        self.parallel_reads.store(n, Ordering::SeqCst);
+    }
+    /// The most reads that were in flight at once so far.
+    pub fn max_in_flight(&self) -> u64 {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+    /// Fails or delays a read as planned: the latency, then (once `result` is known) the
+    /// transfer of its bytes; counts it in flight meanwhile.
+    fn read<T>(&self, fetch: impl FnOnce() -> Result<T>, bytes: impl Fn(&T) -> usize) -> Result<T> {
+        if self.take(&self.skip_reads, &self.reads) {
+            return Err(injected("read"));
+        }
+        self.reads_done.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        let us = self.read_latency_us.load(Ordering::SeqCst);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
+        let r = fetch();
+        let bw = self.read_bytes_per_sec.load(Ordering::SeqCst);
+        if let (Ok(v), true) = (&r, bw > 0) {
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (bytes(v) as u128 * 1_000_000_000 / bw as u128) as u64,
+            ));
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        r
     }
     /// How many reads (get or range) have reached the backend so far.
     pub fn reads(&self) -> u64 {
@@ -100,6 +137,38 @@ fn injected(what: &str) -> Error {
     Error::new(ErrorKind::Backend, format!("injected fault: {what} failed"))
 }
 
+/// A [`SnapshotReader`] whose every read is delayed (and failed) as the plan says.
+struct FaultyReader {
+    inner: Arc<dyn SnapshotReader>,
+    plan: Arc<FaultPlan>,
+}
+
+impl SnapshotReader for FaultyReader {
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let fetch = || {
+            let mut bytes = 0;
+            self.inner.visit_range(start, end, &mut |k, v| {
+                bytes += k.len() + v.len();
+                visit(k, v)
+            })?;
+            Ok(bytes)
+        };
+        self.plan.read(fetch, |&bytes| bytes).map(|_| ())
+    }
+    fn in_flight(&self) -> usize {
+        match self.plan.parallel_reads.load(Ordering::SeqCst) {
+            0 if self.plan.read_latency_us.load(Ordering::SeqCst) > 0 => 8,
+            0 => self.inner.in_flight(),
+            n => n as usize,
+        }
+    }
+}
+
 struct FaultyTxn {
     inner: Box<dyn Txn>,
     plan: Arc<FaultPlan>,
@@ -107,33 +176,21 @@ struct FaultyTxn {
 
 impl FaultyTxn {
     fn read_fault(&self) -> Result<()> {
-        if self.plan.take(&self.plan.skip_reads, &self.plan.reads) {
-            return Err(injected("read"));
-        }
-        self.plan.reads_done.fetch_add(1, Ordering::SeqCst);
-        let us = self.plan.read_latency_us.load(Ordering::SeqCst);
-        if us > 0 {
-            std::thread::sleep(std::time::Duration::from_micros(us));
-        }
-        Ok(())
+        self.plan.read(|| Ok(()), |_| 0)
     }
-    /// The transfer time of `bytes` read, at the plan's bandwidth.
-    fn transfer<T>(&self, bytes: usize, result: T) -> T {
-        let bw = self.plan.read_bytes_per_sec.load(Ordering::SeqCst);
-        if bw > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos(
-                (bytes as u128 * 1_000_000_000 / bw as u128) as u64,
-            ));
-        }
-        result
+    fn got(
+        &mut self,
+        f: impl FnOnce(&mut dyn Txn) -> Result<Option<Vec<u8>>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let (plan, inner) = (&self.plan, &mut self.inner);
+        plan.read(|| f(&mut **inner), |v| v.as_ref().map_or(0, Vec::len))
     }
-    fn got(&self, r: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
-        let n = r.as_ref().map_or(0, |v| v.as_ref().map_or(0, Vec::len));
-        self.transfer(n, r)
-    }
-    fn got_range(&self, r: Result<Vec<KeyValue>>) -> Result<Vec<KeyValue>> {
-        let n = r.as_ref().map_or(0, |kvs| kvs.iter().map(|(k, v)| k.len() + v.len()).sum());
-        self.transfer(n, r)
+    fn got_range(
+        &mut self,
+        f: impl FnOnce(&mut dyn Txn) -> Result<Vec<KeyValue>>,
+    ) -> Result<Vec<KeyValue>> {
+        let (plan, inner) = (&self.plan, &mut self.inner);
+        plan.read(|| f(&mut **inner), |kvs| kvs.iter().map(|(k, v)| k.len() + v.len()).sum())
     }
     fn write_fault(&self) -> Result<()> {
         if self.plan.take(&self.plan.skip_writes, &self.plan.writes) {
@@ -145,19 +202,17 @@ impl FaultyTxn {
 
 impl Txn for FaultyTxn {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read_fault()?;
-        let r = self.inner.get(key);
-        self.got(r)
+        self.got(|t| t.get(key))
     }
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read_fault()?;
-        let r = self.inner.snapshot_get(key);
-        self.got(r)
+        self.got(|t| t.snapshot_get(key))
     }
     fn get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
-        self.read_fault()?;
-        let r = self.inner.get_range(s, e, l, r);
-        self.got_range(r)
+        self.got_range(|t| t.get_range(s, e, l, r))
+    }
+    fn parallel_reader(&mut self, s: &[u8], e: &[u8]) -> Result<Option<Arc<dyn SnapshotReader>>> {
+        let Some(inner) = self.inner.parallel_reader(s, e)? else { return Ok(None) };
+        Ok(Some(Arc::new(FaultyReader { inner, plan: self.plan.clone() })))
     }
     fn add_read_conflict_range(&mut self, s: &[u8], e: &[u8]) -> Result<()> {
         self.read_fault()?;
@@ -170,9 +225,7 @@ impl Txn for FaultyTxn {
         l: usize,
         r: bool,
     ) -> Result<Vec<KeyValue>> {
-        self.read_fault()?;
-        let r = self.inner.snapshot_get_range(s, e, l, r);
-        self.got_range(r)
+        self.got_range(|t| t.snapshot_get_range(s, e, l, r))
     }
     fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.write_fault()?;

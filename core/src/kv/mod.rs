@@ -30,7 +30,7 @@ mod uri;
 
 pub use backend::{
     Backend, CacheStats, KeyValue, Limits, NamedSnapshots, ReadCacheControl, Role, Sharing,
-    Snapshots, Txn, Wakeup,
+    SnapshotReader, Snapshots, Txn, Wakeup,
 };
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};

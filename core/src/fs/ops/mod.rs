@@ -8,6 +8,7 @@ mod access;
 mod attrs;
 mod chunks;
 mod data;
+mod fetch;
 mod namespace;
 mod reap;
 mod resize;
@@ -119,10 +120,11 @@ impl<'a> Operation<'a> {
     }
 
     pub(crate) fn lookup(&mut self, dir: u64, name: &[u8]) -> Result<Option<Dentry>> {
-        match self.tx.get(&schema::dentry_key(dir, name))? {
-            Some(v) => Ok(Some(Dentry::decode(&v)?)),
-            None => Ok(None),
-        }
+        // Decoded from the lent value: no copy of it.
+        let mut entry = None;
+        self.tx
+            .get_with(&schema::dentry_key(dir, name), &mut |v| entry = Some(Dentry::decode(v)))?;
+        entry.transpose()
     }
 
     /// Records a change in directory `dir`: bumps its mtime and ctime without a read conflict.

@@ -6,6 +6,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, SYMLINK_MAX};
 use crate::fs::types::Stat;
 use crate::schema::{Dentry, FileType, Inode, ROOT_INO};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// A resolved path: the directory that holds the last name, and what the name refers to.
@@ -45,7 +46,8 @@ impl Operation<'_> {
     /// last one too when `follow` (or when the path ends in `/`).
     pub(crate) fn resolve(&mut self, p: &[u8], follow: bool) -> Result<Resolved> {
         let (comps, trailing_slash) = path::split(p)?;
-        let mut queue: VecDeque<Vec<u8>> = comps.into_iter().map(<[u8]>::to_vec).collect();
+        // The path's own components are borrowed; only a symbolic link's target is copied.
+        let mut queue: VecDeque<Cow<[u8]>> = comps.into_iter().map(Cow::Borrowed).collect();
         let mut stack = vec![ROOT_INO];
         let mut links = 0;
         loop {
@@ -65,10 +67,10 @@ impl Operation<'_> {
                 });
             };
             let last = queue.is_empty();
-            if name == b"." {
+            if *name == b"."[..] {
                 continue;
             }
-            if name == b".." {
+            if *name == b".."[..] {
                 if stack.len() > 1 {
                     stack.pop();
                 }
@@ -91,11 +93,11 @@ impl Operation<'_> {
                         stack.truncate(1);
                     }
                     for c in target.split(|&b| b == b'/').filter(|c| !c.is_empty()).rev() {
-                        queue.push_front(c.to_vec());
+                        queue.push_front(Cow::Owned(c.to_vec()));
                     }
                     if trailing_slash && last {
                         // Keep the trailing slash's meaning for the target: it must be a dir.
-                        queue.push_back(b".".to_vec());
+                        queue.push_back(Cow::Borrowed(b"."));
                     }
                 }
                 Some(e) if !last => {
@@ -109,7 +111,8 @@ impl Operation<'_> {
                     if trailing_slash && entry.is_some_and(|e| e.kind != FileType::Dir) {
                         return Err(Error::at(ErrorKind::NotDir, p));
                     }
-                    return Ok(Resolved { parent: dir, name: Some(name), entry, ancestors: stack });
+                    let name = Some(name.into_owned());
+                    return Ok(Resolved { parent: dir, name, entry, ancestors: stack });
                 }
             }
         }

@@ -118,6 +118,10 @@ impl<E: Engine> OccStore<E> {
                 *self.stamp.lock() = Some(n);
             }
             self.cache.lock().applied_stamped(version, r.is_ok().then_some(&batch[..]), stamped);
+            // No transaction begins at an older version from now on: the shared snapshot of
+            // one goes (it would keep what this commit deleted alive in the engine).
+            let old = self.latest.lock().take_if(|(v, _)| *v != version);
+            drop(old);
             self.keep_snapshot(version);
             if let Some(observe) = &mut *self.observer.lock() {
                 observe(version, r.is_ok().then_some(&batch[..]));

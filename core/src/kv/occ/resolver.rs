@@ -1,10 +1,9 @@
 //! The resolver: the conflict check and version assignment of every commit, in one short
 //! critical section (the shape of FoundationDB's resolvers).
 
-use super::ranges::{ranges_contain, ranges_overlap};
+use super::ranges::{ranges_contain, ranges_overlap, ReadKeys};
 use crate::error::{Error, ErrorKind, Result};
-use std::collections::{BTreeSet, VecDeque};
-use std::ops::Bound;
+use std::collections::VecDeque;
 
 /// Keys and ranges written by one committed transaction.
 #[derive(Default)]
@@ -31,27 +30,23 @@ impl Resolver {
     pub(super) fn check(
         &self,
         read_version: u64,
-        read_points: &BTreeSet<Vec<u8>>,
+        read_points: &ReadKeys,
         read_ranges: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<()> {
         // The log is in version order; skip what the snapshot already saw without a scan
         // (a shared store's owner keeps hundreds of versions for its clients).
         let first = self.log.partition_point(|(v, _)| *v <= read_version);
+        if first == self.log.len() || (read_points.is_empty() && read_ranges.is_empty()) {
+            return Ok(());
+        }
+        let points = read_points.sorted();
         for (_, other) in self.log.range(first..) {
-            let hit = other
-                .points
-                .iter()
-                .any(|k| read_points.contains(k) || ranges_contain(read_ranges, k))
-                || other.ranges.iter().any(|(s, e)| {
-                    read_points
-                        .range::<[u8], _>((
-                            Bound::Included(s.as_slice()),
-                            Bound::Excluded(e.as_slice()),
-                        ))
-                        .next()
-                        .is_some()
-                        || ranges_overlap(read_ranges, s, e)
-                });
+            let hit = other.points.iter().any(|k| {
+                points.binary_search(&k.as_slice()).is_ok() || ranges_contain(read_ranges, k)
+            }) || other.ranges.iter().any(|(s, e)| {
+                let i = points.partition_point(|k| *k < s.as_slice());
+                (i < points.len() && points[i] < e.as_slice()) || ranges_overlap(read_ranges, s, e)
+            });
             if hit {
                 return Err(Error::new(
                     ErrorKind::Conflict,

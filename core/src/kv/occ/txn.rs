@@ -2,12 +2,12 @@
 //! and the commit that goes through the resolver and the pipeline.
 
 use super::pipeline::Staged;
-use super::ranges::coalesce;
+use super::ranges::{coalesce, ReadKeys};
 use super::resolver::WriteSet;
 use super::{Engine, Mutation, OccStore};
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{KeyValue, Txn};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::kv::{KeyValue, SnapshotReader, Txn};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ pub(super) struct OccTxn<E: Engine> {
     store: Arc<OccStore<E>>,
     read_version: u64,
     started: Instant,
-    read_points: BTreeSet<Vec<u8>>,
+    read_points: ReadKeys,
     read_ranges: Vec<(Vec<u8>, Vec<u8>)>,
     writes: BTreeMap<Vec<u8>, Pending>,
     /// Ranges cleared by this transaction, applied before the point writes at commit.
@@ -69,7 +69,7 @@ impl<E: Engine> OccTxn<E> {
             store,
             read_version: version,
             started: Instant::now(),
-            read_points: BTreeSet::new(),
+            read_points: ReadKeys::default(),
             read_ranges: Vec::new(),
             writes: BTreeMap::new(),
             cleared: Vec::new(),
@@ -136,7 +136,7 @@ impl<E: Engine> OccTxn<E> {
             None
         } else {
             if conflict {
-                self.read_points.insert(key.to_vec());
+                self.read_points.insert(key);
             }
             self.cached_get(key)?
         };
@@ -273,6 +273,36 @@ impl<E: Engine> OccTxn<E> {
     }
 }
 
+/// [`Txn::parallel_reader`] of an optimistic transaction: its snapshot, shared.
+struct Reader<E: Engine> {
+    // Declared before `store` so the snapshot is released before the engine can go away.
+    snap: Arc<E::Snapshot>,
+    store: Arc<OccStore<E>>,
+    range: (Vec<u8>, Vec<u8>),
+}
+
+impl<E: Engine> SnapshotReader for Reader<E> {
+    fn visit_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<()> {
+        let start = start.max(self.range.0.as_slice());
+        let end = end.min(self.range.1.as_slice());
+        if start < end {
+            self.store.engine.scan(&self.snap, start, end, false, &mut |k, v| {
+                visit(k, v);
+                true
+            })?;
+        }
+        Ok(())
+    }
+    fn in_flight(&self) -> usize {
+        1
+    }
+}
+
 impl<E: Engine> Txn for OccTxn<E> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(key, true)
@@ -287,7 +317,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         }
         self.check_key(key)?;
         self.check_age()?;
-        self.read_points.insert(key.to_vec());
+        self.read_points.insert(key);
         let cached = {
             let mut c = self.store.cache.lock();
             if !c.enabled() {
@@ -339,6 +369,31 @@ impl<E: Engine> Txn for OccTxn<E> {
         })?;
         self.read_ranges.push((start.to_vec(), end.to_vec()));
         Ok(())
+    }
+    fn parallel_reader(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<Option<Arc<dyn SnapshotReader>>> {
+        let own_writes = self
+            .writes
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .next()
+            .is_some()
+            || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice());
+        if own_writes || start >= end {
+            return Ok(None);
+        }
+        self.check_key(start)?;
+        self.check_key(end)?;
+        self.check_age()?;
+        self.read_ranges.push((start.to_vec(), end.to_vec()));
+        let snap = self.snap.clone().expect("snapshot lives until drop");
+        Ok(Some(Arc::new(Reader {
+            snap,
+            store: self.store.clone(),
+            range: (start.to_vec(), end.to_vec()),
+        })))
     }
     fn add_read_conflict_range(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.check_key(start)?;
@@ -431,7 +486,7 @@ impl<E: Engine> Txn for OccTxn<E> {
             self.store.remove_live(self.read_version);
             // The old snapshot goes first, as in `drop`.
             self.snap = None;
-            self.snap = Some(Arc::new(self.store.engine.snapshot(new_version)));
+            self.snap = Some(self.store.snapshot_at(new_version));
             self.read_version = new_version;
         }
         Ok(())
