@@ -59,6 +59,18 @@ impl FileLocks {
     fn is_empty(&self) -> bool {
         self.shared.is_empty() && self.exclusive.is_none() && self.ranges.is_empty()
     }
+    /// Drops every lock `owner` holds here; true if it held any.
+    fn forget(&mut self, owner: u64) -> bool {
+        let held = self.shared.contains(&owner)
+            || self.exclusive == Some(owner)
+            || self.ranges.iter().any(|r| r.0 == owner);
+        self.shared.retain(|&o| o != owner);
+        if self.exclusive == Some(owner) {
+            self.exclusive = None;
+        }
+        self.ranges.retain(|r| r.0 != owner);
+        held
+    }
     fn range_conflict(&self, owner: u64, start: u64, end: u64, write: bool) -> Option<RangeLock> {
         self.ranges.iter().find(|r| r.0 != owner && r.1 < end && start < r.2 && (write || r.3)).map(
             |r| RangeLock {
@@ -137,18 +149,7 @@ impl LockTable {
     /// closes. The first such call also drops what this table still holds for it.
     pub(crate) fn lost(&self, owner: u64) -> Option<Error> {
         let ino = self.shared.as_ref()?.lost_lock(owner)?;
-        let mut files = self.files.lock();
-        if let Some(f) = files.get_mut(&ino) {
-            f.shared.retain(|&o| o != owner);
-            if f.exclusive == Some(owner) {
-                f.exclusive = None;
-            }
-            f.ranges.retain(|r| r.0 != owner);
-            if f.is_empty() {
-                files.remove(&ino);
-            }
-            self.changed.notify_all();
-        }
+        self.forget(ino, owner);
         Some(Error::new(
             ErrorKind::Backend,
             format!(
@@ -289,30 +290,30 @@ impl LockTable {
     }
 
     pub(crate) fn release_all(&self, ino: u64, owner: u64) {
-        let mut files = self.files.lock();
-        if let Some(f) = files.get_mut(&ino) {
-            // A handle that held nothing has no record to clear (on a shared backend each
-            // publication is a transaction that conflicts with other holders' changes).
-            let held = f.shared.contains(&owner)
-                || f.exclusive == Some(owner)
-                || f.ranges.iter().any(|r| r.0 == owner);
-            if !held {
-                return;
-            }
-            f.shared.retain(|&o| o != owner);
-            if f.exclusive == Some(owner) {
-                f.exclusive = None;
-            }
-            f.ranges.retain(|r| r.0 != owner);
-            if f.is_empty() {
-                files.remove(&ino);
-            }
-            self.changed.notify_all();
-            if let Some(shared) = &self.shared {
-                // A failure leaves the record to lapse with its lease.
-                let _ = shared.publish(ino, owner, &[]);
-            }
+        // A handle that held nothing has no record to clear (on a shared backend each
+        // publication is a transaction that conflicts with other holders' changes).
+        if !self.forget(ino, owner) {
+            return;
         }
+        if let Some(shared) = &self.shared {
+            // A failure leaves the record to lapse with its lease.
+            let _ = shared.publish(ino, owner, &[]);
+        }
+    }
+
+    /// Drops every lock `owner` holds on `ino` from this table and wakes the waiters; true if
+    /// it held any.
+    fn forget(&self, ino: u64, owner: u64) -> bool {
+        let mut files = self.files.lock();
+        let Some(f) = files.get_mut(&ino) else { return false };
+        let held = f.forget(owner);
+        if f.is_empty() {
+            files.remove(&ino);
+        }
+        if held {
+            self.changed.notify_all();
+        }
+        held
     }
 }
 
