@@ -62,6 +62,16 @@ impl<E: Engine> Drop for OccTxn<E> {
 }
 
 impl<E: Engine> OccTxn<E> {
+    /// True when this transaction wrote or cleared a key in `[start, end)`: a read of that
+    /// range must merge its own writes in.
+    fn wrote_into(&self, start: &[u8], end: &[u8]) -> bool {
+        self.writes
+            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
+            .next()
+            .is_some()
+            || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice())
+    }
+
     /// A transaction reading `snap`, taken at `version` (already registered as live).
     pub(super) fn new(store: Arc<OccStore<E>>, version: u64, snap: Arc<E::Snapshot>) -> Self {
         OccTxn {
@@ -347,12 +357,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         end: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
-        let own_writes = self
-            .writes
-            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .next()
-            .is_some()
-            || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice());
+        let own_writes = self.wrote_into(start, end);
         if own_writes || start >= end {
             // This transaction's writes must be merged in: the copying path does that.
             for (k, v) in self.read_range(start, end, 0, false, true)? {
@@ -375,12 +380,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         start: &[u8],
         end: &[u8],
     ) -> Result<Option<Arc<dyn SnapshotReader>>> {
-        let own_writes = self
-            .writes
-            .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))
-            .next()
-            .is_some()
-            || self.cleared.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice());
+        let own_writes = self.wrote_into(start, end);
         if own_writes || start >= end {
             return Ok(None);
         }
