@@ -10,10 +10,14 @@
 //! or cleared range: `len u32, version u64, kind u8, a (u32 len + bytes), b (u32 len + bytes)`.
 //!
 //! Only the owner writes, under the lock that makes a commit visible, and before it is: the
-//! records, then `head`, then `version` (release stores). A reader loads `epoch`, `version`
-//! and `head`, copies the records after its own position, and keeps them only if `epoch` did
-//! not change and the writer did not lap the copy (`head` moved less than [`CAPACITY`] past
-//! the reader's position); otherwise it starts over from an empty cache.
+//! records, then `head` and `version` together, inside a sequence lock (`seq` odd while they
+//! change), so a reader always loads a pair that belongs together: the records below `head`
+//! are exactly those of the versions up to `version`. (Loaded one after the other without
+//! it, a reader could take the writes of commit V+1 as those of V, or skip them, and its
+//! cache then kept a stale value for ever.) A reader copies the records after its own
+//! position, and keeps them only if `epoch` did not change and the writer did not lap the
+//! copy (`head` moved less than [`CAPACITY`] past the reader's position); otherwise it starts
+//! over from an empty cache.
 //!
 //! The file never shrinks and is never replaced (a process keeps the pages it mapped), so a
 //! reader cannot fault on it; a new owner takes it over by writing a new epoch.
@@ -22,7 +26,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::kv::occ::Mutation;
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Name of the ring file inside a store directory.
 pub const RING_FILE: &str = "txvfs.ring";
@@ -34,7 +38,11 @@ const HEADER: usize = 4096;
 /// transaction that reaches the owner within that reads exactly its snapshot; an older one
 /// moves forward if what it read did not change, else fails with the retryable conflict.
 pub(crate) const KEPT_VERSIONS: usize = 256;
-const MAGIC: u64 = 0x7478_7666_7372_6e67; // "txvfsrng"
+// "txvfsrn2": the second layout (with `seq`); a reader of the first resets at every look.
+const MAGIC: u64 = 0x7478_7666_7372_6e32;
+/// How long a reader waits for a writer inside the sequence lock before it gives up on the
+/// cache for this look (a writer stopped or killed there; a new owner writes a new epoch).
+const SEQ_SPINS: u32 = 10_000;
 
 /// A written key, or a cleared range `[start, end)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +120,45 @@ impl Map {
     fn head(&self) -> &AtomicU64 {
         self.word(3)
     }
+    fn seq(&self) -> &AtomicU64 {
+        self.word(4)
+    }
+
+    /// Changes header words inside the sequence lock.
+    fn publish(&self, change: impl FnOnce(&Map)) {
+        let seq = self.seq().load(Ordering::Relaxed);
+        // Odd while changing (a writer that died in here left it odd: stay odd).
+        self.seq().store(seq | 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        change(self);
+        self.seq().store((seq | 1) + 1, Ordering::Release);
+    }
+
+    /// `(magic, epoch, version, head)` as one writer left them, or None while a writer is
+    /// inside the sequence lock for longer than [`SEQ_SPINS`] looks.
+    fn header(&self) -> Option<(u64, u64, u64, u64)> {
+        for i in 0..SEQ_SPINS {
+            let before = self.seq().load(Ordering::Acquire);
+            if before & 1 == 0 {
+                let h = (
+                    self.magic().load(Ordering::Relaxed),
+                    self.epoch().load(Ordering::Relaxed),
+                    self.version().load(Ordering::Relaxed),
+                    self.head().load(Ordering::Relaxed),
+                );
+                fence(Ordering::Acquire);
+                if self.seq().load(Ordering::Relaxed) == before {
+                    return Some(h);
+                }
+            }
+            if i > 100 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        None
+    }
 
     /// Copies ring bytes `[from, from + out.len())` (positions since the epoch began).
     fn read(&self, from: u64, out: &mut [u8]) {
@@ -179,10 +226,12 @@ impl RingWriter {
         if epoch == old || epoch == 0 {
             epoch = old.wrapping_add(1).max(1);
         }
-        map.epoch().store(epoch, Ordering::SeqCst);
-        map.head().store(0, Ordering::SeqCst);
-        map.version().store(version, Ordering::SeqCst);
-        map.magic().store(MAGIC, Ordering::SeqCst);
+        map.publish(|m| {
+            m.epoch().store(epoch, Ordering::Relaxed);
+            m.head().store(0, Ordering::Relaxed);
+            m.version().store(version, Ordering::Relaxed);
+            m.magic().store(MAGIC, Ordering::Relaxed);
+        });
         let mut ends = VecDeque::new();
         ends.push_back((version, 0));
         Ok(RingWriter { map, epoch, ends })
@@ -210,8 +259,10 @@ impl RingWriter {
             self.map.write(head, &buf);
             head += len as u64;
         }
-        self.map.head().store(head, Ordering::Release);
-        self.map.version().store(version, Ordering::Release);
+        self.map.publish(|m| {
+            m.head().store(head, Ordering::Relaxed);
+            m.version().store(version, Ordering::Relaxed);
+        });
         self.ends.push_back((version, head));
         if self.ends.len() > ENDS {
             self.ends.pop_front();
@@ -262,10 +313,13 @@ impl RingReader {
     /// What changed since the last call (see [`Changes`]).
     pub(crate) fn changes(&mut self) -> Changes {
         let m = &self.map;
-        let epoch = m.epoch().load(Ordering::Acquire);
-        let version = m.version().load(Ordering::Acquire);
-        let head = m.head().load(Ordering::Acquire);
-        let magic = m.magic().load(Ordering::Acquire);
+        let Some((magic, epoch, version, head)) = m.header() else {
+            // A writer stopped inside the lock: this look knows nothing; the cache starts
+            // empty in an epoch no owner writes, so every read goes to the owner (which
+            // answers once it runs again, or a new owner does).
+            self.epoch = 0;
+            return Changes::Reset { epoch: 0, version: 0 };
+        };
         let reset = |r: &mut RingReader| {
             r.epoch = epoch;
             r.version = version;
@@ -283,7 +337,9 @@ impl RingReader {
         }
         let mut bytes = vec![0u8; (head - self.pos) as usize];
         m.read(self.pos, &mut bytes);
-        // Valid only if the writer neither lapped the copy nor changed epoch meanwhile.
+        // Valid only if the writer neither lapped the copy nor changed epoch meanwhile (the
+        // fence keeps the copy's loads before these).
+        fence(Ordering::Acquire);
         let lapped = m.head().load(Ordering::Acquire).saturating_sub(self.pos) > CAPACITY;
         if lapped || m.epoch().load(Ordering::Acquire) != epoch {
             return reset(self);
@@ -402,6 +458,78 @@ mod tests {
         w.record(81, Some(&[set(b"k")]));
         assert!(
             matches!(r.changes(), Changes::Since { version: 81, ref writes } if writes.len() == 1)
+        );
+    }
+    /// A reader racing the writer never claims a version whose writes it has not seen, and
+    /// never sees a commit's writes under an older version: what a client's cache holds at
+    /// the version it claims is exact (a torn (version, head) pair made a cache keep a stale
+    /// value for ever: SQLite's mptest then never saw new rows).
+    #[test]
+    fn a_reader_racing_the_writer_sees_each_version_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RingWriter::start(dir.path(), 0).unwrap();
+        let mut r = RingReader::open(dir.path()).unwrap();
+        let _ = r.changes();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let writer = std::thread::spawn(move || {
+            for v in 1..=3_000_000u64 {
+                // Every commit writes its own key; every tenth writes nothing.
+                if v % 10 == 0 {
+                    w.record(v, Some(&[]));
+                } else {
+                    w.record(v, Some(&[set(&v.to_be_bytes())]));
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+        // The versions whose writes this reader knows of, as a cache would: all up to `known`.
+        let mut known = 0u64;
+        let mut checks = 0u64;
+        while !done.load(Ordering::SeqCst) {
+            match r.changes() {
+                Changes::Reset { version, .. } => known = version,
+                Changes::Since { version, writes } => {
+                    let mut expect = known + 1;
+                    for (v, w) in writes {
+                        assert!(v <= version, "a write of {v} seen under version {version}");
+                        while expect % 10 == 0 {
+                            expect += 1;
+                        }
+                        assert_eq!(v, expect, "writes of versions {known}..={version} skipped");
+                        assert_eq!(w, Written::Key(v.to_be_bytes().to_vec()));
+                        expect += 1;
+                    }
+                    while expect <= version && expect % 10 == 0 {
+                        expect += 1;
+                    }
+                    assert!(expect > version, "version {version} claimed, writes seen to {expect}");
+                    known = version;
+                }
+            }
+            checks += 1;
+        }
+        writer.join().unwrap();
+        assert!(checks > 100, "the reader ran alongside the writer ({checks} reads)");
+    }
+    /// A writer stopped (or killed) inside the sequence lock: readers give up at once on
+    /// this look, in an epoch no owner writes, instead of waiting; a new owner's ring works.
+    #[test]
+    fn a_writer_stuck_inside_the_lock_does_not_hold_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RingWriter::start(dir.path(), 3).unwrap();
+        let mut r = RingReader::open(dir.path()).unwrap();
+        assert!(matches!(r.changes(), Changes::Reset { version: 3, .. }));
+        w.record(4, Some(&[set(b"a")]));
+        let seq = w.map.seq().load(Ordering::SeqCst);
+        w.map.seq().store(seq | 1, Ordering::SeqCst);
+        assert!(matches!(r.changes(), Changes::Reset { epoch: 0, version: 0 }));
+        drop(w);
+        let mut w2 = RingWriter::start(dir.path(), 9).unwrap();
+        assert!(matches!(r.changes(), Changes::Reset { version: 9, .. }));
+        w2.record(10, Some(&[set(b"b")]));
+        assert!(
+            matches!(r.changes(), Changes::Since { version: 10, ref writes } if writes.len() == 1)
         );
     }
 }
