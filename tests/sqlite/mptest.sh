@@ -30,7 +30,7 @@ gcc -O1 -o "$WORK/mptest" "$WORK/mptest_main.c" "$WORK/mptest.o" -L"$(dirname "$
   -lsqlite3 -Wl,-rpath,"$(dirname "$LIB")"
 for jm in "${MODES[@]}"; do
   store="$WORK/mptest-store-$jm"
-  out=$(cd "$MP" && TXVFS_SQLITE_STORE="$store" timeout 600 "$WORK/mptest" "/mptest-$jm.db" \
+  out=$(cd "$MP" && TXVFS_SQLITE_STORE="$store" timeout 300 "$WORK/mptest" "/mptest-$jm.db" \
     --vfs txvfs --journalmode "$jm" --timeout 30000 config02.test 2>&1) || { echo "mptest $jm failed:"; tail -20 <<<"$out"; exit 1; }
   summary=$(grep -E "Summary: [0-9]+ errors out of [0-9]+ tests" <<<"$out" | tail -1)
   grep -q "Summary: 0 errors" <<<"$summary" || { echo "mptest $jm: $summary"; tail -20 <<<"$out"; exit 1; }
