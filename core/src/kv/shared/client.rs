@@ -34,6 +34,22 @@ use std::time::{Duration, Instant};
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
+
+/// Requests this process sent to a store's owner and waited for (see [`round_trips`]).
+static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many requests this process, as a client of shared stores, sent to their owners and
+/// waited for the reply of (requests sent together in one write count once): what a client's
+/// operation costs beyond its own work, on a machine where each costs tens of microseconds
+/// to milliseconds. For measurements and tests.
+pub fn round_trips() -> u64 {
+    ROUND_TRIPS.load(Ordering::Relaxed)
+}
+
+/// Counts one round trip (see [`round_trips`]).
+pub(super) fn count_round_trip() {
+    ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
+}
 /// Writes buffered before they are sent without waiting for a reply.
 pub(super) const FLUSH_AT: usize = 1 << 20;
 
@@ -69,6 +85,7 @@ impl Conn {
     pub(super) fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
         frame.push_to(&mut self.out);
         self.flush().map_err(|e| self.failed(&e, false))?;
+        count_round_trip();
         self.reply()
     }
 
@@ -82,6 +99,7 @@ impl Conn {
         debug_assert!(self.out.is_empty());
         area::send_with_fd(self.stream.as_raw_fd(), &frame.finish(), fd)
             .map_err(|e| self.failed(&e, false))?;
+        count_round_trip();
         self.reply()
     }
 

@@ -33,6 +33,7 @@ mod server;
 mod snapshot;
 mod waits;
 
+pub use client::round_trips;
 pub use waits::DEFAULT_OWNER_TIMEOUT;
 
 use super::owner::{fork_generation, owner_info};
