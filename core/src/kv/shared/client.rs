@@ -213,6 +213,8 @@ pub(crate) struct Client {
     pub(super) server_pid: u32,
     /// The read cache kept exact by the owner's change ring (None: the owner offers none).
     pub(super) cache: Option<Mutex<ClientCache>>,
+    /// The server runs lock requests (`op::LOCKS`).
+    serves_locks: bool,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -260,6 +262,7 @@ impl Client {
             describe,
             server_pid,
             cache,
+            serves_locks: features & protocol::features::LOCKS != 0,
             lost: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
@@ -427,6 +430,32 @@ impl Client {
 }
 
 impl Client {
+    /// Runs a lock request (see `Sharing::serve_locks`) at the server: its reply, or None
+    /// when the server does not run them.
+    pub(crate) fn serve_locks(&self, request: &[u8]) -> Result<Option<Vec<u8>>> {
+        if !self.serves_locks {
+            return Ok(None);
+        }
+        let mut conn = self.take_conn()?;
+        match conn.call(Frame::new(op::LOCKS).bytes(request)) {
+            Ok(r) => {
+                self.put_conn(conn);
+                let reply = r?;
+                let (_, mut f) = Fields::of(&reply)?;
+                Ok(Some(f.bytes()?.to_vec()))
+            }
+            Err(Fail::Stalled { withdrawn }) => Err(self.stalled_error(if withdrawn {
+                Outcome::Withdrawn
+            } else {
+                Outcome::Unknown
+            })),
+            Err(Fail::Lost { .. }) => {
+                self.lose();
+                Err(self.lost_error(false))
+            }
+        }
+    }
+
     /// Whether the commit with receipt `id` took effect (asked of this client's server).
     pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
         let mut conn = self.take_conn()?;

@@ -517,6 +517,11 @@ impl Sharing for SharedBackend {
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.alive.lock().as_ref().map(|a| a.is_alive(process))
     }
+    /// A client sends it to the owner (to the next one after a failover: a lock request is
+    /// idempotent); the owner runs it itself.
+    fn serve_locks(&self, request: &[u8]) -> Option<Result<Vec<u8>>> {
+        self.on_current(|_| Ok(None), |c| c.serve_locks(request)).transpose()
+    }
 }
 
 impl ReadCacheControl for SharedBackend {
