@@ -67,6 +67,16 @@ impl LockBytes {
             }
             self.pin = true;
         }
+        if level >= Level::Reserved && !self.reserved && !exclusive_mode && !pin {
+            // PENDING with RESERVED, in one change of the lock records (PENDING_BYTE and
+            // RESERVED_BYTE are adjacent): EXCLUSIVE then needs no change of its own. What a
+            // PENDING held early keeps out is another process's pinned reader (a read lock on
+            // PENDING), which then waits for the whole write transaction instead of its end.
+            if granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 2, false)) {
+                self.reserved = true;
+                self.pending = true;
+            }
+        }
         if level >= Level::Reserved && !self.reserved {
             if !granted(file.lock_range(RangeLockKind::Write, RESERVED_BYTE, 1, false)) {
                 return Level::Shared;
