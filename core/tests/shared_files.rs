@@ -238,3 +238,34 @@ fn a_client_transaction_handle_leaves_no_open_mark() {
         "the unlinked file is freed: no handle holds it"
     );
 }
+
+#[test]
+fn a_clients_lock_change_is_one_round_trip_to_the_owner() {
+    // The owner runs it on the lock records (a transaction of the client's own would read
+    // them in one round trip and commit in another). Each count is the least of three tries:
+    // the lease renewal thread makes round trips of its own now and then.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.role, "owner");
+    let mut client = Agent::start(&uri, AGENT);
+    assert_eq!(client.role, "client");
+    assert_eq!(client.ask("write /f data"), "ok");
+    assert_eq!(client.ask("rwopen /f"), "ok");
+    let mut trips = |cmd: &str| {
+        let before: u64 = client.ask("trips").parse().unwrap();
+        assert_eq!(client.ask(cmd), "ok", "{cmd}");
+        client.ask("trips").parse::<u64>().unwrap() - before
+    };
+    let (mut lock, mut unlock) = (u64::MAX, u64::MAX);
+    for _ in 0..3 {
+        lock = lock.min(trips("hlock 0 2"));
+        unlock = unlock.min(trips("hunlock 0 2"));
+    }
+    assert_eq!((lock, unlock), (1, 1), "round trips of a lock and of its release");
+    assert_eq!(client.ask("hlock 0 2"), "ok");
+    let taken = owner.ask("lockrange /f 1 1");
+    assert!(taken.contains("locked"), "the client's lock holds in the owner: {taken}");
+    assert_eq!(client.ask("hunlock 0 2"), "ok");
+    assert_eq!(owner.ask("lockrange /f 1 1"), "ok");
+}

@@ -13,6 +13,9 @@ assertions):
 4. A writer in locking_mode=EXCLUSIVE commits while another process reads (no busy timeout
    to wait on the reader) and then keeps new readers of other processes out until it leaves
    exclusive mode; the reader keeps its snapshot.
+5. What a process that is a client of the store (another process owns it) costs in round
+   trips to the owner (`PRAGMA txvfs_stats`): per durable one-row commit and per short read
+   transaction (a count, not a time).
 
     python3 readers_writers.py LIBPATH WORKDIR
 """
@@ -95,6 +98,31 @@ def writer(store, mode):
     expect(sys.stdin, "commit")
     con.execute("COMMIT")
     say("committed", count(con))
+
+
+def round_trips(con):
+    stats = con.execute("PRAGMA txvfs_stats").fetchone()[0]
+    return int(dict(kv.split("=") for kv in stats.split())["round_trips"])
+
+
+def costs(store):
+    """Round trips per one-row commit and per read transaction, as a client (averages: the
+    lease renewal thread adds a few of its own)."""
+    con = connect(store, timeout=30)
+    con.execute("PRAGMA synchronous=FULL")
+    for _ in range(5):  # warm the cache, the connection pool and the page cache
+        con.execute("INSERT INTO t(v) VALUES ('warm-up')")
+        count(con)
+    n = 100
+    before = round_trips(con)
+    for _ in range(n):
+        con.execute("INSERT INTO t(v) VALUES ('costed')")
+    mid = round_trips(con)
+    for _ in range(n):
+        con.execute("BEGIN")
+        con.execute("SELECT v FROM t WHERE id = 1").fetchone()
+        con.execute("COMMIT")
+    say("costs", (mid - before) / n, (round_trips(con) - mid) / n)
 
 
 def spawn(lib, store, *args):
@@ -196,11 +224,29 @@ def exclusive_writer_keeps_new_readers_out(lib, store):
     print("ok: then it keeps new readers of other processes out until it leaves that mode")
 
 
+def client_round_trips(lib, store):
+    owner = connect(store, timeout=5)
+    count(owner)  # this process owns the store: the child is a client
+    out = finish(spawn(lib, store, "costs")).split()
+    owner.close()
+    assert out[0] == "costs", out
+    commit, read = float(out[1]), float(out[2])
+    print(f"round trips of a client: {commit:.2f} per commit, {read:.2f} per read transaction")
+    assert 0 < commit <= 3.5, f"a client's one-row commit takes {commit} round trips"
+    assert read <= 0.5, f"a client's read transaction takes {read} round trips"
+    print("ok: a client's commit costs at most 3.5 round trips, its read transaction 0.5")
+
+
 def main():
     if sys.argv[1] == "--role":
         lib, store, role, *rest = sys.argv[2:]
         load(lib)
-        reader(store) if role == "reader" else writer(store, rest[0])
+        if role == "costs":
+            costs(store)
+        elif role == "reader":
+            reader(store)
+        else:
+            writer(store, rest[0])
         return
     lib, work = sys.argv[1], sys.argv[2]
     load(lib)
@@ -213,6 +259,7 @@ def main():
     writer_does_not_block_reader(lib, store)
     connections_of_one_process(store)
     exclusive_writer_keeps_new_readers_out(lib, store)
+    client_round_trips(lib, store)
 
 
 if __name__ == "__main__":

@@ -147,19 +147,13 @@ impl LeaseTable {
             }
             return Ok(None);
         }
-        let key = schema::lock_key(ino, self.process, owner);
-        let blocker = self.transact(|tx, now| {
-            if let Some(b) = self.find_blocker(tx, ino, locks, now, true)? {
-                return Ok(Some(b));
-            }
-            if locks.is_empty() {
-                tx.clear(&key)?;
-            } else {
-                let record = LockRecord { expires_ms: now + self.lease_ms, locks: locks.to_vec() };
-                tx.set(&key, &record.encode())?;
-            }
-            Ok(None)
-        })?;
+        let blocker = match self.served(false, ino, owner, locks) {
+            Some(r) => r?,
+            None => self.transact(|tx, now| {
+                let alive = |p| self.backend.process_alive(p);
+                publish_in(tx, &alive, self.process, ino, owner, locks, now, self.lease_ms)
+            })?,
+        };
         if blocker.is_none() {
             if locks.is_empty() {
                 held.remove(&(ino, owner));
@@ -190,7 +184,14 @@ impl LeaseTable {
         if self.backend.alone() {
             return Ok(None);
         }
-        self.transact(|tx, now| self.find_blocker(tx, ino, std::slice::from_ref(lock), now, false))
+        let locks = std::slice::from_ref(lock);
+        if let Some(r) = self.served(true, ino, 0, locks) {
+            return r;
+        }
+        self.transact(|tx, now| {
+            let alive = |p| self.backend.process_alive(p);
+            find_blocker(tx, &alive, self.process, ino, locks, now, false)
+        })
     }
 
     /// Extends the lease of every lock this process holds. Returns the (ino, owner) pairs
@@ -246,41 +247,27 @@ impl LeaseTable {
         });
     }
 
-    fn find_blocker(
+    /// Runs a change (`test` false) or test of `owner`'s locks on `ino` in the process that
+    /// serves the backend, in one request ([`Sharing::serve_locks`](crate::kv::Sharing::serve_locks)): None where this process
+    /// runs it itself.
+    fn served(
         &self,
-        tx: &mut dyn crate::kv::Txn,
+        test: bool,
         ino: u64,
+        owner: u64,
         locks: &[LockSpec],
-        now: u64,
-        collect_lapsed: bool,
-    ) -> Result<Option<Blocker>> {
-        let (s, e) = schema::lock_range(ino);
-        for (k, v) in tx.get_range(&s, &e, 0, false)? {
-            let (process, owner) = schema::lock_holder(&k)?;
-            if process == self.process {
-                continue; // the in-process table decides between our own handles
-            }
-            let record = LockRecord::decode(&v)?;
-            // Lapsed: the backend knows its process died, or, where the backend cannot tell,
-            // its lease ran out. A live holder's lock never lapses on a backend that can tell
-            // (a shared RocksDB store), however long a failover kept it from renewing.
-            let lapsed = match self.backend.process_alive(process) {
-                Some(alive) => !alive,
-                None => record.expires_ms <= now,
-            };
-            if lapsed {
-                if collect_lapsed {
-                    tx.clear(&k)?;
-                }
-                continue;
-            }
-            let hit =
-                record.locks.iter().find(|theirs| locks.iter().any(|ours| ours.conflicts(theirs)));
-            if let Some(&lock) = hit {
-                return Ok(Some(Blocker { process, owner, lock }));
-            }
-        }
-        Ok(None)
+    ) -> Option<Result<Option<Blocker>>> {
+        let request = Request {
+            test,
+            process: self.process,
+            ino,
+            owner,
+            lease_ms: self.lease_ms,
+            now: self.clock.now_ms(),
+            locks: locks.to_vec(),
+        };
+        let reply = self.backend.sharing()?.serve_locks(&request.encode())?;
+        Some(reply.and_then(|r| decode_blocker(&r)))
     }
 
     /// Runs `f` in a backend transaction at the clock's current time and commits it,
@@ -305,6 +292,166 @@ pub(crate) fn random_id() -> u64 {
     );
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// The first live lock of a process other than `me` on `ino` that conflicts with one of
+/// `locks`; `alive` tells whether a process is alive where the backend can tell at once.
+/// `collect_lapsed`: delete the records of dead holders on the way.
+fn find_blocker(
+    tx: &mut dyn crate::kv::Txn,
+    alive: &dyn Fn(u64) -> Option<bool>,
+    me: u64,
+    ino: u64,
+    locks: &[LockSpec],
+    now: u64,
+    collect_lapsed: bool,
+) -> Result<Option<Blocker>> {
+    let (s, e) = schema::lock_range(ino);
+    for (k, v) in tx.get_range(&s, &e, 0, false)? {
+        let (process, owner) = schema::lock_holder(&k)?;
+        if process == me {
+            continue; // the in-process table decides between our own handles
+        }
+        let record = LockRecord::decode(&v)?;
+        // Lapsed: the backend knows its process died, or, where the backend cannot tell,
+        // its lease ran out. A live holder's lock never lapses on a backend that can tell
+        // (a shared RocksDB store), however long a failover kept it from renewing.
+        let lapsed = match alive(process) {
+            Some(alive) => !alive,
+            None => record.expires_ms <= now,
+        };
+        if lapsed {
+            if collect_lapsed {
+                tx.clear(&k)?;
+            }
+            continue;
+        }
+        let hit =
+            record.locks.iter().find(|theirs| locks.iter().any(|ours| ours.conflicts(theirs)));
+        if let Some(&lock) = hit {
+            return Ok(Some(Blocker { process, owner, lock }));
+        }
+    }
+    Ok(None)
+}
+
+/// Replaces the record of holder `owner` of process `me` on `ino` by `locks` (none: clears
+/// it), unless a live lock of another process conflicts: then that lock, and nothing changes.
+#[allow(clippy::too_many_arguments)]
+fn publish_in(
+    tx: &mut dyn crate::kv::Txn,
+    alive: &dyn Fn(u64) -> Option<bool>,
+    me: u64,
+    ino: u64,
+    owner: u64,
+    locks: &[LockSpec],
+    now: u64,
+    lease_ms: u64,
+) -> Result<Option<Blocker>> {
+    if let Some(b) = find_blocker(tx, alive, me, ino, locks, now, true)? {
+        return Ok(Some(b));
+    }
+    let key = schema::lock_key(ino, me, owner);
+    if locks.is_empty() {
+        tx.clear(&key)?;
+    } else {
+        tx.set(&key, &LockRecord { expires_ms: now + lease_ms, locks: locks.to_vec() }.encode())?;
+    }
+    Ok(None)
+}
+
+/// A change or test of one holder's lock records, sent by a client of a shared store to the
+/// process that serves it ([`serve_request`]): one request instead of a transaction's read
+/// of the records and its commit.
+struct Request {
+    test: bool,
+    process: u64,
+    ino: u64,
+    owner: u64,
+    lease_ms: u64,
+    /// The client's clock (leases are measured by the holder's clock).
+    now: u64,
+    locks: Vec<LockSpec>,
+}
+
+impl Request {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = vec![self.test as u8];
+        for n in [self.process, self.ino, self.owner, self.lease_ms] {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v.extend_from_slice(
+            &LockRecord { expires_ms: self.now, locks: self.locks.clone() }.encode(),
+        );
+        v
+    }
+
+    fn decode(v: &[u8]) -> Result<Request> {
+        let bad = || crate::Error::new(crate::ErrorKind::Invalid, "malformed lock request");
+        if v.len() < 33 {
+            return Err(bad());
+        }
+        let n = |i: usize| u64::from_le_bytes(v[1 + 8 * i..9 + 8 * i].try_into().unwrap());
+        let record = LockRecord::decode(&v[33..])?;
+        Ok(Request {
+            test: match v[0] {
+                0 => false,
+                1 => true,
+                _ => return Err(bad()),
+            },
+            process: n(0),
+            ino: n(1),
+            owner: n(2),
+            lease_ms: n(3),
+            now: record.expires_ms,
+            locks: record.locks,
+        })
+    }
+}
+
+fn encode_blocker(b: Option<Blocker>) -> Vec<u8> {
+    let Some(b) = b else { return Vec::new() };
+    let mut v = b.process.to_le_bytes().to_vec();
+    v.extend_from_slice(&b.owner.to_le_bytes());
+    v.extend_from_slice(&LockRecord { expires_ms: 0, locks: vec![b.lock] }.encode());
+    v
+}
+
+fn decode_blocker(v: &[u8]) -> Result<Option<Blocker>> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let bad = || crate::Error::new(crate::ErrorKind::Invalid, "malformed lock reply");
+    if v.len() < 16 {
+        return Err(bad());
+    }
+    let record = LockRecord::decode(&v[16..])?;
+    let lock = *record.locks.first().ok_or_else(bad)?;
+    Ok(Some(Blocker {
+        process: u64::from_le_bytes(v[..8].try_into().unwrap()),
+        owner: u64::from_le_bytes(v[8..16].try_into().unwrap()),
+        lock,
+    }))
+}
+
+/// Runs a client's lock request (see [`Sharing::serve_locks`](crate::kv::Sharing::serve_locks)) on `backend`, in the process
+/// that serves it; `alive` tells whether a process is alive. The reply encodes the blocker,
+/// if any. A publication is idempotent: a client whose connection broke sends it again to
+/// the next owner.
+pub(crate) fn serve_request(
+    backend: &dyn Backend,
+    alive: &dyn Fn(u64) -> Option<bool>,
+    request: &[u8],
+) -> Result<Vec<u8>> {
+    let r = Request::decode(request)?;
+    let blocker = crate::kv::run_with_retries(backend, 20, false, |tx| {
+        if r.test {
+            find_blocker(tx, alive, r.process, r.ino, &r.locks, r.now, false)
+        } else {
+            publish_in(tx, alive, r.process, r.ino, r.owner, &r.locks, r.now, r.lease_ms)
+        }
+    })?;
+    Ok(encode_blocker(blocker))
 }
 
 #[cfg(test)]

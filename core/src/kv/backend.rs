@@ -153,6 +153,15 @@ pub trait Sharing: Send + Sync {
         let _ = process;
         None
     }
+    /// Runs a change or test of file lock records (`request`, encoded by the file layer's
+    /// lease table) in the process that serves the backend, in one request, and returns its
+    /// encoded reply; `None` where this process runs it itself (it serves the backend, or
+    /// nobody does, or its server predates such requests). A transaction of the client's own
+    /// would read the records in one round trip and commit in another.
+    fn serve_locks(&self, request: &[u8]) -> Option<Result<Vec<u8>>> {
+        let _ = request;
+        None
+    }
 }
 
 /// The capability of taking read-only views.

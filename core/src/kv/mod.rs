@@ -45,7 +45,9 @@ pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 #[cfg(feature = "rocksdb")]
-pub use shared::{SharedBackend, DEFAULT_OWNER_TIMEOUT, RECOVERY_TIMEOUT, SOCKET_FILE};
+pub use shared::{
+    round_trips, SharedBackend, DEFAULT_OWNER_TIMEOUT, RECOVERY_TIMEOUT, SOCKET_FILE,
+};
 pub(crate) use uri::absolute_uri;
 pub use uri::{open, open_existing, open_raw};
 

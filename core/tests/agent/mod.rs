@@ -13,7 +13,10 @@
 //! `named NAME` (creates a named snapshot), `engine-snapshots` (the owner's count of live
 //! RocksDB snapshots), `hold KEY` (begins a transaction, reads KEY in it and keeps it open:
 //! answers the value or `none`), `hcommit KEY VALUE` (sets KEY in the held transaction and
-//! commits it), `recoveries` (how many times it looked for a new owner). It answers `ready owner` or `ready client` once open (`ready peer` on
+//! commits it), `recoveries` (how many times it looked for a new owner), `rwopen PATH` (keeps
+//! one handle, read-write), `hlock START LEN` and `hunlock START LEN` (a write lock on those
+//! bytes of the kept handle, without waiting, and its release), `trips` (this process's round
+//! trips to the store's owner so far). It answers `ready owner` or `ready client` once open (`ready peer` on
 //! an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
@@ -168,6 +171,23 @@ pub fn agent_main() {
                     ("recoveries", []) => {
                         kv::SharedBackend::open(&canon, false).unwrap().recoveries().to_string()
                     }
+                    ("rwopen", [p]) => done(
+                        s.open(p, &txvfs::OpenOptions::new().read(true).write(true))
+                            .map(|f| handle = Some(f)),
+                    ),
+                    ("hlock" | "hunlock", [start, len]) => {
+                        let kind = match *cmd {
+                            "hlock" => txvfs::RangeLockKind::Write,
+                            _ => txvfs::RangeLockKind::Unlock,
+                        };
+                        let (start, len) = (start.parse().unwrap(), len.parse().unwrap());
+                        done(match &handle {
+                            Some(f) => f.lock_range(kind, start, len, false),
+                            None => Err(txvfs::Error::new(txvfs::ErrorKind::BadHandle, "none")),
+                        })
+                    }
+                    #[cfg(feature = "rocksdb")]
+                    ("trips", []) => kv::round_trips().to_string(),
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("flock", [p]) => {
                         done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {

@@ -287,23 +287,31 @@ impl Db {
         let before = self.locks.level();
         let result = self.locks.lock(want);
         let level = self.locks.level();
-        let pin = self.locks.holds_pin();
-        let reached = self.bytes.raise(&self.file, level, self.locks.exclusive_mode(), pin);
-        if reached < level {
-            self.locks.fall_back(reached);
-            if reached == Level::None {
-                let _ = self.bytes.lower(&self.file, Level::None);
-            }
-            return LockResult::Busy;
-        }
         if before == Level::None && level >= Level::Shared {
+            // The snapshot first: whether a reader must check the lock bytes is read in it.
             match Snapshot::take(&self.store.store, &self.path) {
-                Ok(s) => self.snap = Some(s),
+                Ok(s) => {
+                    if !s.exclusive_marked() {
+                        self.bytes.skip_shared_check();
+                    }
+                    self.snap = Some(s);
+                }
                 Err(_) => {
                     self.give_back(Level::None);
                     return LockResult::Busy;
                 }
             }
+        }
+        let pin = self.locks.holds_pin();
+        let store = &self.store.store;
+        let reached = self.bytes.raise(store, &self.file, level, self.locks.exclusive_mode(), pin);
+        if reached < level {
+            self.locks.fall_back(reached);
+            if reached == Level::None {
+                let _ = self.bytes.lower(store, &self.file, Level::None);
+                self.snap = None;
+            }
+            return LockResult::Busy;
         }
         if before <= Level::Shared && level > Level::Shared {
             // Now that no other writer can commit: is the snapshot still the committed state?
@@ -333,7 +341,7 @@ impl Db {
 
     fn give_back(&mut self, to: Level) {
         self.locks.fall_back(to);
-        let _ = self.bytes.lower(&self.file, to);
+        let _ = self.bytes.lower(&self.store.store, &self.file, to);
         if to == Level::None {
             self.snap = None;
         }
@@ -363,7 +371,7 @@ impl Db {
             }
         }
         self.locks.unlock(to);
-        result.and(self.bytes.lower(&self.file, to))
+        result.and(self.bytes.lower(&self.store.store, &self.file, to))
     }
 
     fn abandon(&mut self) {
@@ -399,7 +407,7 @@ impl Db {
                 Ok(())
             };
             self.locks.unlock(Level::None);
-            r.and(self.bytes.lower(&self.file, Level::None))
+            r.and(self.bytes.lower(&self.store.store, &self.file, Level::None))
         };
         let group = self.member.lock().group.take();
         if let Some(g) = group {

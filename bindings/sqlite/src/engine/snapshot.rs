@@ -17,8 +17,11 @@
 //! when the file is still at the same version (the same pages); otherwise the read
 //! transaction is over and its next read fails with `SQLITE_BUSY_SNAPSHOT`.
 
+use super::lockbytes::EXCLUSIVE_MARK;
 use std::sync::OnceLock;
-use txvfs::{File, FileSystem, OpenOptions, Result, Store, Transaction};
+use txvfs::{
+    ErrorKind, File, FileSystem, InodeFileSystem, OpenOptions, Result, Store, Transaction,
+};
 
 /// A read-only view of one database file at one version of the store.
 pub struct Snapshot {
@@ -28,6 +31,9 @@ pub struct Snapshot {
     /// The file's version as the snapshot sees it, known from its first `stat` (SQLite asks
     /// the size at the start of every read transaction): it cannot change within a snapshot.
     version: OnceLock<Version>,
+    /// The file carried the mark of a connection in `locking_mode=EXCLUSIVE` (see
+    /// [`super::lockbytes`]) at the snapshot's version.
+    marked: bool,
 }
 
 /// How many times taking a snapshot is tried again after a retryable error (with the core's
@@ -52,9 +58,22 @@ impl Snapshot {
             || store.begin(),
             |tx| {
                 let file = tx.open(path, &OpenOptions::new().read(true))?;
-                Ok(Snapshot { file, _tx: tx, version: OnceLock::new() })
+                let marked = match tx.getxattr_ino(file.ino(), EXCLUSIVE_MARK) {
+                    Ok(_) => true,
+                    Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
+                    Err(e) => return Err(e),
+                };
+                Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked })
             },
         )
+    }
+
+    /// True when the file carried the mark of a connection in `locking_mode=EXCLUSIVE` at
+    /// the snapshot's version: whether it holds its lock must then be asked of the lock
+    /// records. Read from the snapshot, so a connection that set its mark later took its lock
+    /// later too, and its commits are not in the snapshot.
+    pub fn exclusive_marked(&self) -> bool {
+        self.marked
     }
 
     /// The file as the snapshot sees it.

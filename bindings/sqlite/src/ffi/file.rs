@@ -335,12 +335,13 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
         "txvfs_stats" => {
             let s = engine::stats();
             set(&format!(
-                "commits={} durable={} batch={} grouped={} journals={}",
+                "commits={} durable={} batch={} grouped={} journals={} round_trips={}",
                 s.commits.load(Ordering::Relaxed),
                 s.durable.load(Ordering::Relaxed),
                 s.batch.load(Ordering::Relaxed),
                 s.grouped.load(Ordering::Relaxed),
-                s.journals.load(Ordering::Relaxed)
+                s.journals.load(Ordering::Relaxed),
+                txvfs::kv::round_trips()
             ));
             ffi::SQLITE_OK
         }

@@ -34,6 +34,22 @@ use std::time::{Duration, Instant};
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
+
+/// Requests this process sent to a store's owner and waited for (see [`round_trips`]).
+static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many requests this process, as a client of shared stores, sent to their owners and
+/// waited for the reply of (requests sent together in one write count once): what a client's
+/// operation costs beyond its own work, on a machine where each costs tens of microseconds
+/// to milliseconds. For measurements and tests.
+pub fn round_trips() -> u64 {
+    ROUND_TRIPS.load(Ordering::Relaxed)
+}
+
+/// Counts one round trip (see [`round_trips`]).
+pub(super) fn count_round_trip() {
+    ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
+}
 /// Writes buffered before they are sent without waiting for a reply.
 pub(super) const FLUSH_AT: usize = 1 << 20;
 
@@ -69,6 +85,7 @@ impl Conn {
     pub(super) fn call(&mut self, frame: Frame) -> std::result::Result<Result<Vec<u8>>, Fail> {
         frame.push_to(&mut self.out);
         self.flush().map_err(|e| self.failed(&e, false))?;
+        count_round_trip();
         self.reply()
     }
 
@@ -82,6 +99,7 @@ impl Conn {
         debug_assert!(self.out.is_empty());
         area::send_with_fd(self.stream.as_raw_fd(), &frame.finish(), fd)
             .map_err(|e| self.failed(&e, false))?;
+        count_round_trip();
         self.reply()
     }
 
@@ -195,6 +213,8 @@ pub(crate) struct Client {
     pub(super) server_pid: u32,
     /// The read cache kept exact by the owner's change ring (None: the owner offers none).
     pub(super) cache: Option<Mutex<ClientCache>>,
+    /// The server runs lock requests (`op::LOCKS`).
+    serves_locks: bool,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -242,6 +262,7 @@ impl Client {
             describe,
             server_pid,
             cache,
+            serves_locks: features & protocol::features::LOCKS != 0,
             lost: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
@@ -409,6 +430,32 @@ impl Client {
 }
 
 impl Client {
+    /// Runs a lock request (see `Sharing::serve_locks`) at the server: its reply, or None
+    /// when the server does not run them.
+    pub(crate) fn serve_locks(&self, request: &[u8]) -> Result<Option<Vec<u8>>> {
+        if !self.serves_locks {
+            return Ok(None);
+        }
+        let mut conn = self.take_conn()?;
+        match conn.call(Frame::new(op::LOCKS).bytes(request)) {
+            Ok(r) => {
+                self.put_conn(conn);
+                let reply = r?;
+                let (_, mut f) = Fields::of(&reply)?;
+                Ok(Some(f.bytes()?.to_vec()))
+            }
+            Err(Fail::Stalled { withdrawn }) => Err(self.stalled_error(if withdrawn {
+                Outcome::Withdrawn
+            } else {
+                Outcome::Unknown
+            })),
+            Err(Fail::Lost { .. }) => {
+                self.lose();
+                Err(self.lost_error(false))
+            }
+        }
+    }
+
     /// Whether the commit with receipt `id` took effect (asked of this client's server).
     pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
         let mut conn = self.take_conn()?;

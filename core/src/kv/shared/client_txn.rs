@@ -130,7 +130,10 @@ impl ClientTxn {
         // (the request's own reply then carries the same error).
         frame.push_to(&mut conn.out);
         let begun = match conn.flush() {
-            Ok(()) => conn.reply().and_then(|r| Ok((r, conn.reply()?))),
+            Ok(()) => {
+                super::client::count_round_trip();
+                conn.reply().and_then(|r| Ok((r, conn.reply()?)))
+            }
             Err(e) => Err(conn.failed(&e, false)),
         };
         self.begin_pending = false;

@@ -33,6 +33,7 @@ mod server;
 mod snapshot;
 mod waits;
 
+pub use client::round_trips;
 pub use waits::DEFAULT_OWNER_TIMEOUT;
 
 use super::owner::{fork_generation, owner_info};
@@ -515,6 +516,11 @@ impl Sharing for SharedBackend {
     }
     fn process_alive(&self, process: u64) -> Option<bool> {
         self.alive.lock().as_ref().map(|a| a.is_alive(process))
+    }
+    /// A client sends it to the owner (to the next one after a failover: a lock request is
+    /// idempotent); the owner runs it itself.
+    fn serve_locks(&self, request: &[u8]) -> Option<Result<Vec<u8>>> {
+        self.on_current(|_| Ok(None), |c| c.serve_locks(request)).transpose()
     }
 }
 

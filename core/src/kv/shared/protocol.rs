@@ -20,6 +20,8 @@ pub mod features {
     pub const RING: u64 = 1;
     /// The server mapped the reply area the client passed with its hello (`area.rs`).
     pub const AREA: u64 = 2;
+    /// The server runs file lock requests (`op::LOCKS`).
+    pub const LOCKS: u64 = 4;
 }
 
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
@@ -61,6 +63,10 @@ pub mod op {
     pub const SNAPSHOT_RANGE: u8 = 43;
     /// Creates a named snapshot (name), by the owner.
     pub const NAMED_SNAPSHOT: u8 = 44;
+    /// A change or test of file lock records (the request, as the file layer's lease table
+    /// encodes it), run by the owner in one transaction of its own; the reply carries the
+    /// encoded answer. Offered when the hello's features have `LOCKS`.
+    pub const LOCKS: u8 = 45;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
     pub const ERR: u8 = 101;

@@ -19,6 +19,7 @@ use cached_reads::range_reply;
 use hello::{hello_reply, read_hello};
 use wire::{next_frame, send_error, send_reply, Next};
 
+use super::alive::Alive;
 use super::area::Area;
 use super::endpoint::{self, Endpoint};
 use super::protocol::{self, op, Fields, Frame};
@@ -103,6 +104,9 @@ impl Server {
         if let Some(name) = endpoint.published() {
             backend.publish_socket(name);
         }
+        // Tells clients' lock requests which processes are alive (a probe of its own: the
+        // owner's own liveness locks count as another holder's, as they should).
+        let alive = Alive::open(dir).ok().map(Arc::new);
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
@@ -117,7 +121,8 @@ impl Server {
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
                 .spawn(move || {
-                    accept_loop(listener, &at, backend, ring, sharing, stop, conns, threads)
+                    let serving = Serving { backend, ring, alive };
+                    accept_loop(listener, &at, serving, sharing, stop, conns, threads)
                 })
                 .map_err(socket_err)?
         };
@@ -182,12 +187,19 @@ fn socket_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Backend, format!("store socket: {e}"))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every connection serves.
+#[derive(Clone)]
+struct Serving {
+    backend: Arc<RocksBackend>,
+    ring: Option<Arc<Mutex<RingWriter>>>,
+    /// A liveness probe, for lock requests.
+    alive: Option<Arc<Alive>>,
+}
+
 fn accept_loop(
     listener: UnixListener,
     endpoint: &Endpoint,
-    backend: Arc<RocksBackend>,
-    ring: Option<Arc<Mutex<RingWriter>>>,
+    serving: Serving,
     sharing: Arc<AloneState>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
@@ -216,7 +228,7 @@ fn accept_loop(
                 format!(
                     "{}: the store is served on {}, which only processes of its owner's user \
                      may use",
-                    backend.describe(),
+                    serving.backend.describe(),
                     endpoint.describe()
                 ),
             );
@@ -228,9 +240,9 @@ fn accept_loop(
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let Ok(clone) = stream.try_clone() else { continue };
         conns.lock().insert(id, clone);
-        let (backend, ring, conns2) = (backend.clone(), ring.clone(), conns.clone());
+        let (serving, conns2) = (serving.clone(), conns.clone());
         let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, &backend, ring);
+            serve(stream, serving);
             conns2.lock().remove(&id);
         });
         let mut ts = threads.lock();
@@ -259,6 +271,8 @@ struct Session<'a> {
     spare: Vec<u8>,
     /// The client's reply area, when it passed one (`area.rs`).
     area: Option<Area>,
+    /// A liveness probe, for lock requests.
+    alive: Option<Arc<Alive>>,
 }
 
 fn no_txn() -> Error {
@@ -417,6 +431,16 @@ impl Session<'_> {
                 Some(self.txn().and_then(|t| t.refresh()).map(|()| Frame::new(op::OK).finish()))
             }
             op::SYNC => Some(self.backend.sync().map(|()| Frame::new(op::OK).finish())),
+            op::LOCKS => {
+                let request = f.bytes()?;
+                if waits::peer_hung_up(self.peer) {
+                    // As for a commit: the client was told nothing changed.
+                    return Err(Error::new(ErrorKind::Invalid, "the client withdrew its request"));
+                }
+                let alive = |p| self.alive.as_ref().map(|a| a.is_alive(p));
+                let r = crate::fs::leases::serve_request(self.backend, &alive, request);
+                Some(r.map(|reply| Frame::new(op::OK).bytes(&reply).finish()))
+            }
             op::SNAPSHOT | op::SNAPSHOT_GET | op::SNAPSHOT_RANGE | op::NAMED_SNAPSHOT => {
                 Some(snapshot::serve(self.backend, &mut self.held, code, &mut f)?)
             }
@@ -437,7 +461,9 @@ impl Session<'_> {
     }
 }
 
-fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<RingWriter>>>) {
+fn serve(stream: UnixStream, serving: Serving) {
+    let Serving { backend, ring, alive } = serving;
+    let backend = &*backend;
     protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
@@ -490,6 +516,7 @@ fn serve(stream: UnixStream, backend: &RocksBackend, ring: Option<Arc<Mutex<Ring
         held: None,
         spare: Vec::new(),
         area,
+        alive,
     };
     loop {
         // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next

@@ -43,7 +43,8 @@ pub(super) fn read_hello(sock: &UnixStream) -> std::io::Result<Option<(Vec<u8>, 
     Ok(Some((body, fd)))
 }
 
-/// The hello reply: protocol version, the backend's limits and description, features.
+/// The hello reply: protocol version, the backend's limits and description, features (lock
+/// requests always).
 pub(super) fn hello_reply(backend: &dyn Backend, ring: bool, area: bool) -> Vec<u8> {
     let l = backend.limits();
     Frame::new(op::OK)
@@ -56,7 +57,8 @@ pub(super) fn hello_reply(backend: &dyn Backend, ring: bool, area: bool) -> Vec<
         .bytes(backend.describe().as_bytes())
         .u64(
             if ring { protocol::features::RING } else { 0 }
-                | if area { protocol::features::AREA } else { 0 },
+                | if area { protocol::features::AREA } else { 0 }
+                | protocol::features::LOCKS,
         )
         .finish()
 }
