@@ -104,7 +104,8 @@ impl<E: Engine> OccStore<E> {
             // does not fill them.
             let mut stamped = 0;
             if r.is_ok() && !staged.stamped.is_empty() {
-                match self.next_stamp() {
+                // No stamp after a failed fsync of a bound (`sync_stamp_bound`).
+                match self.check_healthy().and_then(|()| self.next_stamp()) {
                     Ok((n, bound, moved)) => {
                         let first = batch.len();
                         for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
@@ -118,7 +119,7 @@ impl<E: Engine> OccStore<E> {
                             batch.push(Mutation::Set(STAMP_KEY.to_vec(), b));
                         }
                         stamped = batch.len() - first;
-                        stamp = Some((n, bound));
+                        stamp = Some((n, bound, moved));
                     }
                     Err(e) => r = Err(e),
                 }
@@ -126,8 +127,11 @@ impl<E: Engine> OccStore<E> {
             if r.is_ok() {
                 r = self.engine.apply(&batch, version, oldest);
             }
-            if let (Some(s), true) = (stamp, r.is_ok()) {
-                *self.stamp.lock() = Some(s);
+            if let (Some((n, bound, moved)), true) = (stamp, r.is_ok()) {
+                if moved {
+                    self.sync_stamp_bound();
+                }
+                *self.stamp.lock() = Some((n, bound));
             }
             self.cache.lock().applied_stamped(version, r.is_ok().then_some(&batch[..]), stamped);
             // No transaction begins at an older version from now on: the shared snapshot of
@@ -145,6 +149,17 @@ impl<E: Engine> OccStore<E> {
             out.push((version, r));
         }
         out
+    }
+
+    /// Makes a new stamp bound durable before the first stamp of its block is visible (even
+    /// in a commit that is not durable): consumers may see a commit that a power cut then
+    /// loses, and an owner that gave its stamp again would make them skip the commit that
+    /// got it. A failed fsync stops the store as in [`OccStore::sync_to`]: no transaction
+    /// begins or commits after it, and no stamped commit already in the pipeline applies.
+    fn sync_stamp_bound(&self) {
+        if let Err(e) = self.engine.sync() {
+            *self.failed.lock() = Some(e.message().to_string());
+        }
     }
 
     /// The stamp counter for the next stamped commit, the persisted bound once it commits, and
