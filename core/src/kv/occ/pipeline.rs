@@ -109,7 +109,8 @@ impl<E: Engine> OccStore<E> {
                     Ok((n, bound, moved)) => {
                         let first = batch.len();
                         for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
-                            let mut k = prefix;
+                            let mut k = Vec::with_capacity(prefix.len() + STAMP_LEN);
+                            k.extend_from_slice(&prefix);
                             k.extend_from_slice(&n.to_be_bytes());
                             k.extend_from_slice(&(i as u16).to_be_bytes());
                             batch.push(Mutation::Set(k, value));

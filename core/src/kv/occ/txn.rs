@@ -509,7 +509,9 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.store.check_healthy()?;
         let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
         let mut ws = WriteSet::default();
-        let mut batch = Vec::with_capacity(self.cleared.len() + self.writes.len());
+        // Room for the stamped keys and the stamp counter the pipeline adds.
+        let room = self.cleared.len() + self.writes.len() + self.stamped.len() + 1;
+        let mut batch = Vec::with_capacity(room);
         for (s, e) in std::mem::take(&mut self.cleared) {
             batch.push(Mutation::ClearRange(s.clone(), e.clone()));
             ws.ranges.push((s, e));
