@@ -63,6 +63,10 @@ fn main() {
     let files: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let only = args.next();
+    if only.as_deref().is_some_and(|o| o != "off" && o != "on") {
+        eprintln!("usage: txvfs-bench-watch [FILES] [ROUNDS] [off|on]");
+        std::process::exit(2);
+    }
     // [off, on][row][wall, cpu]
     let mut best = [[[Duration::MAX; 2]; 3]; 2];
     for _ in 0..rounds {
@@ -79,15 +83,23 @@ fn main() {
         }
     }
     println!("{files} files, best of {rounds} rounds (µs per file: wall, CPU of the process)");
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / files as f64;
+    let names = ["create+write 4 KiB+close", "write_file 4 KiB", "delete 4 KiB file"];
+    if let Some(only) = only {
+        // One setting ran: its own times (the other's are not there to compare).
+        let i = usize::from(only == "on");
+        println!("{:<26} {:>9} {:>9}", format!("row (feed {only})"), "wall", "CPU");
+        for (row, name) in names.into_iter().enumerate() {
+            let [wall, cpu] = best[i][row].map(per);
+            println!("{name:<26} {wall:>9.2} {cpu:>9.2}");
+        }
+        return;
+    }
     println!(
         "{:<26} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
         "row", "wall off", "wall on", "on/off", "CPU off", "CPU on", "on/off"
     );
-    for (row, name) in ["create+write 4 KiB+close", "write_file 4 KiB", "delete 4 KiB file"]
-        .into_iter()
-        .enumerate()
-    {
-        let per = |d: Duration| d.as_secs_f64() * 1e6 / files as f64;
+    for (row, name) in names.into_iter().enumerate() {
         let mut line = format!("{name:<26}");
         for (off, on) in best[0][row].iter().zip(&best[1][row]) {
             let (off, on) = (per(*off), per(*on));

@@ -212,14 +212,14 @@ pub(crate) fn write_record(tx: &mut dyn Txn, changes: &[Change]) -> Result<()> {
         return Ok(());
     }
     let record = schema::encode_record(now_ms(), changes);
-    tx.set_versionstamped_key(&schema::feed_prefix(), &record)
+    tx.set_versionstamped_key(&[schema::scope::FEED], &record)
 }
 
 impl StoreState {
     /// After a commit that wrote a record: wakes waiters, and now and then applies retention.
     pub(crate) fn feed_committed(&self) {
         self.feed.committed();
-        self.backend.announce_stamped(&schema::feed_prefix());
+        self.backend.announce_stamped(&[schema::scope::FEED]);
         let n = self.feed.since_trim.fetch_add(1, Ordering::Relaxed) + 1;
         if n % TRIM_EVERY == 0 {
             // Retention is housekeeping: a failure (a conflict, a read-only open) waits for

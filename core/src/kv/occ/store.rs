@@ -52,8 +52,9 @@ pub(crate) struct OccStore<E: Engine> {
     /// the store refuses every transaction until it is reopened (RocksDB then replays its
     /// WAL from what is really on disk).
     pub(super) failed: Mutex<Option<String>>,
-    /// The last versionstamp counter applied (`None`: not read from the engine yet).
-    pub(super) stamp: Mutex<Option<u64>>,
+    /// The last versionstamp counter applied and the persisted bound of the reserved ones
+    /// (`None`: not read from the engine yet; see `pipeline::STAMP_BLOCK`).
+    pub(super) stamp: Mutex<Option<(u64, u64)>>,
     /// Told of every applied commit before it becomes visible (the shared store's change
     /// ring, `kv/shared/ring.rs`).
     pub(super) observer: Mutex<Option<CommitObserver>>,

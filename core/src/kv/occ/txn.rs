@@ -101,11 +101,15 @@ impl<E: Engine> OccTxn<E> {
     }
 
     fn check_key(&self, key: &[u8]) -> Result<()> {
+        self.check_key_len(key.len())
+    }
+
+    fn check_key_len(&self, len: usize) -> Result<()> {
         if let Some(max) = self.store.limits.max_key {
-            if key.len() > max {
+            if len > max {
                 return Err(Error::new(
                     ErrorKind::TooLarge,
-                    format!("key of {} bytes exceeds the backend's limit of {max}", key.len()),
+                    format!("key of {len} bytes exceeds the backend's limit of {max}"),
                 ));
             }
         }
@@ -454,7 +458,7 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.atomic(key, AtomicOp::Max(value))
     }
     fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
-        self.check_key(&[prefix, &[0; super::pipeline::STAMP_LEN]].concat())?;
+        self.check_key_len(prefix.len() + super::pipeline::STAMP_LEN)?;
         if self.stamped.len() >= u16::MAX as usize {
             return Err(Error::new(
                 ErrorKind::TooLarge,
@@ -505,7 +509,9 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.store.check_healthy()?;
         let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
         let mut ws = WriteSet::default();
-        let mut batch = Vec::with_capacity(self.cleared.len() + self.writes.len());
+        // Room for the stamped keys and the stamp counter the pipeline adds.
+        let room = self.cleared.len() + self.writes.len() + self.stamped.len() + 1;
+        let mut batch = Vec::with_capacity(room);
         for (s, e) in std::mem::take(&mut self.cleared) {
             batch.push(Mutation::ClearRange(s.clone(), e.clone()));
             ws.ranges.push((s, e));
