@@ -17,6 +17,7 @@
 //! than a quarter of the capacity, so a long scan only cycles through probation and the hot
 //! set survives. Protected entries get a second chance (CLOCK bit) before being demoted.
 
+use super::cache_key::Key;
 use super::occ::Mutation;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -53,7 +54,7 @@ impl Entry {
 /// The keys and ranges one applied commit wrote.
 struct Written {
     version: u64,
-    points: Vec<Vec<u8>>,
+    points: Vec<Key>,
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -64,10 +65,11 @@ pub(crate) struct ReadCache {
     version: u64,
     /// Point lookups (every cached read) go through a hash map: a B-tree's key comparisons
     /// were a third of a `stat`'s time. `keys` keeps them in order for range clears.
-    map: HashMap<Vec<u8>, Entry, BuildHasherDefault<Fnv>>,
-    keys: BTreeSet<Vec<u8>>,
-    probation: VecDeque<(Vec<u8>, u64)>,
-    protected: VecDeque<(Vec<u8>, u64)>,
+    /// Keys are held inline up to 30 bytes (`cache_key.rs`): no allocation per copy.
+    map: HashMap<Key, Entry, BuildHasherDefault<Fnv>>,
+    keys: BTreeSet<Key>,
+    probation: VecDeque<(Key, u64)>,
+    protected: VecDeque<(Key, u64)>,
     probation_bytes: usize,
     protected_bytes: usize,
     next_stamp: u64,
@@ -132,7 +134,7 @@ impl ReadCache {
             self.next_stamp += 1;
             self.probation_bytes -= cost;
             self.protected_bytes += cost;
-            self.protected.push_back((key.to_vec(), stamp));
+            self.protected.push_back((Key::from(key), stamp));
             self.evict();
         }
         Some(value)
@@ -199,11 +201,11 @@ impl ReadCache {
         let fresh_from = batch.len().saturating_sub(stamped);
         for (i, m) in batch.iter().enumerate() {
             match m {
-                Mutation::Set(k, _) if i >= fresh_from && !self.map.contains_key(k) => {
-                    written.points.push(k.clone());
+                Mutation::Set(k, _) if i >= fresh_from && !self.map.contains_key(k.as_slice()) => {
+                    written.points.push(Key::from(k.as_slice()));
                 }
                 Mutation::ClearRange(s, e) => {
-                    let keys: Vec<Vec<u8>> = self
+                    let keys: Vec<Key> = self
                         .keys
                         .range::<[u8], _>((
                             Bound::Included(s.as_slice()),
@@ -212,17 +214,17 @@ impl ReadCache {
                         .cloned()
                         .collect();
                     for k in keys {
-                        self.remove(&k);
+                        self.remove(k.as_slice());
                     }
                     written.ranges.push((s.clone(), e.clone()));
                 }
                 Mutation::Set(k, v) => {
                     self.write_through(k, Some(v), version);
-                    written.points.push(k.clone());
+                    written.points.push(Key::from(k.as_slice()));
                 }
                 Mutation::Clear(k) => {
                     self.write_through(k, None, version);
-                    written.points.push(k.clone());
+                    written.points.push(Key::from(k.as_slice()));
                 }
             }
         }
@@ -250,16 +252,17 @@ impl ReadCache {
             self.remove(k);
         }
         for (s, e) in &ranges {
-            let keys: Vec<Vec<u8>> = self
+            let keys: Vec<Key> = self
                 .keys
                 .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))
                 .cloned()
                 .collect();
             for k in keys {
-                self.remove(&k);
+                self.remove(k.as_slice());
             }
         }
         // One entry for possibly several commits: `current_since` is then conservative.
+        let points = points.iter().map(|k| Key::from(k.as_slice())).collect();
         self.recent.push_back(Written { version, points, ranges });
         while self.recent.len() > RECENT {
             self.recent.pop_front();
@@ -286,22 +289,37 @@ impl ReadCache {
     /// ones are the engine's; a clear of an uncached key adds nothing), as a new probationary
     /// entry, so a stream of writes cycles through probation and leaves the hot set alone.
     fn write_through(&mut self, key: &[u8], value: Option<&[u8]>, version: u64) {
-        if !self.map.contains_key(key) {
-            if let Some(v) = value.filter(|v| v.len() <= MAX_VALUE) {
+        let small = value.is_none_or(|v| v.len() <= MAX_VALUE);
+        let Some(e) = self.map.get_mut(key) else {
+            if let Some(v) = value.filter(|_| small) {
                 self.insert(key, Some(Arc::from(v)), version);
             }
             return;
+        };
+        let old_cost = e.cost(key);
+        let new_cost = 3 * key.len() + value.map_or(0, <[u8]>::len) + OVERHEAD;
+        if !small || new_cost > self.capacity / 8 {
+            self.remove(key);
+            return;
         }
-        let protected = self.map[key].protected;
-        self.remove(key);
-        if self.enabled() && value.is_none_or(|v| v.len() <= MAX_VALUE) {
-            self.insert(key, value.map(Arc::from), version);
-            if protected {
-                // Keep its standing: the rewrite of a hot key is still hot.
-                let _ = self.get(key, version);
-                self.hits -= 1;
-            }
+        // Updated in place (a removal and a new entry touched the map and the ordered set
+        // twice); like a new entry it goes to the newest end of its segment, and a hot key
+        // stays in the protected one: the rewrite of a hot key is still hot.
+        e.value = value.map(Arc::from);
+        e.lo = version;
+        e.referenced = false;
+        e.stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let slot = (Key::from(key), e.stamp);
+        if e.protected {
+            self.protected_bytes = self.protected_bytes - old_cost + new_cost;
+            self.protected.push_back(slot);
+        } else {
+            self.probation_bytes = self.probation_bytes - old_cost + new_cost;
+            self.probation.push_back(slot);
         }
+        self.drop_stale_slots();
+        self.evict();
     }
 
     fn insert(&mut self, key: &[u8], value: Option<Arc<[u8]>>, lo: u64) {
@@ -313,9 +331,10 @@ impl ReadCache {
             return;
         }
         self.probation_bytes += cost;
-        self.probation.push_back((key.to_vec(), stamp));
-        self.map.insert(key.to_vec(), e);
-        self.keys.insert(key.to_vec());
+        let key = Key::from(key);
+        self.probation.push_back((key.clone(), stamp));
+        self.keys.insert(key.clone());
+        self.map.insert(key, e);
         self.evict();
     }
 
@@ -329,10 +348,15 @@ impl ReadCache {
                 self.probation_bytes -= cost;
             }
         }
-        // Its queue slot goes stale and is skipped; drop stale slots once they dominate.
+        // Its queue slot goes stale and is skipped.
+        self.drop_stale_slots();
+    }
+
+    /// Drops the queue slots of removed or moved entries once they dominate.
+    fn drop_stale_slots(&mut self) {
         if self.probation.len() + self.protected.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
-            let live = |(k, s): &(Vec<u8>, u64), prot: bool| {
+            let live = |(k, s): &(Key, u64), prot: bool| {
                 map.get(k).is_some_and(|e| e.stamp == *s && e.protected == prot)
             };
             self.probation.retain(|slot| live(slot, false));
@@ -348,7 +372,7 @@ impl ReadCache {
             if from_probation {
                 let Some((k, stamp)) = self.probation.pop_front() else { break };
                 if self.map.get(&k).is_some_and(|e| e.stamp == stamp && !e.protected) {
-                    self.remove(&k);
+                    self.remove(k.as_slice());
                 }
             } else {
                 let Some((k, stamp)) = self.protected.pop_front() else { break };
@@ -365,7 +389,7 @@ impl ReadCache {
                     self.protected.push_back((k, next));
                 } else {
                     // Demoted to the probationary segment's newest end.
-                    let cost = e.cost(&k);
+                    let cost = e.cost(k.as_slice());
                     e.protected = false;
                     self.protected_bytes -= cost;
                     self.probation_bytes += cost;
@@ -505,6 +529,29 @@ mod tests {
         let mut off = ReadCache::new(0, 0);
         off.applied(1, Some(&[Mutation::Set(b"x".to_vec(), b"x".to_vec())]));
         assert!(off.get(b"x", 1).is_none(), "off");
+    }
+
+    #[test]
+    fn rewrites_keep_a_hot_key_hot_and_the_byte_count_exact() {
+        let mut c = ReadCache::new(1 << 16, 0);
+        c.fill(b"hot", 0, Some(b"0"));
+        assert!(c.get(b"hot", 0).is_some(), "promoted");
+        let long = vec![9u8; 100]; // a key held on the heap
+        for v in 1..500u64 {
+            let value = vec![1u8; (v % 50) as usize];
+            let batch = [
+                Mutation::Set(b"hot".to_vec(), value.clone()),
+                Mutation::Set(long.clone(), value.clone()),
+                Mutation::Set(key(v as usize), value),
+            ];
+            c.applied(v, Some(&batch));
+            let sum: usize = c.map.iter().map(|(k, e)| e.cost(k.as_slice())).sum();
+            assert_eq!(c.used(), sum, "after commit {v}");
+            assert!(c.used() <= 1 << 16);
+            assert_eq!(c.get(b"hot", v).unwrap().map(|x| x.len()), Some((v % 50) as usize));
+        }
+        assert!(c.map[&b"hot"[..]].protected, "the rewritten hot key stayed protected");
+        assert!(c.probation.len() + c.protected.len() <= 2 * c.map.len() + 64, "stale slots");
     }
 
     #[test]

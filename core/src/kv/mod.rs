@@ -9,6 +9,7 @@
 
 mod backend;
 mod cache;
+mod cache_key;
 #[cfg(feature = "testing")]
 mod fault;
 mod fdb;
