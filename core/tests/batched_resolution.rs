@@ -158,3 +158,33 @@ fn a_long_transaction_rechecks_what_it_read_ahead() {
     let r = tx.write_file("/out", b"x").and_then(|()| tx.commit());
     assert_eq!(r.unwrap_err().kind(), ErrorKind::Conflict);
 }
+
+/// Removing a tree reads the inodes of each batch of entries together, not one after the
+/// other (1,000 entries per transaction, `Store::remove_all`).
+#[test]
+fn removing_a_directory_reads_its_files_together() {
+    let memory: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::UNLIMITED));
+    let (b, plan) = FaultyBackend::new(memory.clone());
+    plan.set_read_latency(Duration::from_micros(50));
+    let store = Store::with_backend(b, Options::default(), None).unwrap();
+    store.mkdir("/big", 0o755).unwrap();
+    store
+        .transact(|tx| (0..300).try_for_each(|i| tx.write_file(format!("/big/f{i:03}"), b"x")))
+        .unwrap();
+    // Two entries of one inode in the same batch, one with a link outside, one with xattrs.
+    store.link("/big/f000", "/big/g").unwrap();
+    store.link("/big/f001", "/outside").unwrap();
+    store.setxattr("/big/f002", "user.a", b"1", txvfs::XattrFlags::default()).unwrap();
+    store.write_file("/big/f002", b"xattr kept until the inode goes").unwrap();
+    let files = store.statfs().unwrap().files;
+    let (_, n) = reads(&plan, || store.remove_all("/big").unwrap());
+    assert!(n < 30, "removing 300 files took {n} reads");
+    assert_eq!(store.statfs().unwrap().files, files - 300, "all but /outside's inode freed");
+    let st = store.stat("/outside").unwrap();
+    assert_eq!((st.nlink, store.read_file("/outside").unwrap()), (1, b"x".to_vec()));
+    store.mkdir("/big", 0o755).unwrap();
+    assert!(store.readdir("/big", None, 0).unwrap().is_empty());
+    // Nothing of the freed inodes is left: no inode, entry, block or extended attribute.
+    let report = txvfs::fsck::check(&*memory, false, &mut |_| {}).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}

@@ -52,47 +52,52 @@ pub struct Operation<'a> {
     pub(crate) staging: Option<&'a mut Staging>,
     /// Changes noted for the change feed (only while it is on).
     pub(crate) changes: Vec<crate::schema::Change>,
-    /// Keys read ahead in one batch by path resolution, with their values, until used or until
-    /// this operation writes (see `prefetch.rs`).
+    /// Keys read ahead in one batch (path resolution, removal), with their values, until used
+    /// or until this operation writes them (see `prefetch.rs`).
     pub(crate) prefetched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl<'a> Operation<'a> {
     fn set(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
         self.writable()?;
-        self.wrote();
+        self.wrote(k, None);
         self.tx.set(k, v)
     }
 
     fn clear(&mut self, k: &[u8]) -> Result<()> {
         self.writable()?;
-        self.wrote();
+        self.wrote(k, None);
         self.tx.clear(k)
     }
 
     fn clear_range(&mut self, (s, e): (Vec<u8>, Vec<u8>)) -> Result<()> {
         self.writable()?;
-        self.wrote();
+        self.wrote(&s, Some(&e));
         self.tx.clear_range(&s, &e)
     }
 
     fn atomic_add(&mut self, k: &[u8], d: i64) -> Result<()> {
         self.writable()?;
-        self.wrote();
+        self.wrote(k, None);
         self.tx.atomic_add(k, d)
     }
 
     fn atomic_max(&mut self, k: &[u8], v: i64) -> Result<()> {
         self.writable()?;
-        self.wrote();
+        self.wrote(k, None);
         self.tx.atomic_max(k, v.max(0) as u64)
     }
 
-    /// Notes a write: an explicit transaction is then poisoned by a failure, and what was
-    /// read ahead may be stale.
-    fn wrote(&mut self) {
+    /// Notes a write of `key` (of `key <= k < end` with an `end`): an explicit transaction is
+    /// then poisoned by a failure, and what was read ahead of those keys is stale.
+    fn wrote(&mut self, key: &[u8], end: Option<&[u8]>) {
         self.wrote = true;
-        self.prefetched.clear();
+        if !self.prefetched.is_empty() {
+            self.prefetched.retain(|(k, _)| match end {
+                None => k != key,
+                Some(end) => k.as_slice() < key || k.as_slice() >= end,
+            });
+        }
     }
 
     pub(super) fn writable(&self) -> Result<()> {

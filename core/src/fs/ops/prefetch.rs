@@ -10,8 +10,9 @@
 //! sequential resolution would have read it. The batch reads add no conflict of their own, so
 //! a wrong guess (an entry renamed or replaced, by this process or another) or a key the
 //! operation does not need costs only its read, and the rest of the path is read one key at a
-//! time, as before. The batch is forgotten at the operation's first write, so a value read
-//! before a write is never used after it.
+//! time, as before. A value read ahead is dropped when the operation writes its key, so a value
+//! read before a write is never used after it. Removing a tree reads the inodes of each batch
+//! of entries together the same way ([`Operation::prefetch_inodes`]).
 
 use super::Operation;
 use crate::error::Result;
@@ -82,6 +83,23 @@ impl Operation<'_> {
                 dir = entry.ino;
             }
         }
+        if keys.len() < 2 {
+            return Ok(());
+        }
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut values = vec![None; keys.len()];
+        self.tx.snapshot_get_many(&refs, &mut |i, v| values[i] = v.map(<[u8]>::to_vec))?;
+        self.prefetched.extend(keys.into_iter().zip(values));
+        Ok(())
+    }
+
+    /// Reads the inodes `inos` in one batch, for the calls of this operation that read them
+    /// next (only where the backend batches reads).
+    pub(super) fn prefetch_inodes(&mut self, inos: impl Iterator<Item = u64>) -> Result<()> {
+        if !self.tx.batches_reads() {
+            return Ok(());
+        }
+        let keys: Vec<Vec<u8>> = inos.map(schema::inode_key).collect();
         if keys.len() < 2 {
             return Ok(());
         }
