@@ -101,6 +101,12 @@ macro_rules! backend_suite {
                 let Some((b, _d)) = make() else { return };
                 super::reads_after_commits_see_them(&*b)
             }
+            #[test]
+            $(#[$attr])*
+            fn batched_snapshot_reads() {
+                let Some((b, _d)) = make() else { return };
+                super::batched_snapshot_reads(&*b)
+            }
         }
     };
 }

@@ -21,6 +21,8 @@
 //!   a handle of the transaction truncates, punches and overwrites them before it commits or
 //!   rolls back; afterwards no staging record may be left, and a rollback no chunk. Store
 //!   handles write up to 2.5 MB at once, so write-back buffers pass their 4 MiB flush.
+//! - `model_random_batched_reads` (2 x 2,500): the memory backend batching reads as
+//!   FoundationDB does, so that path resolution reads ahead from guesses that go stale.
 //! - `model_random_clone` (2,500 + 2,500): the same on a RocksDB store, then on a writable
 //!   clone of a named snapshot of it, which must be left unchanged.
 //! - `model_threads_memory` (3 and 4 threads x 1,500) / `model_threads_rocksdb` (3 x 1,000):
@@ -49,7 +51,7 @@ use model::tree::compare_trees;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
-use txvfs::kv::{Backend, Limits, MemoryBackend};
+use txvfs::kv::{Backend, FaultyBackend, Limits, MemoryBackend};
 use txvfs::{ErrorKind, FileSystem, OpenOptions, Options, Store};
 
 fn small_blocks() -> Options {
@@ -141,6 +143,22 @@ fn model_random_memory() {
         total += run_single("memory", &store, &options, seed, ops(2500), None).stats.ops;
     }
     eprintln!("model_random memory: {total} operations");
+    assert!(total >= ops(2500));
+}
+
+/// The memory backend behind `FaultyBackend` batching reads, as FoundationDB does: path
+/// resolution reads ahead what its guesses name (`fs/ops/prefetch.rs`), and the renames,
+/// replacements and removals of the model make those guesses go stale all the time.
+#[test]
+fn model_random_batched_reads() {
+    let mut total = 0;
+    for seed in seeds(&[4001, 4002]) {
+        let options = memory_options(seed);
+        let (b, plan) = FaultyBackend::new(Arc::new(MemoryBackend::new(Limits::UNLIMITED)));
+        plan.set_parallel_reads(8);
+        let store = Store::with_backend(b, options.clone(), None).unwrap();
+        total += run_single("batched reads", &store, &options, seed, ops(2500), None).stats.ops;
+    }
     assert!(total >= ops(2500));
 }
 

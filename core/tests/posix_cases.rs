@@ -389,6 +389,19 @@ fn posix_cases_disk_cache() {
     });
 }
 
+/// The memory backend behind `FaultyBackend` batching reads, as FoundationDB does (path
+/// resolution reads ahead, `fs/ops/prefetch.rs`).
+#[test]
+fn posix_cases_batched_reads() {
+    run_all("memory with batched reads", || {
+        let (b, plan) = txvfs::kv::FaultyBackend::new(std::sync::Arc::new(
+            txvfs::kv::MemoryBackend::new(txvfs::kv::Limits::UNLIMITED),
+        ));
+        plan.set_parallel_reads(8);
+        (Store::with_backend(b, txvfs::Options::default(), None).unwrap(), None)
+    });
+}
+
 #[test]
 fn posix_cases_rocksdb() {
     run_all("rocksdb", || {

@@ -1,6 +1,7 @@
 //! txvfs on FoundationDB (issue 27), as ratios to the cluster's own operations measured in the
-//! same run: a read version, a point read (a new transaction's read: read version + get), and
-//! a commit of one small key. Each figure is the best of several rounds, and the rounds
+//! same run: a read version, a point read (a new transaction's read: read version + get), a
+//! read of 2 or 5 keys together (read version + one batch, what a stat should cost), and a
+//! commit of one small key. Each figure is the best of several rounds, and the rounds
 //! interleave every operation, so a slow moment of the cluster hits all of them alike.
 //!
 //!     txvfs-bench-fdb [--quick] [--feed] [--rounds N] [CLUSTER-FILE]
@@ -104,6 +105,8 @@ fn main() {
     for k in 0..clients {
         store.mkdir(format!("/p{k}"), 0o755).unwrap();
     }
+    store.mkdir_all("/d1/d2/d3", 0o755).unwrap();
+    store.write_file("/d1/d2/d3/f", &data).unwrap();
     for b in 0..10 {
         store
             .transact(|tx| {
@@ -130,6 +133,9 @@ fn main() {
         }
     }
     raw_commit(&raw, b"point", &[1u8; 16]);
+    for k in 0..5 {
+        raw_commit(&raw, format!("k{k}").as_bytes(), &[1u8; 100]);
+    }
     let chunk = vec![3u8; CHUNK];
 
     let mut best = Best(Vec::new());
@@ -148,11 +154,43 @@ fn main() {
                 std::hint::black_box(tx.get(b"point").unwrap());
             }),
         );
+        // What a stat should cost (issue 27): a read version and one batched read of the keys
+        // a path needs (2 for /f, 5 for /d1/d2/d3/f); and 5 reads one after the other, as path
+        // resolution made them before it batched.
+        for (name, keys) in [("read 2 together", 2), ("read 5 together", 5)] {
+            let keys: Vec<Vec<u8>> = (0..keys).map(|k| format!("k{k}").into_bytes()).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            best.put(
+                name,
+                per_call(n, |_| {
+                    let mut tx = raw.begin().unwrap();
+                    tx.snapshot_get_many(&refs, &mut |_, v| {
+                        std::hint::black_box(v);
+                    })
+                    .unwrap();
+                }),
+            );
+        }
+        best.put(
+            "read 5 in turn",
+            per_call(n, |_| {
+                let mut tx = raw.begin().unwrap();
+                for k in 0..5 {
+                    std::hint::black_box(tx.get(format!("k{k}").as_bytes()).unwrap());
+                }
+            }),
+        );
         best.put("commit", per_call(n, |i| raw_commit(&raw, b"point", &i.to_le_bytes())));
         best.put(
             "stat",
             per_call(n, |_| {
                 std::hint::black_box(store.stat("/f").unwrap());
+            }),
+        );
+        best.put(
+            "stat deep",
+            per_call(n, |_| {
+                std::hint::black_box(store.stat("/d1/d2/d3/f").unwrap());
             }),
         );
         let mut buf = vec![0u8; KIB4];
@@ -262,10 +300,20 @@ fn main() {
     println!("| get read version | {grv:.0} µs | | |");
     println!("| point read (new transaction) | {read:.0} µs | | |");
     println!("| commit one small key | {commit:.0} µs | | |");
+    let (two, five) = (best.get("read 2 together"), best.get("read 5 together"));
+    println!("| read 2 keys together (new transaction) | {two:.0} µs | | |");
+    println!("| read 5 keys together (new transaction) | {five:.0} µs | | |");
+    println!(
+        "| read 5 keys one after the other (new transaction) | {:.0} µs | | |",
+        best.get("read 5 in turn")
+    );
     let row = |name: &str, v: f64, refname: &str, refv: f64| {
         println!("| {name} | {v:.0} µs | {refname} {refv:.0} µs | {:.2} |", v / refv);
     };
     row("stat", best.get("stat"), "point read", read);
+    row("stat", best.get("stat"), "2 keys together", two);
+    row("stat /d1/d2/d3/f (4 levels)", best.get("stat deep"), "point read", read);
+    row("stat /d1/d2/d3/f (4 levels)", best.get("stat deep"), "5 keys together", five);
     row("open+read 4 KiB (same file again)", best.get("open+read 4 KiB"), "point read", read);
     row(
         "open+read 4 KiB (a file not opened recently)",

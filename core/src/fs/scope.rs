@@ -64,6 +64,7 @@ impl CallScope {
                     freed: Vec::new(),
                     staging: Some(staging),
                     changes: Vec::new(),
+                    prefetched: Vec::new(),
                 };
                 // A panic leaves the transaction as half an operation, like an error after a
                 // write: poison it, then let the panic go on (the bindings turn it into an error).
@@ -135,6 +136,7 @@ impl StoreState {
                     freed: Vec::new(),
                     staging: None,
                     changes: Vec::new(),
+                    prefetched: Vec::new(),
                 };
                 let r = f(&mut op)?;
                 orphaned = std::mem::take(&mut op.orphaned);

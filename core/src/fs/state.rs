@@ -43,6 +43,9 @@ pub(crate) struct StoreState {
     pub(crate) chunk_ids: Mutex<(u64, u64)>,
     /// The change feed as this process sees it.
     pub(crate) feed: super::feed::Feed,
+    /// Directory entries seen by path resolutions: guesses of what to read in one batch on a
+    /// backend with a round trip per read (`fs/ops/prefetch.rs`).
+    pub(crate) guesses: super::ops::EntryGuesses,
 }
 
 impl StoreState {

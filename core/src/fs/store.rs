@@ -160,6 +160,7 @@ impl Store {
             disk_cache_off,
             chunk_ids: Mutex::new((0, 0)),
             feed,
+            guesses: Default::default(),
         });
         if let Some(sharing) = inner.backend.sharing() {
             sharing.register_process(inner.process)?;

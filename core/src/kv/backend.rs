@@ -266,6 +266,36 @@ pub trait Txn: Send {
     fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(self.get(key)?.map(|v| read(&v)).is_some())
     }
+    /// Reads several keys without adding read conflicts (like [`Txn::snapshot_get`], seeing
+    /// the transaction's own writes), lending the value of `keys[i]` to `read(i, value)`,
+    /// `None` when absent, in order. A backend with a round trip per request
+    /// ([`Txn::batches_reads`]) sends them all at once and waits once; the default reads them
+    /// one after the other. A value the caller goes on to use enters the read conflict set
+    /// through [`Txn::note_read`].
+    fn snapshot_get_many(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        for (i, k) in keys.iter().enumerate() {
+            read(i, self.snapshot_get(k)?.as_deref());
+        }
+        Ok(())
+    }
+    /// Makes `key`, which [`Txn::snapshot_get_many`] found to be `value`, a read of this
+    /// transaction as if read by [`Txn::get`]: the commit fails if a concurrent commit
+    /// changes it. Fails with a retryable `Conflict` where the transaction can tell that
+    /// `value` is no longer what it reads. The default reads the key again.
+    fn note_read(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let _ = value;
+        self.get(key).map(|_| ())
+    }
+    /// True where [`Txn::snapshot_get_many`] costs about one read however many keys it reads
+    /// (a remote backend: FoundationDB), so that guessing keys and reading them together
+    /// pays. False (the default) for local engines, where a read costs no round trip.
+    fn batches_reads(&self) -> bool {
+        false
+    }
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
     /// or descending from `end` when `reverse`. Adds the range actually covered to the read
     /// conflict set, so a later insert into it conflicts (no phantoms).

@@ -98,7 +98,17 @@ impl FaultPlan {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         r
     }
-    /// How many reads (get or range) have reached the backend so far.
+    /// True while requests go out together: a set latency, or [`FaultPlan::set_parallel_reads`]
+    /// above 1. A transaction's [`Txn::snapshot_get_many`] is then one read (one latency), as on a
+    /// remote backend; else one read per key.
+    fn batches(&self) -> bool {
+        match self.parallel_reads.load(Ordering::SeqCst) {
+            0 => self.read_latency_us.load(Ordering::SeqCst) > 0,
+            n => n > 1,
+        }
+    }
+    /// How many reads (get or range; a batch of [`Txn::snapshot_get_many`], one) have reached the
+    /// backend so far.
     pub fn reads(&self) -> u64 {
         self.reads_done.load(Ordering::SeqCst)
     }
@@ -206,6 +216,35 @@ impl Txn for FaultyTxn {
     }
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.got(|t| t.snapshot_get(key))
+    }
+    fn snapshot_get_many(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        if !self.plan.batches() {
+            for (i, k) in keys.iter().enumerate() {
+                read(i, self.snapshot_get(k)?.as_deref());
+            }
+            return Ok(());
+        }
+        let (plan, inner) = (&self.plan, &mut self.inner);
+        let fetch = || {
+            let mut bytes = 0;
+            inner.snapshot_get_many(keys, &mut |i, v| {
+                bytes += v.map_or(0, <[u8]>::len);
+                read(i, v)
+            })?;
+            Ok(bytes)
+        };
+        plan.read(fetch, |&bytes| bytes).map(|_| ())
+    }
+    /// No request: the read was made by the batch (as FoundationDB adds a conflict range).
+    fn note_read(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.inner.note_read(key, value)
+    }
+    fn batches_reads(&self) -> bool {
+        self.plan.batches()
     }
     fn get_range(&mut self, s: &[u8], e: &[u8], l: usize, r: bool) -> Result<Vec<KeyValue>> {
         self.got_range(|t| t.get_range(s, e, l, r))

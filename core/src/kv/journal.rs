@@ -37,6 +37,9 @@ pub struct JournalTxn {
     renew_after: Duration,
     journal: Vec<Entry>,
     renewals: u32,
+    /// Keys read by `snapshot_get_many` from the current backend transaction and not yet
+    /// noted as reads, with the hash of what they read.
+    unnoted: Vec<(Vec<u8>, u64)>,
 }
 
 fn hash_of<T: Hash>(v: &T) -> u64 {
@@ -56,6 +59,7 @@ impl JournalTxn {
             renew_after,
             journal: Vec::new(),
             renewals: 0,
+            unnoted: Vec::new(),
         })
     }
 
@@ -101,6 +105,7 @@ impl JournalTxn {
             }
         }
         self.tx = tx;
+        self.unnoted.clear();
         self.begun = Instant::now();
         self.renewals += 1;
         Ok(())
@@ -113,6 +118,45 @@ impl Txn for JournalTxn {
         let v = self.tx.get(key)?;
         self.journal.push(Entry::Get { key: key.to_vec(), hash: hash_of(&v) });
         Ok(v)
+    }
+
+    /// Snapshot reads need no checking on renewal; each value's hash is kept until
+    /// [`Txn::note_read`] journals it, or a renewal forgets it.
+    fn snapshot_get_many(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        self.renew_if_old()?;
+        let unnoted = &mut self.unnoted;
+        self.tx.snapshot_get_many(keys, &mut |i, v| {
+            // `Option<&[u8]>` hashes as the `Option<Vec<u8>>` that `get` journals.
+            unnoted.push((keys[i].to_vec(), hash_of(&v)));
+            read(i, v)
+        })
+    }
+
+    /// Journaled as a read by [`Txn::get`]. After a renewal, the value was read at the older
+    /// snapshot: it is read again, and if it changed meanwhile, this fails with `Conflict`.
+    fn note_read(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let hash = hash_of(&value);
+        if let Some(i) = self.unnoted.iter().position(|(k, h)| k == key && *h == hash) {
+            self.unnoted.swap_remove(i);
+            self.tx.note_read(key, value)?;
+            self.journal.push(Entry::Get { key: key.to_vec(), hash });
+            return Ok(());
+        }
+        if hash_of(&self.get(key)?) != hash {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "transaction conflict: a key read by this long transaction changed while it ran",
+            ));
+        }
+        Ok(())
+    }
+
+    fn batches_reads(&self) -> bool {
+        self.tx.batches_reads()
     }
 
     /// Snapshot reads add no conflict, so they need no checking on renewal.

@@ -248,6 +248,31 @@ pub fn snapshot_reads_add_no_conflict(b: &dyn Backend) {
     t1.commit(false).unwrap();
 }
 
+/// `snapshot_get_many` reads several keys at the transaction's snapshot, its own writes
+/// included, in order, adding no conflict; `note_read` then makes one a read that conflicts.
+pub fn batched_snapshot_reads(b: &dyn Backend) {
+    set(b, &[(b"m/a", b"1"), (b"m/b", b"2"), (b"m/c", b"3")]);
+    let mut t1 = b.begin().unwrap();
+    t1.set(b"m/b", b"mine").unwrap();
+    t1.clear(b"m/c").unwrap();
+    let keys: [&[u8]; 4] = [b"m/c", b"m/a", b"m/none", b"m/b"];
+    let mut got = vec![None; 4];
+    t1.snapshot_get_many(&keys, &mut |i, v| got[i] = Some(v.map(<[u8]>::to_vec))).unwrap();
+    let want: Vec<Option<Option<Vec<u8>>>> =
+        vec![Some(None), Some(Some(b"1".to_vec())), Some(None), Some(Some(b"mine".to_vec()))];
+    assert_eq!(got, want);
+    set(b, &[(b"m/a", b"changed")]);
+    t1.commit(false).unwrap(); // snapshot reads: no conflict
+    let mut t2 = b.begin().unwrap();
+    let mut a = None;
+    t2.snapshot_get_many(&[b"m/a"], &mut |_, v| a = v.map(<[u8]>::to_vec)).unwrap();
+    assert_eq!(a.as_deref(), Some(&b"changed"[..]));
+    t2.note_read(b"m/a", a.as_deref()).unwrap();
+    t2.set(b"w", b"").unwrap();
+    set(b, &[(b"m/a", b"again")]);
+    assert_eq!(t2.commit(false).unwrap_err().kind(), ErrorKind::Conflict);
+}
+
 pub fn rollback_and_drop(b: &dyn Backend) {
     let mut tx = b.begin().unwrap();
     tx.set(b"gone", b"1").unwrap();

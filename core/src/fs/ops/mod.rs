@@ -10,6 +10,7 @@ mod chunks;
 mod data;
 mod fetch;
 mod namespace;
+mod prefetch;
 mod reap;
 mod resize;
 mod resolve;
@@ -18,6 +19,7 @@ pub use attrs::{XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub(crate) use chunks::open_disk_cache;
 pub(crate) use data::check_block_size;
 pub use data::MAX_FILE_SIZE;
+pub(crate) use prefetch::EntryGuesses;
 pub(crate) use resolve::{FileRef, Resolved};
 
 use super::staging::Staging;
@@ -50,37 +52,52 @@ pub struct Operation<'a> {
     pub(crate) staging: Option<&'a mut Staging>,
     /// Changes noted for the change feed (only while it is on).
     pub(crate) changes: Vec<crate::schema::Change>,
+    /// Keys read ahead in one batch (path resolution, removal), with their values, until used
+    /// or until this operation writes them (see `prefetch.rs`).
+    pub(crate) prefetched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl<'a> Operation<'a> {
     fn set(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
         self.writable()?;
-        self.wrote = true;
+        self.wrote(k, None);
         self.tx.set(k, v)
     }
 
     fn clear(&mut self, k: &[u8]) -> Result<()> {
         self.writable()?;
-        self.wrote = true;
+        self.wrote(k, None);
         self.tx.clear(k)
     }
 
     fn clear_range(&mut self, (s, e): (Vec<u8>, Vec<u8>)) -> Result<()> {
         self.writable()?;
-        self.wrote = true;
+        self.wrote(&s, Some(&e));
         self.tx.clear_range(&s, &e)
     }
 
     fn atomic_add(&mut self, k: &[u8], d: i64) -> Result<()> {
         self.writable()?;
-        self.wrote = true;
+        self.wrote(k, None);
         self.tx.atomic_add(k, d)
     }
 
     fn atomic_max(&mut self, k: &[u8], v: i64) -> Result<()> {
         self.writable()?;
-        self.wrote = true;
+        self.wrote(k, None);
         self.tx.atomic_max(k, v.max(0) as u64)
+    }
+
+    /// Notes a write of `key` (of `key <= k < end` with an `end`): an explicit transaction is
+    /// then poisoned by a failure, and what was read ahead of those keys is stale.
+    fn wrote(&mut self, key: &[u8], end: Option<&[u8]>) {
+        self.wrote = true;
+        if !self.prefetched.is_empty() {
+            self.prefetched.retain(|(k, _)| match end {
+                None => k != key,
+                Some(end) => k.as_slice() < key || k.as_slice() >= end,
+            });
+        }
     }
 
     pub(super) fn writable(&self) -> Result<()> {
@@ -90,7 +107,18 @@ impl<'a> Operation<'a> {
         Ok(())
     }
 
+    /// The value of `key` if path resolution read it ahead (`prefetch.rs`).
+    fn read_ahead(&mut self, key: impl FnOnce() -> Vec<u8>) -> Result<Option<Option<Vec<u8>>>> {
+        if self.prefetched.is_empty() {
+            return Ok(None);
+        }
+        self.take_prefetched(&key())
+    }
+
     pub(crate) fn load_inode(&mut self, ino: u64) -> Result<Option<Inode>> {
+        if let Some(v) = self.read_ahead(|| schema::inode_key(ino))? {
+            return v.map(|v| Inode::decode(&v)).transpose();
+        }
         let mut inode = None;
         self.tx.get_with(&schema::inode_key(ino), &mut |v| inode = Some(Inode::decode(v)))?;
         inode.transpose()
@@ -100,9 +128,13 @@ impl<'a> Operation<'a> {
     /// for stat and access checks, which would otherwise copy up to 4 KiB of data each.
     pub(crate) fn inode_meta(&mut self, ino: u64) -> Result<Inode> {
         let mut inode = None;
-        self.tx.get_with(&schema::inode_key(ino), &mut |v| {
-            inode = Some(Inode::decode_meta(v).map(|(i, _)| i))
-        })?;
+        let decode = |v: &[u8]| Inode::decode_meta(v).map(|(i, _)| i);
+        match self.read_ahead(|| schema::inode_key(ino))? {
+            Some(v) => inode = v.map(|v| decode(&v)),
+            None => {
+                self.tx.get_with(&schema::inode_key(ino), &mut |v| inode = Some(decode(v)))?;
+            }
+        }
         inode
             .transpose()?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("inode {ino} no longer exists")))
@@ -120,6 +152,9 @@ impl<'a> Operation<'a> {
     }
 
     pub(crate) fn lookup(&mut self, dir: u64, name: &[u8]) -> Result<Option<Dentry>> {
+        if let Some(v) = self.read_ahead(|| schema::dentry_key(dir, name))? {
+            return v.map(|v| Dentry::decode(&v)).transpose();
+        }
         // Decoded from the lent value: no copy of it.
         let mut entry = None;
         self.tx

@@ -46,6 +46,8 @@ impl Operation<'_> {
     /// last one too when `follow` (or when the path ends in `/`).
     pub(crate) fn resolve(&mut self, p: &[u8], follow: bool) -> Result<Resolved> {
         let (comps, trailing_slash) = path::split(p)?;
+        // On a remote backend, what the path will need is read in one batch (`prefetch.rs`).
+        self.prefetch_path(&comps)?;
         // The path's own components are borrowed; only a symbolic link's target is copied.
         let mut queue: VecDeque<Cow<[u8]>> = comps.into_iter().map(Cow::Borrowed).collect();
         let mut stack = vec![ROOT_INO];
@@ -79,6 +81,7 @@ impl Operation<'_> {
             let dir = *stack.last().unwrap();
             self.access_ino(dir, X_OK, p)?;
             let entry = self.lookup(dir, &name)?;
+            self.learn_entry(dir, &name, entry);
             match entry {
                 Some(e) if e.kind == FileType::Symlink && (!last || follow || trailing_slash) => {
                     links += 1;

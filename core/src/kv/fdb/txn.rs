@@ -22,17 +22,23 @@ impl Future {
     /// Waits for the future; its error code if it failed.
     fn wait(api: &'static Api, f: FutureP) -> std::result::Result<Future, FdbErr> {
         let fut = Future { api, f };
+        fut.ready()?;
+        Ok(fut)
+    }
+
+    /// Waits until the future is ready; its error code if it failed.
+    fn ready(&self) -> std::result::Result<(), FdbErr> {
         if network::stopped() {
             return Err(NETWORK_STOPPED);
         }
         // SAFETY: `f` is a live future returned by the library.
-        let e = unsafe { (api.fdb_future_block_until_ready)(f) };
+        let e = unsafe { (self.api.fdb_future_block_until_ready)(self.f) };
         if e != 0 {
             return Err(e);
         }
         // SAFETY: as above.
-        match unsafe { (api.fdb_future_get_error)(f) } {
-            0 => Ok(fut),
+        match unsafe { (self.api.fdb_future_get_error)(self.f) } {
+            0 => Ok(()),
             e => Err(e),
         }
     }
@@ -121,25 +127,34 @@ impl FdbTxn {
         k
     }
 
-    /// Reads `key`, lending its value to `read`; false when absent.
-    fn read(&mut self, key: &[u8], snapshot: bool, read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+    /// Sends the read of `key` (the library copies the key); its future.
+    fn send_get(&self, key: &[u8], snapshot: bool) -> Future {
         let k = self.key(key);
         // SAFETY: a live transaction; the key outlives the call (the library copies it).
         let f = unsafe {
             (self.api.fdb_transaction_get)(self.tr, k.as_ptr(), len(&k), snapshot as c_int)
         };
-        let fut = Future::wait(self.api, f).map_err(|e| self.fail(e, "get"))?;
+        Future { api: self.api, f }
+    }
+
+    /// Waits for the read `fut`; the value it found (alive as long as `fut`), if any.
+    fn value<'f>(&self, fut: &'f Future) -> Result<Option<&'f [u8]>> {
+        fut.ready().map_err(|e| self.fail(e, "get"))?;
         let (mut present, mut p, mut n) = (0, std::ptr::null(), 0);
         // SAFETY: a ready value future; the value lives as long as `fut`.
         let e = unsafe { (self.api.fdb_future_get_value)(fut.f, &mut present, &mut p, &mut n) };
         if e != 0 {
             return Err(self.fail(e, "get"));
         }
-        if present == 0 {
-            return Ok(false);
-        }
         // SAFETY: as above.
-        read(unsafe { ffi::slice(p, n) });
+        Ok((present != 0).then(|| unsafe { ffi::slice(p, n) }))
+    }
+
+    /// Reads `key`, lending its value to `read`; false when absent.
+    fn read(&mut self, key: &[u8], snapshot: bool, read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let fut = self.send_get(key, snapshot);
+        let Some(v) = self.value(&fut)? else { return Ok(false) };
+        read(v);
         Ok(true)
     }
 
@@ -271,6 +286,30 @@ impl Txn for FdbTxn {
 
     fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
         self.read(key, false, read)
+    }
+
+    /// Every read is sent before the first is waited for: one round trip for all of them
+    /// (after the transaction's read version, which they share).
+    fn snapshot_get_many(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        let futures: Vec<Future> = keys.iter().map(|k| self.send_get(k, true)).collect();
+        for (i, fut) in futures.iter().enumerate() {
+            read(i, self.value(fut)?);
+        }
+        Ok(())
+    }
+
+    /// The key's read-conflict range, added without a request: the snapshot read it
+    /// completes was at this transaction's read version.
+    fn note_read(&mut self, key: &[u8], _value: Option<&[u8]>) -> Result<()> {
+        self.add_read_conflict_range(key, &[key, &[0]].concat())
+    }
+
+    fn batches_reads(&self) -> bool {
+        true
     }
 
     fn get_range(
