@@ -25,6 +25,9 @@
 //! and nothing is synced, yet every step is still acknowledged: the check must then find
 //! lost acknowledged commits after a cut.
 //!
+//! The store's change feed is on; the owner's consumer thread reads it while the lanes run,
+//! and the check resumes it and checks it against the store and the acks (see feed.rs).
+//!
 //! The check prints one line per problem and exits 0 (whole, nothing acknowledged lost),
 //! 3 (only acknowledged commits lost) or 4 (anything else: a torn transaction, a wrong
 //! file, a store that does not open).
@@ -33,7 +36,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{Arc, Mutex};
-use txvfs::{ErrorKind, File, FileSystem, OpenOptions, Store};
+use txvfs::{ErrorKind, File, FileSystem, OpenOptions, Store, Watcher};
+
+mod feed;
 
 const FILES: [&str; 3] = ["f0", "f1", "f2"];
 const REGIONS: u64 = 8;
@@ -384,6 +389,7 @@ fn run_lanes(
     run: std::ops::Range<usize>,
     durable: bool,
     ack_path: &str,
+    consumer: Option<Watcher>,
 ) -> ! {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -395,6 +401,9 @@ fn run_lanes(
     let mut steps = Vec::new();
     for lane in run.clone() {
         steps.push(current_step(&store, &format!("/L{lane}")).expect("reading a lane's step"));
+    }
+    if let Some(w) = consumer {
+        feed::consume(w, ack_path);
     }
     println!("running as {} from steps {steps:?}", role(store_path));
     std::io::stdout().flush().unwrap();
@@ -445,11 +454,13 @@ fn main() {
     };
     if mode == "join" {
         let store = Store::open(store_path).unwrap_or_else(|e| panic!("joining: {e}"));
-        run_lanes(store, store_path, run, durable, ack_path);
+        run_lanes(store, store_path, run, durable, ack_path, None);
     }
     let opened = txvfs::kv::open(store_path).and_then(|raw| {
         let orphans = orphan_records(&*raw)?;
-        Ok((Store::open(store_path)?, raw, orphans))
+        let store = Store::open(store_path)?;
+        feed::enable(&store, ack_path)?;
+        Ok((store, raw, orphans))
     });
     let (store, raw, orphans) = match opened {
         Ok(s) => s,
@@ -472,6 +483,9 @@ fn main() {
         Ok(n) => bad.push(format!("{n} orphan records survived reopening")),
         Err(e) => bad.push(format!("reading the orphan records failed: {e}")),
     }
+    let steps_known: Vec<u64> = steps.iter().map(|&g| if g == u64::MAX { 0 } else { g }).collect();
+    let (consumer, fed) = feed::check(&store, ack_path, &acks, &steps_known, &mut lost, &mut bad);
+    println!("check: {fed}");
     for problem in &lost {
         println!("check: LOST ACKNOWLEDGED COMMIT: {problem}");
     }
@@ -494,5 +508,5 @@ fn main() {
         return;
     }
     drop(raw);
-    run_lanes(store, store_path, run, durable, ack_path);
+    run_lanes(store, store_path, run, durable, ack_path, consumer);
 }
