@@ -83,14 +83,7 @@ impl Operation<'_> {
                 dir = entry.ino;
             }
         }
-        if keys.len() < 2 {
-            return Ok(());
-        }
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let mut values = vec![None; keys.len()];
-        self.tx.snapshot_get_many(&refs, &mut |i, v| values[i] = v.map(<[u8]>::to_vec))?;
-        self.prefetched.extend(keys.into_iter().zip(values));
-        Ok(())
+        self.fetch_together(keys)
     }
 
     /// Reads the inodes `inos` in one batch, for the calls of this operation that read them
@@ -100,6 +93,12 @@ impl Operation<'_> {
             return Ok(());
         }
         let keys: Vec<Vec<u8>> = inos.map(schema::inode_key).collect();
+        self.fetch_together(keys)
+    }
+
+    /// Reads `keys` in one batch (snapshot reads: each becomes a read of the transaction
+    /// only when taken) and keeps what it found; fewer than two keys are not worth a batch.
+    fn fetch_together(&mut self, keys: Vec<Vec<u8>>) -> Result<()> {
         if keys.len() < 2 {
             return Ok(());
         }
