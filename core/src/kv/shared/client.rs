@@ -414,13 +414,20 @@ impl Client {
 
     /// Makes every commit so far durable (the serving process's shared fsync).
     pub(crate) fn sync(self: &Arc<Self>) -> Result<()> {
+        self.call_alone(Frame::new(op::SYNC), |_| Outcome::NoChange).map(|_| ())
+    }
+
+    /// One request outside any transaction, on a connection of the pool: the reply, or the
+    /// error a stall (`on_stall(withdrawn)` says what the caller may assume) or a lost
+    /// server gives.
+    fn call_alone(&self, frame: Frame, on_stall: impl Fn(bool) -> Outcome) -> Result<Vec<u8>> {
         let mut conn = self.take_conn()?;
-        match conn.call(Frame::new(op::SYNC)) {
+        match conn.call(frame) {
             Ok(r) => {
                 self.put_conn(conn);
-                r.map(|_| ())
+                r
             }
-            Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
+            Err(Fail::Stalled { withdrawn }) => Err(self.stalled_error(on_stall(withdrawn))),
             Err(Fail::Lost { .. }) => {
                 self.lose();
                 Err(self.lost_error(false))
@@ -436,42 +443,17 @@ impl Client {
         if !self.serves_locks {
             return Ok(None);
         }
-        let mut conn = self.take_conn()?;
-        match conn.call(Frame::new(op::LOCKS).bytes(request)) {
-            Ok(r) => {
-                self.put_conn(conn);
-                let reply = r?;
-                let (_, mut f) = Fields::of(&reply)?;
-                Ok(Some(f.bytes()?.to_vec()))
-            }
-            Err(Fail::Stalled { withdrawn }) => Err(self.stalled_error(if withdrawn {
-                Outcome::Withdrawn
-            } else {
-                Outcome::Unknown
-            })),
-            Err(Fail::Lost { .. }) => {
-                self.lose();
-                Err(self.lost_error(false))
-            }
-        }
+        let on_stall = |withdrawn| if withdrawn { Outcome::Withdrawn } else { Outcome::Unknown };
+        let reply = self.call_alone(Frame::new(op::LOCKS).bytes(request), on_stall)?;
+        let (_, mut f) = Fields::of(&reply)?;
+        Ok(Some(f.bytes()?.to_vec()))
     }
 
     /// Whether the commit with receipt `id` took effect (asked of this client's server).
     pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
-        let mut conn = self.take_conn()?;
-        match conn.call(Frame::new(op::OUTCOME).bytes(id)) {
-            Ok(r) => {
-                self.put_conn(conn);
-                let reply = r?;
-                let (_, mut f) = Fields::of(&reply)?;
-                Ok(f.u8()? != 0)
-            }
-            Err(Fail::Stalled { .. }) => Err(self.stalled_error(Outcome::NoChange)),
-            Err(Fail::Lost { .. }) => {
-                self.lose();
-                Err(self.lost_error(false))
-            }
-        }
+        let reply = self.call_alone(Frame::new(op::OUTCOME).bytes(id), |_| Outcome::NoChange)?;
+        let (_, mut f) = Fields::of(&reply)?;
+        Ok(f.u8()? != 0)
     }
 }
 
