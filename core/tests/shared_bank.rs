@@ -140,10 +140,10 @@ fn run_bank(test: &str, clean: bool, seconds: u64) {
                     acked.lock().unwrap().insert(name.to_string());
                 } else if let Some(name) = line.strip_prefix("@@ unknown ") {
                     unknown.lock().unwrap().push(name.to_string());
-                } else if let Some(e) =
-                    line.strip_prefix("@@ error ").or(line.strip_prefix("@@ open-failed "))
-                {
-                    errors.lock().unwrap().push(e.to_string());
+                } else if let Some(e) = line.strip_prefix("@@ error ") {
+                    errors.lock().unwrap().push(format!("transfer: {e}"));
+                } else if let Some(e) = line.strip_prefix("@@ open-failed ") {
+                    errors.lock().unwrap().push(format!("open: {e}"));
                 }
             }
         });

@@ -236,3 +236,30 @@ fn a_clean_owner_exit_drains_in_flight_commits() {
     let v = (0..100).find_map(|_| read().ok()).expect("the store is taken over");
     assert_eq!(v.as_deref(), Some(&b"drained"[..]));
 }
+
+/// Processes that open the store (`Store::open`: several transactions) while its owner closes
+/// it cleanly all succeed, on the old owner or the new one. The bank with clean exits once saw
+/// `Store::open` fail with "lost contact with process N serving the store (it exited); the
+/// transaction did not commit: retry it": a retryable error that nothing retried.
+#[test]
+fn opens_racing_a_clean_owner_exit_all_succeed() {
+    const ROUNDS: u64 = 12;
+    const OPENERS: usize = 4;
+    for round in 0..ROUNDS {
+        let d = tempfile::tempdir().unwrap();
+        let uri = d.path().to_str().unwrap().to_string();
+        let mut owner = Agent::start(&uri, AGENT);
+        assert_eq!(owner.ask("write /seed x"), "ok");
+        let mut openers: Vec<Agent> = (0..OPENERS).map(|_| Agent::start(&uri, AGENT)).collect();
+        // Each opener's first file call opens its Store; the owner closes at the same time.
+        for (i, a) in openers.iter_mut().enumerate() {
+            a.send(&format!("write /f{i} x"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(round % 4));
+        owner.send("close");
+        for (i, a) in openers.iter_mut().enumerate() {
+            assert_eq!(a.answer(), "ok", "round {round}, opener {i}: open and write");
+            assert_eq!(a.ask(&format!("read /f{i}")), "x", "round {round}, opener {i}");
+        }
+    }
+}

@@ -29,6 +29,8 @@ const WHITEOUT: u8 = b'w';
 const RANGE: u8 = b'r';
 /// Range whiteouts read per range read when merging.
 const RANGE_PAGE: usize = 16;
+/// Retries of the clone record's read at open (as `Options::max_retries` by default).
+const OPEN_RETRIES: u32 = 100;
 /// Keys read from the lower layer per range read, when merging.
 const LOWER_PAGE: usize = 256;
 /// Whiteouts read per range read when merging (small: they add read conflicts).
@@ -84,7 +86,10 @@ impl LayeredBackend {
 
 /// The lower layer's URI recorded in `backend`, if it is the upper layer of a clone.
 pub(crate) fn clone_record(backend: &dyn Backend) -> Result<Option<String>> {
-    let Some(v) = backend.begin()?.get(CLONE_KEY)? else { return Ok(None) };
+    // Retried as every other read of an open is: a client whose owner is closing meets a
+    // retryable conflict here.
+    let record = super::run_with_retries(backend, OPEN_RETRIES, false, |tx| tx.get(CLONE_KEY))?;
+    let Some(v) = record else { return Ok(None) };
     String::from_utf8(v).map(Some).map_err(|_| {
         Error::new(ErrorKind::Corrupt, format!("{}: clone record is not UTF-8", backend.describe()))
     })

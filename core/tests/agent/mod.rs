@@ -110,7 +110,17 @@ pub fn agent_main() {
             }
             [cmd, rest @ ..] => {
                 use txvfs::FileSystem;
-                let s = store.get_or_insert_with(|| txvfs::Store::open(&uri).unwrap());
+                if store.is_none() {
+                    match txvfs::Store::open(&uri) {
+                        Ok(s) => store = Some(s),
+                        Err(e) => {
+                            println!("@@ error open: {e}");
+                            std::io::stdout().flush().unwrap();
+                            continue;
+                        }
+                    }
+                }
+                let s = store.as_ref().expect("opened above");
                 let shown = |r: txvfs::Result<Vec<u8>>| match r {
                     Ok(d) => String::from_utf8_lossy(&d).into_owned(),
                     Err(e) => format!("error {e}"),
@@ -258,6 +268,11 @@ impl Agent {
     pub fn ask(&mut self, command: &str) -> String {
         writeln!(self.stdin, "{command}").unwrap();
         self.stdin.flush().unwrap();
+        self.read_line()
+    }
+
+    /// The answer to a command sent with [`Agent::send`].
+    pub fn answer(&mut self) -> String {
         self.read_line()
     }
 
