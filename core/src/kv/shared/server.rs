@@ -540,7 +540,13 @@ fn serve(stream: UnixStream, serving: Serving) {
                 continue;
             }
             Ok(Next::End) => return,
-            Err(e) => return garbage(&writer, e),
+            Err(e) => {
+                // The replies to the requests before the bad one go first, as they did.
+                if pending.is_empty() || send_reply(&writer, &pending).is_ok() {
+                    garbage(&writer, e);
+                }
+                return;
+            }
         };
         match session.handle(&frame) {
             // A small reply waits for the others; one in the reply area goes at once (the
