@@ -263,3 +263,17 @@ fn a_client_that_stops_reading_delays_the_owners_close_by_at_most_a_few_seconds(
     assert_eq!(next.ask("set k v"), "ok");
     drop(s);
 }
+
+#[test]
+fn the_replies_to_requests_before_a_bad_frame_come_before_its_error() {
+    // The owner writes the replies to requests that arrived together in one write; a bad
+    // frame among them must not swallow the replies to those before it.
+    let d = tempfile::tempdir().unwrap();
+    let _store = Store::open(d.path().to_str().unwrap()).unwrap();
+    let mut s = greeted(d.path());
+    let get = frame(GET, &[&[0u8][..], &bytes(b"k")].concat());
+    s.write_all(&[frame(BEGIN, b""), get, 0u32.to_le_bytes().to_vec()].concat()).unwrap();
+    assert_eq!(reply(&mut s), (OK, vec![0]), "the read's reply first");
+    let msg = closed(s, "a zero frame length after a read", Duration::from_secs(5));
+    assert!(msg.contains("frame length"), "{msg:?}");
+}

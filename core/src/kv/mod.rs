@@ -46,6 +46,9 @@ pub use retry::{backoff, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 #[cfg(feature = "rocksdb")]
+#[doc(hidden)]
+pub use shared::replies_sent;
+#[cfg(feature = "rocksdb")]
 pub use shared::{
     round_trips, SharedBackend, DEFAULT_OWNER_TIMEOUT, RECOVERY_TIMEOUT, SOCKET_FILE,
 };

@@ -34,6 +34,8 @@ mod snapshot;
 mod waits;
 
 pub use client::round_trips;
+#[doc(hidden)]
+pub use server::replies_sent;
 pub use waits::DEFAULT_OWNER_TIMEOUT;
 
 use super::owner::{fork_generation, owner_info};

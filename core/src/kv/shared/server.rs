@@ -17,6 +17,7 @@ mod wire;
 
 use cached_reads::range_reply;
 use hello::{hello_reply, read_hello};
+pub use wire::replies_sent;
 use wire::{next_frame, send_error, send_reply, Next};
 
 use super::alive::Alive;
@@ -518,7 +519,16 @@ fn serve(stream: UnixStream, serving: Serving) {
         area,
         alive,
     };
+    // Replies not written yet: those to requests the client sent together go out in one
+    // write once the last of them is handled, so the client takes them in one read.
+    let mut pending = Vec::new();
     loop {
+        if reader.buffer().is_empty() && !pending.is_empty() {
+            if send_reply(&writer, &pending).is_err() {
+                return;
+            }
+            pending.clear();
+        }
         // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
         // request gets the error; the connection stays for the client's next transaction.
         let idle = session.txn.is_some().then_some(limit);
@@ -530,17 +540,37 @@ fn serve(stream: UnixStream, serving: Serving) {
                 continue;
             }
             Ok(Next::End) => return,
-            Err(e) => return garbage(&writer, e),
+            Err(e) => {
+                // The replies to the requests before the bad one go first, as they did.
+                if pending.is_empty() || send_reply(&writer, &pending).is_ok() {
+                    garbage(&writer, e);
+                }
+                return;
+            }
         };
         match session.handle(&frame) {
+            // A small reply waits for the others; one in the reply area goes at once (the
+            // next request may write the area again), and so does a large one (not copied).
+            Ok(Some(reply)) if reply.len() <= 4096 && reply.get(4) != Some(&op::OK_AREA) => {
+                pending.extend_from_slice(&reply);
+            }
             Ok(Some(reply)) => {
+                if !pending.is_empty() && send_reply(&writer, &pending).is_err() {
+                    return;
+                }
+                pending.clear();
                 if send_reply(&writer, &reply).is_err() {
                     return;
                 }
                 session.recycle(reply);
             }
             Ok(None) => {}
-            Err(e) => return send_error(&writer, &e),
+            Err(e) => {
+                if !pending.is_empty() && send_reply(&writer, &pending).is_err() {
+                    return;
+                }
+                return send_error(&writer, &e);
+            }
         }
     }
 }

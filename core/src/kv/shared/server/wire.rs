@@ -8,7 +8,18 @@ use crate::kv::shared::{protocol, waits};
 use std::io::{BufRead, BufReader};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Writes of replies to clients by this process's connection threads (see [`replies_sent`]).
+static REPLIES_SENT: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process, serving a store, wrote replies to its clients' sockets (one
+/// write may carry the replies to several requests the client sent together). For tests.
+#[doc(hidden)]
+pub fn replies_sent() -> u64 {
+    REPLIES_SENT.load(Ordering::Relaxed)
+}
 
 /// Sends an error reply without waiting (the peer may have stopped reading), before its
 /// connection closes.
@@ -30,6 +41,7 @@ pub(super) fn send_error(sock: &UnixStream, e: &Error) {
 /// for [`FRAME_WAIT`], the connection is dropped (the client, if it runs again, sees it lost).
 /// With MSG_NOSIGNAL: a vanished client gives EPIPE, never a SIGPIPE to the host program.
 pub(super) fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()> {
+    REPLIES_SENT.fetch_add(1, Ordering::Relaxed);
     let mut sent = 0;
     while sent < reply.len() {
         let rest = &reply[sent..];
