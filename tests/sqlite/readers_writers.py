@@ -20,6 +20,10 @@ sets it, as applications do), each on a store of its own.
    transaction (a count, not a time).
 
     python3 readers_writers.py LIBPATH WORKDIR [JOURNAL_MODE ...]
+    python3 readers_writers.py stock WORKDIR [JOURNAL_MODE ...]
+
+With "stock" instead of the library, 1-3 run on stock SQLite with a host file, the reference:
+they pass in WAL mode and fail in the rollback modes (the reader blocks the writer).
 """
 
 import os
@@ -31,9 +35,12 @@ import urllib.parse
 SQLITE_BUSY_SNAPSHOT = 517
 MODES = ["delete", "truncate", "persist", "memory", "off", "wal"]
 JOURNAL_MODE = None  # set by main() and in each child from its arguments
+STOCK = False  # stock SQLite on a host file (the library argument "stock")
 
 
 def load(lib):
+    if lib == "stock":
+        return
     boot = sqlite3.connect(":memory:")
     boot.enable_load_extension(True)
     boot.load_extension(lib)
@@ -41,7 +48,12 @@ def load(lib):
 
 
 def connect(store, timeout, set_mode=True):
-    uri = f"file:/rw/shared.db?vfs=txvfs&store={urllib.parse.quote(store, safe='/:=')}"
+    if STOCK:
+        os.makedirs(store, exist_ok=True)
+        uri = f"file:{store}/host.db"
+        timeout = min(timeout, 3)  # a blocked stock writer fails sooner
+    else:
+        uri = f"file:/rw/shared.db?vfs=txvfs&store={urllib.parse.quote(store, safe='/:=')}"
     con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
     if JOURNAL_MODE and set_mode:
         assert con.execute(f"PRAGMA journal_mode={JOURNAL_MODE}").fetchone()[0] == JOURNAL_MODE
@@ -245,10 +257,11 @@ def client_round_trips(lib, store):
 
 
 def main():
-    global JOURNAL_MODE
+    global JOURNAL_MODE, STOCK
     if sys.argv[1] == "--role":
         lib, store, mode, role, *rest = sys.argv[2:]
         JOURNAL_MODE = None if mode == "-" else mode
+        STOCK = lib == "stock"
         load(lib)
         if role == "costs":
             costs(store)
@@ -258,6 +271,7 @@ def main():
             writer(store, rest[0])
         return
     lib, work, *modes = sys.argv[1:]
+    STOCK = lib == "stock"
     load(lib)
     for mode in modes or MODES:
         JOURNAL_MODE = mode
@@ -270,7 +284,10 @@ def main():
         reader_does_not_block_writer(lib, store)
         writer_does_not_block_reader(lib, store)
         connections_of_one_process(store)
-        exclusive_writer_keeps_new_readers_out(lib, store)
+        if not STOCK:
+            exclusive_writer_keeps_new_readers_out(lib, store)
+    if STOCK:
+        return
     JOURNAL_MODE = None
     client_round_trips(lib, os.path.join(work, "rw-store-delete"))
 
