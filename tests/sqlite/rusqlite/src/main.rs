@@ -8,6 +8,7 @@
 //! Usage: txvfs-rusqlite-check LIBTXVFS_SQLITE STORE_DIR
 //!        txvfs-rusqlite-check stock DIR JOURNAL_MODE   ([`concurrency`] on stock SQLite with a
 //!        host file, the reference: passes in WAL mode, fails in rollback modes)
+//!        (internal: txvfs-rusqlite-check LIB|stock --write URI JOURNAL_MODE, the writer process)
 
 use rusqlite::{Connection, OpenFlags};
 use std::time::Duration;
@@ -41,10 +42,11 @@ fn extended_code<T: std::fmt::Debug>(r: rusqlite::Result<T>) -> i32 {
 /// Connections of one process on `uri` in journal mode `jm` (each sets it, as applications do):
 /// a writer holding EXCLUSIVE does not keep a reader out (no busy timeout) and keeps a second
 /// writer out (SQLITE_BUSY); a third with a busy timeout waits and commits after it; a reader's
-/// snapshot survives another commit and its write then gets SQLITE_BUSY_SNAPSHOT. `txvfs`: also
+/// snapshot survives another commit (of a connection of this process, then of another process)
+/// and its write then gets SQLITE_BUSY_SNAPSHOT. `txvfs`: also
 /// journal_mode=WAL remembered by a connection that sets no mode, wal_checkpoint's answer and
 /// the switch back with the data.
-fn concurrency(uri: &str, jm: &str, txvfs: bool) -> rusqlite::Result<()> {
+fn concurrency(lib: &str, uri: &str, jm: &str, txvfs: bool) -> rusqlite::Result<()> {
     let connect = |busy_ms: u64| -> rusqlite::Result<Connection> {
         let c = open_db(uri)?;
         c.busy_timeout(Duration::from_millis(busy_ms))?;
@@ -86,6 +88,22 @@ fn concurrency(uri: &str, jm: &str, txvfs: bool) -> rusqlite::Result<()> {
     assert_eq!(e, rusqlite::ffi::SQLITE_BUSY_SNAPSHOT, "a stale reader's write");
     reader.execute_batch("ROLLBACK")?;
     assert_eq!(rows(&reader)?, 4);
+
+    // The same with the writer in another process (this program again, `--write`).
+    reader.execute_batch("BEGIN")?;
+    assert_eq!(rows(&reader)?, 4);
+    let exe = std::env::current_exe().expect("this program's path");
+    let out = std::process::Command::new(exe)
+        .args([lib, "--write", uri, jm])
+        .output()
+        .expect("run the writer process");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said.trim(), "write 0", "the writer process, while this one reads");
+    assert_eq!(rows(&reader)?, 4, "the reader keeps its snapshot");
+    let e = extended_code(reader.execute("INSERT INTO t VALUES ('stale')", []));
+    assert_eq!(e, rusqlite::ffi::SQLITE_BUSY_SNAPSHOT, "a stale reader's write");
+    reader.execute_batch("ROLLBACK")?;
+    assert_eq!(rows(&reader)?, 5);
     assert_eq!(text(&reader, "PRAGMA integrity_check")?, "ok");
     if txvfs {
         assert_eq!(text(&holder, "PRAGMA journal_mode=WAL")?, "wal");
@@ -103,9 +121,30 @@ fn concurrency(uri: &str, jm: &str, txvfs: bool) -> rusqlite::Result<()> {
             "another connection reads the mode"
         );
         assert_eq!(text(&fresh, "PRAGMA journal_mode=DELETE")?, "delete");
-        assert_eq!(rows(&fresh)?, 4, "the data is the same after switching back");
+        assert_eq!(rows(&fresh)?, 5, "the data is the same after switching back");
         assert_eq!(text(&open_db(uri)?, "PRAGMA journal_mode")?, "delete");
     }
+    Ok(())
+}
+
+/// The writer process of [`concurrency`]: one INSERT with a busy timeout (shorter on stock
+/// SQLite, where a reader blocks it in rollback modes); prints `write` and SQLite's result code.
+fn write_role(lib: &str, uri: &str, jm: &str) -> rusqlite::Result<()> {
+    if lib != "stock" {
+        let loader = Connection::open_in_memory()?;
+        unsafe {
+            loader.load_extension_enable()?;
+            loader.load_extension(lib, None::<&str>)?;
+        }
+    }
+    let c = open_db(uri)?;
+    c.busy_timeout(Duration::from_millis(if lib == "stock" { 2_000 } else { 30_000 }))?;
+    let _: String = c.query_row(&format!("PRAGMA journal_mode={jm}"), [], |r| r.get(0))?;
+    let code = match c.execute("INSERT INTO t VALUES ('from another process')", []) {
+        Ok(_) => 0,
+        Err(e) => extended_code::<()>(Err(e)),
+    };
+    println!("write {code}");
     Ok(())
 }
 
@@ -120,8 +159,11 @@ fn check(conn: &Connection, rows: i64) -> rusqlite::Result<()> {
 fn main() -> rusqlite::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (lib, store) = (&args[1], &args[2]);
+    if store == "--write" {
+        return write_role(lib, &args[3], &args[4]);
+    }
     if lib == "stock" {
-        concurrency(&format!("file:{store}/host.db"), &args[3], false)?;
+        concurrency(lib, &format!("file:{store}/host.db"), &args[3], false)?;
         println!("rusqlite, stock SQLite, journal_mode={}: concurrency ok", args[3]);
         return Ok(());
     }
@@ -173,7 +215,7 @@ fn main() -> rusqlite::Result<()> {
     let wal: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     assert_eq!(wal, "wal");
     for jm in ["delete", "wal"] {
-        concurrency(&format!("file:/rust/rw-{jm}.db?vfs=txvfs&store={store}"), jm, true)?;
+        concurrency(lib, &format!("file:/rust/rw-{jm}.db?vfs=txvfs&store={store}"), jm, true)?;
     }
     println!(
         "rusqlite: 5000 rows, integrity ok, rollback ok, reopen ok (journal_mode={journal}), \
