@@ -13,11 +13,17 @@ assertions):
 4. A writer in locking_mode=EXCLUSIVE commits while another process reads (no busy timeout
    to wait on the reader) and then keeps new readers of other processes out until it leaves
    exclusive mode; the reader keeps its snapshot.
+1-4 run in each journal mode (DELETE, TRUNCATE, PERSIST, MEMORY, OFF, WAL: every connection
+sets it, as applications do), each on a store of its own.
 5. What a process that is a client of the store (another process owns it) costs in round
    trips to the owner (`PRAGMA txvfs_stats`): per durable one-row commit and per short read
    transaction (a count, not a time).
 
-    python3 readers_writers.py LIBPATH WORKDIR
+    python3 readers_writers.py LIBPATH WORKDIR [JOURNAL_MODE ...]
+    python3 readers_writers.py stock WORKDIR [JOURNAL_MODE ...]
+
+With "stock" instead of the library, 1-3 run on stock SQLite with a host file, the reference:
+they pass in WAL mode and fail in the rollback modes (the reader blocks the writer).
 """
 
 import os
@@ -27,18 +33,31 @@ import sys
 import urllib.parse
 
 SQLITE_BUSY_SNAPSHOT = 517
+MODES = ["delete", "truncate", "persist", "memory", "off", "wal"]
+JOURNAL_MODE = None  # set by main() and in each child from its arguments
+STOCK = False  # stock SQLite on a host file (the library argument "stock")
 
 
 def load(lib):
+    if lib == "stock":
+        return
     boot = sqlite3.connect(":memory:")
     boot.enable_load_extension(True)
     boot.load_extension(lib)
     boot.close()
 
 
-def connect(store, timeout):
-    uri = f"file:/rw/shared.db?vfs=txvfs&store={urllib.parse.quote(store, safe='/:=')}"
-    return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+def connect(store, timeout, set_mode=True):
+    if STOCK:
+        os.makedirs(store, exist_ok=True)
+        uri = f"file:{store}/host.db"
+        timeout = min(timeout, 3)  # a blocked stock writer fails sooner
+    else:
+        uri = f"file:/rw/shared.db?vfs=txvfs&store={urllib.parse.quote(store, safe='/:=')}"
+    con = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+    if JOURNAL_MODE and set_mode:
+        assert con.execute(f"PRAGMA journal_mode={JOURNAL_MODE}").fetchone()[0] == JOURNAL_MODE
+    return con
 
 
 def count(con):
@@ -127,7 +146,7 @@ def costs(store):
 
 def spawn(lib, store, *args):
     return subprocess.Popen(
-        [sys.executable, __file__, "--role", lib, store, *args],
+        [sys.executable, __file__, "--role", lib, store, JOURNAL_MODE or "-", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -206,7 +225,7 @@ def exclusive_writer_keeps_new_readers_out(lib, store):
     w = spawn(lib, store, "writer", "exclusive")
     line = w.stdout.readline().strip()
     assert line == f"committed {n + 1}", f"the exclusive writer commits while r reads: {line!r}"
-    con = connect(store, timeout=0)
+    con = connect(store, timeout=0, set_mode=False)  # setting a mode reads the database
     try:
         count(con)
         raise AssertionError("a new reader read under locking_mode=EXCLUSIVE")
@@ -238,8 +257,11 @@ def client_round_trips(lib, store):
 
 
 def main():
+    global JOURNAL_MODE, STOCK
     if sys.argv[1] == "--role":
-        lib, store, role, *rest = sys.argv[2:]
+        lib, store, mode, role, *rest = sys.argv[2:]
+        JOURNAL_MODE = None if mode == "-" else mode
+        STOCK = lib == "stock"
         load(lib)
         if role == "costs":
             costs(store)
@@ -248,18 +270,26 @@ def main():
         else:
             writer(store, rest[0])
         return
-    lib, work = sys.argv[1], sys.argv[2]
+    lib, work, *modes = sys.argv[1:]
+    STOCK = lib == "stock"
     load(lib)
-    store = os.path.join(work, "rw-store")
-    con = connect(store, timeout=5)
-    con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
-    con.execute("INSERT INTO t(v) VALUES ('one'), ('two')")
-    con.close()
-    reader_does_not_block_writer(lib, store)
-    writer_does_not_block_reader(lib, store)
-    connections_of_one_process(store)
-    exclusive_writer_keeps_new_readers_out(lib, store)
-    client_round_trips(lib, store)
+    for mode in modes or MODES:
+        JOURNAL_MODE = mode
+        print(f"journal_mode={mode}:")
+        store = os.path.join(work, f"rw-store-{mode}")
+        con = connect(store, timeout=5)
+        con.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+        con.execute("INSERT INTO t(v) VALUES ('one'), ('two')")
+        con.close()
+        reader_does_not_block_writer(lib, store)
+        writer_does_not_block_reader(lib, store)
+        connections_of_one_process(store)
+        if not STOCK:
+            exclusive_writer_keeps_new_readers_out(lib, store)
+    if STOCK:
+        return
+    JOURNAL_MODE = None
+    client_round_trips(lib, os.path.join(work, "rw-store-delete"))
 
 
 if __name__ == "__main__":

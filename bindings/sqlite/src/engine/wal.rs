@@ -10,9 +10,10 @@
 //! copying every page twice, and shared memory that a store reached from several machines
 //! (FoundationDB) does not have. So nothing changes below SQLite's pager:
 //! `PRAGMA wal_checkpoint` has nothing to copy (SQLite answers `0|-1|-1`, as for any database
-//! not in its own WAL mode), `journal_size_limit` bounds the in-memory rollback journal, and
-//! switching back to another mode (`PRAGMA journal_mode=DELETE`) forgets the setting; the
-//! data is the same in every mode.
+//! not in its own WAL mode), `journal_size_limit` truncates a rollback journal SQLite keeps
+//! after a commit (PERSIST, `locking_mode=EXCLUSIVE`; in memory here), and switching back to
+//! another mode (`PRAGMA journal_mode=DELETE`) forgets the setting; the data is the same in
+//! every mode.
 
 use txvfs::{ErrorKind, FileSystem, Result, Store, XattrFlags};
 
