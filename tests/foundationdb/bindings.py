@@ -7,6 +7,7 @@ with status 0 (FoundationDB's network is stopped at exit; it used to die of SIGS
 
 import asyncio
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -154,7 +155,46 @@ def sqlite_commit_group_on_fdb():
     print("sqlite commit group on fdb: ok")
 
 
+def sqlite_wal_readers_on_fdb():
+    # journal_mode=WAL on a live cluster: a reader keeps its snapshot while a writer in
+    # another process commits without waiting; the reader's write then gets
+    # SQLITE_BUSY_SNAPSHOT (517), and its next read transaction sees the new row.
+    store = urllib.parse.quote(uri("wal"), safe="/:=")
+    name = f"file:wal.db?vfs=txvfs&store={store}"
+    con = sqlite3.connect(name, uri=True, isolation_level=None)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.execute("CREATE TABLE t(v)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.execute("BEGIN")
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    writer = (
+        "import sqlite3, sys\n"
+        "boot = sqlite3.connect(':memory:'); boot.enable_load_extension(True)\n"
+        "boot.load_extension(sys.argv[1]); boot.close()\n"
+        "c = sqlite3.connect(sys.argv[2], uri=True, isolation_level=None, timeout=0)\n"
+        "assert c.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'\n"
+        "c.execute('INSERT INTO t VALUES (2)')\n"
+        "print(c.execute('SELECT count(*) FROM t').fetchone()[0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", writer, LIB, name], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "2", (out.stdout, out.stderr)
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 1, "the snapshot moved"
+    try:
+        con.execute("INSERT INTO t VALUES (3)")
+        raise SystemExit("sqlite wal on fdb: a stale reader's write was accepted")
+    except sqlite3.OperationalError as e:
+        assert e.sqlite_errorcode == 517, (e.sqlite_errorcode, e)
+    con.execute("ROLLBACK")
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    print("sqlite wal readers and writer on fdb: ok")
+
+
 python_binding()
 change_feed()
 sqlite_on_fdb()
 sqlite_commit_group_on_fdb()
+sqlite_wal_readers_on_fdb()
