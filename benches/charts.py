@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 
 HERE = pathlib.Path(__file__).resolve().parent
 TITLES = {
-    "core": "txvfs on RocksDB vs std::fs, raw RocksDB and SQLite (txvfs-bench --rounds 2)",
+    "core": "txvfs on RocksDB vs std::fs, raw RocksDB and SQLite (txvfs-bench --rounds 3)",
     "sqlite-speedtest1": "SQLite speedtest1: txvfs VFS vs SQLite's unix VFS (benches/sqlite/run.sh)",
     "sqlite-multidb": "SQLite, K attached databases per durable transaction (benches/sqlite/multidb.py)",
 }

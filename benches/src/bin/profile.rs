@@ -2,8 +2,11 @@
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, statnew (first touch: each of COUNT files in 100 directories
 //! stat'ed once after creating them), read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
-//! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), durable (durable 4 KiB
-//! transactions). Prints the time per operation.
+//! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), seqwrite (COUNT
+//! files of 256 MiB written in 1 MiB calls and synced, as the main benchmark's row), durable (durable 4 KiB
+//! transactions), durable3 and durable9 (durable transactions of 3 or 9 files of 4 KiB, as the
+//! main benchmark's rows), readdir (a directory of COUNT empty files listed, 2,000,000 entries in
+//! all). Prints the time per operation.
 //! CACHE_BYTES sets the read cache (`Options::cache_size`; default 64 MiB), BLOCK_BYTES the
 //! store's block size (a sweep: `for b in 4096 16384 65536; do txvfs-profile pread 20000
 //! 67108864 $b; done`).
@@ -16,7 +19,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
     else {
-        eprintln!("usage: txvfs-profile create|stat|statnew|read|delete|pread|pwrite|seqread|durable COUNT [CACHE_BYTES [BLOCK_BYTES]]");
+        eprintln!("usage: txvfs-profile create|stat|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -145,13 +148,61 @@ fn main() {
             println!("seqread: {:.0} MiB/s ({n} passes of 256 MiB)", 256.0 * n as f64 / secs);
             return;
         }
-        "durable" => {
+        "durable" | "durable3" | "durable9" => {
+            let k: usize = what[7..].parse().unwrap_or(1);
             start = Instant::now();
             for i in 0..n {
                 store
-                    .transact_durable(true, |tx| tx.write_file(format!("/d/f{}", i % 16), &data))
+                    .transact_durable(true, |tx| {
+                        for f in 0..k {
+                            tx.write_file(format!("/d/k{k}-{f}-{}", i % 16), &data)?;
+                        }
+                        Ok(())
+                    })
                     .unwrap();
             }
+        }
+        "seqwrite" => {
+            // COUNT files of 256 MiB, each created, written in 1 MiB calls and synced.
+            let mut rng = SmallRng::seed_from_u64(3);
+            let mut mb = vec![0u8; 1 << 20];
+            rng.fill(&mut mb[..]);
+            start = Instant::now();
+            for i in 0..n {
+                let f = store.create(format!("/big{i}")).unwrap();
+                for _ in 0..256 {
+                    f.write(&mb).unwrap();
+                }
+                f.sync().unwrap();
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!("seqwrite: {:.0} MiB/s ({n} files of 256 MiB)", 256.0 * n as f64 / secs);
+            return;
+        }
+        "readdir" => {
+            // A directory of COUNT empty files (made 1,000 per transaction), then listed until
+            // 2,000,000 entries were returned.
+            for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+                store
+                    .transact(|tx| {
+                        for i in chunk {
+                            tx.write_file(format!("/d/entry-{i:07}"), b"")?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let reps = (2_000_000 / n).max(1);
+            start = Instant::now();
+            for _ in 0..reps {
+                assert_eq!(store.readdir("/d", None, 0).unwrap().len(), n);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "readdir: {:.1} µs per listing of {n} ({reps} listings)",
+                secs * 1e6 / reps as f64
+            );
+            return;
         }
         other => panic!("unknown workload {other}"),
     }

@@ -563,6 +563,24 @@ impl Operation<'_> {
             start.push(0);
         }
         let mut out = Vec::new();
+        if limit == 0 {
+            // A whole listing decodes each entry from the lent key and value: copying both
+            // first was three heap buffers per entry, and the allocator 35-41% of a profile.
+            let mut bad = None;
+            self.tx.visit_range(&start, &end, &mut |k, v| {
+                if bad.is_none() {
+                    match Dentry::decode(v) {
+                        Ok(d) => out.push(DirEntry {
+                            name: schema::dentry_name(k).to_vec(),
+                            ino: d.ino,
+                            kind: d.kind,
+                        }),
+                        Err(e) => bad = Some(e),
+                    }
+                }
+            })?;
+            return bad.map_or(Ok(out), Err);
+        }
         for (k, v) in self.tx.get_range(&start, &end, limit, false)? {
             let d = Dentry::decode(&v)?;
             out.push(DirEntry { name: schema::dentry_name(&k).to_vec(), ino: d.ino, kind: d.kind });
