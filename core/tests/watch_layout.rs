@@ -84,3 +84,13 @@ fn a_store_written_before_the_feed_had_its_family_opens_with_its_records_moved()
     let cf = db.cf_handle(FEED_CF).unwrap();
     assert_eq!(db.iterator_cf(cf, rocksdb::IteratorMode::Start).count(), 5);
 }
+
+#[test]
+fn a_build_from_before_the_family_cannot_open_the_store_and_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("s");
+    drop(Store::open(dir.to_str().unwrap()).unwrap());
+    // How a build from before the family opened a store: the default family alone.
+    let e = rocksdb::DB::open(&txvfs::kv::RocksBackend::db_options(), &dir).err().unwrap();
+    assert!(e.to_string().contains("Column families not opened: feed"), "{e}");
+}
