@@ -212,7 +212,7 @@ pub(crate) fn write_record(tx: &mut dyn Txn, changes: &[Change]) -> Result<()> {
         return Ok(());
     }
     let record = schema::encode_record(now_ms(), changes);
-    tx.set_versionstamped_key(&[schema::scope::FEED], &record)
+    tx.set_versionstamped_key_vec(&[schema::scope::FEED], record)
 }
 
 impl StoreState {

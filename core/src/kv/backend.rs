@@ -371,6 +371,11 @@ pub trait Txn: Send {
         let _ = (prefix, value);
         Err(unsupported("this backend", "versionstamped keys (needed by the change feed)"))
     }
+    /// [`Txn::set_versionstamped_key`] with a value the transaction may keep as it is (the
+    /// optimistic layer does; the others copy it).
+    fn set_versionstamped_key_vec(&mut self, prefix: &[u8], value: Vec<u8>) -> Result<()> {
+        self.set_versionstamped_key(prefix, &value)
+    }
     /// The version of the snapshot this transaction reads, where the backend numbers them
     /// (the optimistic layer's; `kv/shared` uses it to check a client's cached reads).
     fn read_version(&self) -> Option<u64> {

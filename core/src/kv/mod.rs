@@ -24,6 +24,8 @@ mod retry;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 #[cfg(feature = "rocksdb")]
+mod rocks_cf;
+#[cfg(feature = "rocksdb")]
 mod rocks_named;
 #[cfg(feature = "rocksdb")]
 mod shared;

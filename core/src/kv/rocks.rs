@@ -7,12 +7,13 @@
 
 use super::occ::{Engine, Mutation, OccStore};
 use super::owner::{forked_error, OwnerLock};
+use super::rocks_cf;
 use super::{Backend, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{
-    BlockBasedOptions, Cache, Options, ReadOptions, SnapshotWithThreadMode, WriteBatch,
-    WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, Options, ReadOptions,
+    SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
 };
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -28,6 +29,17 @@ struct RocksEngine {
 }
 
 impl RocksEngine {
+    /// The family of `key`: the change feed's for its records (see `rocks_cf.rs`), else the
+    /// default one (`None`).
+    #[inline]
+    fn family(&self, key: &[u8]) -> Option<&ColumnFamily> {
+        if rocks_cf::in_feed(key) {
+            self.db.cf_handle(rocks_cf::FEED_CF)
+        } else {
+            None
+        }
+    }
+
     /// Refuses every use of a store inherited across fork().
     fn check_owner(&self) -> Result<()> {
         if self.owner.inherited() {
@@ -73,7 +85,11 @@ impl Engine for RocksEngine {
     }
 
     fn get(&self, snap: &RocksSnapshot, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        snap.0.get(key).map_err(|e| backend_error(&self.path, e))
+        match self.family(key) {
+            Some(cf) => snap.0.get_cf(cf, key),
+            None => snap.0.get(key),
+        }
+        .map_err(|e| backend_error(&self.path, e))
     }
 
     fn get_with(
@@ -82,12 +98,20 @@ impl Engine for RocksEngine {
         key: &[u8],
         read: &mut dyn FnMut(&[u8]),
     ) -> Result<bool> {
-        let v = snap.0.get_pinned(key).map_err(|e| backend_error(&self.path, e))?;
+        let v = match self.family(key) {
+            Some(cf) => snap.0.get_pinned_cf(cf, key),
+            None => snap.0.get_pinned(key),
+        }
+        .map_err(|e| backend_error(&self.path, e))?;
         Ok(v.map(|v| read(&v)).is_some())
     }
 
     fn get_latest(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get(key).map_err(|e| backend_error(&self.path, e))
+        match self.family(key) {
+            Some(cf) => self.db.get_cf(cf, key),
+            None => self.db.get(key),
+        }
+        .map_err(|e| backend_error(&self.path, e))
     }
 
     fn scan(
@@ -98,21 +122,39 @@ impl Engine for RocksEngine {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let mut ro = ReadOptions::default();
-        ro.set_iterate_lower_bound(start);
-        ro.set_iterate_upper_bound(end);
-        visit_range(snap.0.raw_iterator_opt(ro), reverse, visit)
-            .map_err(|e| backend_error(&self.path, e))
+        let cf = self.db.cf_handle(rocks_cf::FEED_CF);
+        rocks_cf::scan(start, end, reverse, visit, |feed, s, e, visit| {
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_lower_bound(s);
+            ro.set_iterate_upper_bound(e);
+            let it = match cf.filter(|_| feed) {
+                Some(cf) => snap.0.raw_iterator_cf_opt(cf, ro),
+                None => snap.0.raw_iterator_opt(ro),
+            };
+            visit_range(it, reverse, visit)
+        })
+        .map_err(|e| backend_error(&self.path, e))
     }
 
     fn apply(&self, batch: &[Mutation], _version: u64, _oldest: u64) -> Result<()> {
         self.check_owner()?;
-        let mut wb = WriteBatch::default();
+        // The batch's buffer at its size from the start: grown by appends, it was copied (the
+        // values with it) whenever it doubled.
+        let bytes = batch.iter().map(|m| m.bytes() + 16).sum::<usize>();
+        let mut wb = WriteBatch::with_capacity_bytes(12 + bytes);
         for m in batch {
             match m {
-                Mutation::Set(k, v) => wb.put(k, v),
-                Mutation::Clear(k) => wb.delete(k),
-                Mutation::ClearRange(s, e) => wb.delete_range(s, e),
+                Mutation::Set(k, v) => match self.family(k) {
+                    Some(cf) => wb.put_cf(cf, k, v),
+                    None => wb.put(k, v),
+                },
+                Mutation::Clear(k) => match self.family(k) {
+                    Some(cf) => wb.delete_cf(cf, k),
+                    None => wb.delete(k),
+                },
+                Mutation::ClearRange(s, e) => {
+                    rocks_cf::delete_range(&mut wb, self.db.cf_handle(rocks_cf::FEED_CF), s, e)
+                }
             }
         }
         // Written to the WAL (safe against a process crash); fsync happens in `sync`, shared.
@@ -182,6 +224,19 @@ impl RocksBackend {
         opts
     }
 
+    /// Opens the RocksDB database in `canon` with its two families (see `rocks_cf.rs`),
+    /// creating the change feed's in a store written before it and moving its records there.
+    fn open_db(canon: &Path) -> std::result::Result<DB, rocksdb::Error> {
+        let mut opts = Self::db_options();
+        opts.create_missing_column_families(true);
+        // One options object (its table factory and block cache) for both families.
+        let families = [rocksdb::DEFAULT_COLUMN_FAMILY_NAME, rocks_cf::FEED_CF]
+            .map(|name| ColumnFamilyDescriptor::new(name, opts.clone()));
+        let db = DB::open_cf_descriptors(&opts, canon, families)?;
+        rocks_cf::move_records(&db)?;
+        Ok(db)
+    }
+
     /// Opens (creating if needed) the store in directory `path` for this process alone (no
     /// other process may use it meanwhile; [`crate::kv::open`] opens stores shareable). A
     /// second open of the same directory through this copy of the library returns the same
@@ -226,7 +281,7 @@ impl RocksBackend {
         }
         let what = format!("rocksdb:{}", canon.display());
         let owner = OwnerLock::acquire(&canon, &what, exclusive)?;
-        let db = DB::open(&Self::db_options(), &canon).map_err(|e| {
+        let db = Self::open_db(&canon).map_err(|e| {
             let msg = e.into_string();
             // txvfs's own lock was free, so RocksDB's lock is held by a process that is not
             // txvfs, or (in a forked child) by the parent's instance, whose lock RocksDB's

@@ -10,6 +10,7 @@
 
 use super::frozen::{FrozenBackend, FrozenRead};
 use super::owner::{fork_generation, forked_error, SnapshotLock, OWNER_FILE};
+use super::rocks_cf;
 use super::{Backend, Limits, RocksBackend};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
@@ -160,7 +161,12 @@ impl FrozenRead for SnapshotDb {
         Ok(())
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get(key).map_err(|e| {
+        let cf = self.db.cf_handle(rocks_cf::FEED_CF).filter(|_| rocks_cf::in_feed(key));
+        match cf {
+            Some(cf) => self.db.get_cf(cf, key),
+            None => self.db.get(key),
+        }
+        .map_err(|e| {
             Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string()))
         })
     }
@@ -171,10 +177,18 @@ impl FrozenRead for SnapshotDb {
         reverse: bool,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let mut ro = ReadOptions::default();
-        ro.set_iterate_lower_bound(start);
-        ro.set_iterate_upper_bound(end);
-        super::rocks::visit_range(self.db.raw_iterator_opt(ro), reverse, visit).map_err(|e| {
+        let cf = self.db.cf_handle(rocks_cf::FEED_CF);
+        rocks_cf::scan(start, end, reverse, visit, |feed, s, e, visit| {
+            let mut ro = ReadOptions::default();
+            ro.set_iterate_lower_bound(s);
+            ro.set_iterate_upper_bound(e);
+            let it = match cf.filter(|_| feed) {
+                Some(cf) => self.db.raw_iterator_cf_opt(cf, ro),
+                None => self.db.raw_iterator_opt(ro),
+            };
+            super::rocks::visit_range(it, reverse, visit)
+        })
+        .map_err(|e| {
             Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string()))
         })
     }
@@ -214,7 +228,11 @@ pub(crate) fn open_dir(dir: &Path, what: String) -> Result<Arc<dyn Backend>> {
     let lock = SnapshotLock::acquire(&canon, &what, false)?;
     let mut opts: Options = RocksBackend::db_options();
     opts.create_if_missing(false);
-    let db = DB::open_for_read_only(&opts, &canon, false)
+    // A snapshot of a store written before the change feed's family has only the default one
+    // (its records are there).
+    let families = DB::list_cf(&opts, &canon).unwrap_or_default();
+    let families = families.iter().map(|n| rocksdb::ColumnFamilyDescriptor::new(n, opts.clone()));
+    let db = DB::open_cf_descriptors_read_only(&opts, &canon, families, false)
         .map_err(|e| Error::new(ErrorKind::Backend, format!("{what}: {}", e.into_string())))?;
     let view = Arc::new(SnapshotDb { db: ManuallyDrop::new(db), path: canon.clone(), lock });
     // The limits of the store it was taken from (see `RocksBackend::open`).

@@ -13,7 +13,8 @@ pub(super) struct Staged {
     pub(super) batch: Vec<Mutation>,
     /// Atomic operations, resolved against the latest state when the batch is applied.
     pub(super) atomics: Vec<(Vec<u8>, Vec<AtomicOp>)>,
-    /// Versionstamped writes (key prefix, value), stamped when the batch is applied.
+    /// Versionstamped writes (key prefix with room for the stamp, value), stamped when the
+    /// batch is applied.
     pub(super) stamped: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -108,9 +109,8 @@ impl<E: Engine> OccStore<E> {
                 match self.check_healthy().and_then(|()| self.next_stamp()) {
                     Ok((n, bound, moved)) => {
                         let first = batch.len();
-                        for (i, (prefix, value)) in staged.stamped.into_iter().enumerate() {
-                            let mut k = Vec::with_capacity(prefix.len() + STAMP_LEN);
-                            k.extend_from_slice(&prefix);
+                        for (i, (mut k, value)) in staged.stamped.into_iter().enumerate() {
+                            // Built with room for the stamp (`set_versionstamped_key_vec`).
                             k.extend_from_slice(&n.to_be_bytes());
                             k.extend_from_slice(&(i as u16).to_be_bytes());
                             batch.push(Mutation::Set(k, value));

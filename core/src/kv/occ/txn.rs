@@ -49,7 +49,8 @@ pub(super) struct OccTxn<E: Engine> {
     writes: BTreeMap<Vec<u8>, Pending>,
     /// Ranges cleared by this transaction, applied before the point writes at commit.
     cleared: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Versionstamped writes: key prefix and value; the stamp is appended at apply time.
+    /// Versionstamped writes: key prefix (with room for the stamp, appended at apply time)
+    /// and value.
     stamped: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
 }
@@ -458,6 +459,9 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.atomic(key, AtomicOp::Max(value))
     }
     fn set_versionstamped_key(&mut self, prefix: &[u8], value: &[u8]) -> Result<()> {
+        self.set_versionstamped_key_vec(prefix, value.to_vec())
+    }
+    fn set_versionstamped_key_vec(&mut self, prefix: &[u8], value: Vec<u8>) -> Result<()> {
         self.check_key_len(prefix.len() + super::pipeline::STAMP_LEN)?;
         if self.stamped.len() >= u16::MAX as usize {
             return Err(Error::new(
@@ -466,7 +470,10 @@ impl<E: Engine> Txn for OccTxn<E> {
             ));
         }
         self.add_bytes(prefix.len() + super::pipeline::STAMP_LEN + value.len())?;
-        self.stamped.push((prefix.to_vec(), value.to_vec()));
+        // The key with room for its stamp, appended when the commit is applied.
+        let mut key = Vec::with_capacity(prefix.len() + super::pipeline::STAMP_LEN);
+        key.extend_from_slice(prefix);
+        self.stamped.push((key, value));
         Ok(())
     }
 
@@ -508,7 +515,10 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.check_age()?;
         self.store.check_healthy()?;
         let read_ranges = coalesce(std::mem::take(&mut self.read_ranges));
-        let mut ws = WriteSet::default();
+        let mut ws = WriteSet {
+            points: Vec::with_capacity(self.writes.len()),
+            ranges: Vec::with_capacity(self.cleared.len() + self.stamped.len()),
+        };
         // Room for the stamped keys and the stamp counter the pipeline adds.
         let room = self.cleared.len() + self.writes.len() + self.stamped.len() + 1;
         let mut batch = Vec::with_capacity(room);
