@@ -12,7 +12,7 @@ use super::{Backend, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, Options, ReadOptions,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, Options,
     SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
 };
 use std::collections::HashMap;
@@ -123,15 +123,9 @@ impl Engine for RocksEngine {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let cf = self.db.cf_handle(rocks_cf::FEED_CF);
-        rocks_cf::scan(start, end, reverse, visit, |feed, s, e, visit| {
-            let mut ro = ReadOptions::default();
-            ro.set_iterate_lower_bound(s);
-            ro.set_iterate_upper_bound(e);
-            let it = match cf.filter(|_| feed) {
-                Some(cf) => snap.0.raw_iterator_cf_opt(cf, ro),
-                None => snap.0.raw_iterator_opt(ro),
-            };
-            visit_range(it, reverse, visit)
+        rocks_cf::scan_db(cf, start, end, reverse, visit, |cf, ro| match cf {
+            Some(cf) => snap.0.raw_iterator_cf_opt(cf, ro),
+            None => snap.0.raw_iterator_opt(ro),
         })
         .map_err(|e| backend_error(&self.path, e))
     }

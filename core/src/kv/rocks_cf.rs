@@ -15,7 +15,7 @@
 //! are read where their records are.
 
 use crate::schema::scope;
-use rocksdb::{ColumnFamily, ReadOptions, WriteBatch, DB};
+use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, ReadOptions, WriteBatch, DB};
 
 /// The column family of the change feed's records.
 pub(crate) const FEED_CF: &str = "feed";
@@ -64,6 +64,24 @@ pub(crate) fn scan<E>(
         }
     }
     Ok(())
+}
+
+/// Visits `[start, end)` of one database or snapshot (see [`scan`]): `iter` opens a raw
+/// iterator with the options given, in the feed's family (`Some`) or the default one.
+pub(crate) fn scan_db<'a>(
+    feed_cf: Option<&'a ColumnFamily>,
+    start: &[u8],
+    end: &[u8],
+    reverse: bool,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    mut iter: impl FnMut(Option<&'a ColumnFamily>, ReadOptions) -> DBRawIteratorWithThreadMode<'a, DB>,
+) -> Result<(), rocksdb::Error> {
+    scan(start, end, reverse, visit, |feed, s, e, visit| {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_lower_bound(s);
+        ro.set_iterate_upper_bound(e);
+        super::rocks::visit_range(iter(feed_cf.filter(|_| feed), ro), reverse, visit)
+    })
 }
 
 /// Adds the clearing of `[start, end)` to `wb`, each part in its family.

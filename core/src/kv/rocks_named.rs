@@ -14,7 +14,7 @@ use super::rocks_cf;
 use super::{Backend, Limits, RocksBackend};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
-use rocksdb::{Options, ReadOptions, DB};
+use rocksdb::{Options, DB};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::path::{Path, PathBuf};
@@ -178,15 +178,9 @@ impl FrozenRead for SnapshotDb {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let cf = self.db.cf_handle(rocks_cf::FEED_CF);
-        rocks_cf::scan(start, end, reverse, visit, |feed, s, e, visit| {
-            let mut ro = ReadOptions::default();
-            ro.set_iterate_lower_bound(s);
-            ro.set_iterate_upper_bound(e);
-            let it = match cf.filter(|_| feed) {
-                Some(cf) => self.db.raw_iterator_cf_opt(cf, ro),
-                None => self.db.raw_iterator_opt(ro),
-            };
-            super::rocks::visit_range(it, reverse, visit)
+        rocks_cf::scan_db(cf, start, end, reverse, visit, |cf, ro| match cf {
+            Some(cf) => self.db.raw_iterator_cf_opt(cf, ro),
+            None => self.db.raw_iterator_opt(ro),
         })
         .map_err(|e| {
             Error::new(ErrorKind::Backend, format!("{}: {}", self.path.display(), e.into_string()))
