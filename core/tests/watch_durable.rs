@@ -39,7 +39,7 @@ fn a_poll_syncs_once_before_it_hands_out_records_and_never_when_it_has_none() {
         assert_eq!(plan.syncs(), at + 1, "one sync before the batch was returned");
 
         for i in 0..3 {
-            store.write_file(&format!("/b{i}"), b"2").unwrap();
+            store.write_file(format!("/b{i}"), b"2").unwrap();
         }
         assert_eq!(w.poll().unwrap().len(), 3);
         assert_eq!(plan.syncs(), at + 2, "one sync per poll, not per record");

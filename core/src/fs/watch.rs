@@ -152,7 +152,7 @@ impl Store {
     /// assert_eq!(batches[0].changes[0].path, b"/a.txt");
     /// ```
     pub fn watch(&self, options: WatchOptions) -> Result<Watcher> {
-        let (id, newest, dropped, version) = self.feed_state()?;
+        let FeedState { id, newest, dropped, version } = self.feed_state()?;
         let cursor = match options.since {
             None => {
                 // The start is a cursor the caller may save: durable, like every other.
@@ -178,7 +178,7 @@ impl Store {
 
     /// The store's identity, the newest record's stamp, the newest dropped counter, and the
     /// version they were read at.
-    fn feed_state(&self) -> Result<([u8; 16], [u8; STAMP_LEN], u64, Option<u64>)> {
+    fn feed_state(&self) -> Result<FeedState> {
         let backend: &dyn Backend = &*self.inner.backend;
         kv::run_with_retries(backend, self.per_open.max_retries, false, |tx| {
             let on = tx
@@ -203,9 +203,17 @@ impl Store {
             let dropped = kv::decode_counter(
                 tx.snapshot_get(&schema::meta_key(Meta::FeedDropped))?.as_deref(),
             );
-            Ok((id, newest, dropped, tx.read_version()))
+            Ok(FeedState { id, newest, dropped, version: tx.read_version() })
         })
     }
+}
+
+/// See [`Store::feed_state`].
+struct FeedState {
+    id: [u8; 16],
+    newest: [u8; STAMP_LEN],
+    dropped: u64,
+    version: Option<u64>,
 }
 
 fn check_cursor(c: &Cursor, id: [u8; 16], newest: [u8; STAMP_LEN], dropped: u64) -> Result<()> {
