@@ -249,7 +249,9 @@ impl Watcher {
     }
 
     /// Every batch committed after the cursor that is there now (without blocking); empty
-    /// when there is none.
+    /// when there is none. What it returns is durable: on RocksDB it syncs once first where
+    /// the writers' own fsyncs have not (see the module's comment); a failed sync is an error,
+    /// and nothing is handed out.
     pub fn poll(&mut self) -> Result<Vec<Batch>> {
         if self.ready.is_empty() {
             while self.fetch()? && self.ready.len() < PAGE {}
