@@ -3,14 +3,40 @@
 //! best wall time and the best CPU time of the process (every thread) of each, and the ratios
 //! on/off. On a machine loaded by other work, the CPU time is the steadier of the two.
 //!
-//!   txvfs-bench-watch [FILES] [ROUNDS] [off|on]
+//!   txvfs-bench-watch [FILES] [ROUNDS] [off|on|poll]
+//!
+//! `poll`: the feed on, and a watcher in another thread polling it every millisecond while
+//! the rows run; prints its polls, those that returned records, and the batches. The feed
+//! hands out only durable commits, so (the writers do not sync) each poll that returns
+//! records costs one fsync: count them with `strace -c -f -e fsync,fdatasync`.
 //!
 //! (built by `cargo build --release --workspace`). With `off` or `on`, only that setting runs,
 //! for counting its instructions and CPU time (`perf stat -e instructions:u,task-clock`),
 //! which a machine loaded by other work disturbs less than the wall time.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use txvfs::{FileSystem, Options, Store};
+use txvfs::{FileSystem, Options, Store, WatchOptions};
+
+/// A watcher polling every millisecond until `stop`: (polls, polls with records, batches).
+fn poller(store: &Store, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<[u64; 3]> {
+    let mut w = store.watch(WatchOptions::default()).unwrap();
+    std::thread::spawn(move || {
+        let mut n = [0u64; 3];
+        loop {
+            let last = stop.load(Ordering::SeqCst);
+            let b = w.poll().unwrap();
+            n[0] += 1;
+            n[1] += u64::from(!b.is_empty());
+            n[2] += b.len() as u64;
+            if last {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })
+}
 
 /// A clock: the wall time and the CPU time of the whole process.
 #[derive(Clone, Copy)]
@@ -30,7 +56,7 @@ impl Clock {
     }
 }
 
-fn round(files: usize, feed: bool) -> [[Duration; 2]; 3] {
+fn round(files: usize, feed: bool, poll: bool) -> [[Duration; 2]; 3] {
     let d = tempfile::tempdir().unwrap();
     let uri = d.path().join("s");
     let store =
@@ -38,6 +64,8 @@ fn round(files: usize, feed: bool) -> [[Duration; 2]; 3] {
             .unwrap();
     store.set_change_feed(feed).unwrap();
     store.mkdir("/small", 0o755).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let polling = poll.then(|| poller(&store, stop.clone()));
     let data = vec![7u8; 4096];
     let t = Clock::now();
     for i in 0..files {
@@ -55,7 +83,13 @@ fn round(files: usize, feed: bool) -> [[Duration; 2]; 3] {
     for i in 0..files {
         store.unlink(format!("/small/f{i}")).unwrap();
     }
-    [create, write, t.elapsed()]
+    let delete = t.elapsed();
+    if let Some(p) = polling {
+        stop.store(true, Ordering::SeqCst);
+        let [polls, with, batches] = p.join().unwrap();
+        println!("watcher: {polls} polls, {with} returned records, {batches} batches");
+    }
+    [create, write, delete]
 }
 
 fn main() {
@@ -63,10 +97,12 @@ fn main() {
     let files: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5000);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let only = args.next();
-    if only.as_deref().is_some_and(|o| o != "off" && o != "on") {
-        eprintln!("usage: txvfs-bench-watch [FILES] [ROUNDS] [off|on]");
+    if only.as_deref().is_some_and(|o| !["off", "on", "poll"].contains(&o)) {
+        eprintln!("usage: txvfs-bench-watch [FILES] [ROUNDS] [off|on|poll]");
         std::process::exit(2);
     }
+    let poll = only.as_deref() == Some("poll");
+    let only = if poll { Some("on".to_string()) } else { only };
     // [off, on][row][wall, cpu]
     let mut best = [[[Duration::MAX; 2]; 3]; 2];
     for _ in 0..rounds {
@@ -74,7 +110,7 @@ fn main() {
             if only.as_deref().is_some_and(|o| o != ["off", "on"][i]) {
                 continue;
             }
-            let r = round(files, feed);
+            let r = round(files, feed, poll);
             for row in 0..3 {
                 for clock in 0..2 {
                     best[i][row][clock] = best[i][row][clock].min(r[row][clock]);

@@ -6,6 +6,15 @@
 //! them through the backend ([`Backend::wake_on_stamped`]: FoundationDB's watches, a shared
 //! RocksDB store's bell); a store no other process uses needs nothing more; elsewhere they are
 //! seen by polling the feed, at most [`POLL_INTERVAL`] apart, while waiting.
+//!
+//! Durable only: a watcher hands out records (and moves its cursor past them) only once they
+//! are durable, so a power cut never takes back what a consumer read, nor leaves its saved
+//! cursor past the recovered store. Before `poll`, `wait` or the iterator return what they
+//! read, they call [`Backend::sync_through`] once, at the version of the newest snapshot they
+//! read at: on RocksDB the owner's shared fsync, skipped when its mark says that version is
+//! already synced (durable writers' commits are); a client asks its owner; FoundationDB's
+//! commits are durable when visible, so nothing happens there. A failed sync fails the call,
+//! and nothing is handed out.
 
 use super::feed::Signal;
 use super::store::Store;
@@ -118,6 +127,9 @@ pub struct Watcher {
     wakeup: Option<(Wakeup, Arc<AtomicBool>)>,
     /// Whether a fetch found records since the wake-up was armed.
     progressed: bool,
+    /// Records were read (into `ready`, or past by the filters) that may not be durable yet:
+    /// `Some(v)`, the newest read version they were read at (`Some(None)`: unknown).
+    unsynced: Option<Option<u64>>,
 }
 
 impl Store {
@@ -140,9 +152,13 @@ impl Store {
     /// assert_eq!(batches[0].changes[0].path, b"/a.txt");
     /// ```
     pub fn watch(&self, options: WatchOptions) -> Result<Watcher> {
-        let (id, newest, dropped) = self.feed_state()?;
+        let FeedState { id, newest, dropped, version } = self.feed_state()?;
         let cursor = match options.since {
-            None => Cursor { store: id, stamp: newest },
+            None => {
+                // The start is a cursor the caller may save: durable, like every other.
+                self.inner.backend.sync_through(version)?;
+                Cursor { store: id, stamp: newest }
+            }
             Some(c) => {
                 check_cursor(&c, id, newest, dropped)?;
                 c
@@ -156,11 +172,13 @@ impl Store {
             ready: VecDeque::new(),
             wakeup: None,
             progressed: true,
+            unsynced: None,
         })
     }
 
-    /// The store's identity, the newest record's stamp and the newest dropped counter.
-    fn feed_state(&self) -> Result<([u8; 16], [u8; STAMP_LEN], u64)> {
+    /// The store's identity, the newest record's stamp, the newest dropped counter, and the
+    /// version they were read at.
+    fn feed_state(&self) -> Result<FeedState> {
         let backend: &dyn Backend = &*self.inner.backend;
         kv::run_with_retries(backend, self.per_open.max_retries, false, |tx| {
             let on = tx
@@ -185,9 +203,17 @@ impl Store {
             let dropped = kv::decode_counter(
                 tx.snapshot_get(&schema::meta_key(Meta::FeedDropped))?.as_deref(),
             );
-            Ok((id, newest, dropped))
+            Ok(FeedState { id, newest, dropped, version: tx.read_version() })
         })
     }
+}
+
+/// See [`Store::feed_state`].
+struct FeedState {
+    id: [u8; 16],
+    newest: [u8; STAMP_LEN],
+    dropped: u64,
+    version: Option<u64>,
 }
 
 fn check_cursor(c: &Cursor, id: [u8; 16], newest: [u8; STAMP_LEN], dropped: u64) -> Result<()> {
@@ -223,24 +249,38 @@ impl Watcher {
     }
 
     /// Every batch committed after the cursor that is there now (without blocking); empty
-    /// when there is none.
+    /// when there is none. What it returns is durable: on RocksDB it syncs once first where
+    /// the writers' own fsyncs have not (see the module's comment); a failed sync is an error,
+    /// and nothing is handed out.
     pub fn poll(&mut self) -> Result<Vec<Batch>> {
         if self.ready.is_empty() {
             while self.fetch()? && self.ready.len() < PAGE {}
         }
-        Ok(self.drain())
+        self.drain()
     }
 
     /// [`Watcher::poll`], waiting up to `timeout` for at least one batch; empty when none came.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Batch>> {
         self.wait_ready(Some(Instant::now() + timeout))?;
-        Ok(self.drain())
+        self.drain()
     }
 
-    fn drain(&mut self) -> Vec<Batch> {
+    fn drain(&mut self) -> Result<Vec<Batch>> {
+        self.settle()?;
         let out: Vec<Batch> = self.ready.drain(..).collect();
         self.returned = self.read_at;
-        out
+        Ok(out)
+    }
+
+    /// Makes what was read durable before any of it is handed out or the cursor moves past it
+    /// (see the module's comment): one [`Backend::sync_through`], none when nothing was read
+    /// since the last. On failure nothing changes, and the next call tries again.
+    fn settle(&mut self) -> Result<()> {
+        if let Some(version) = self.unsynced {
+            self.store.inner.backend.sync_through(version)?;
+            self.unsynced = None;
+        }
+        Ok(())
     }
 
     /// Fetches until `ready` has a batch or the deadline passes (`None`: never).
@@ -257,6 +297,7 @@ impl Watcher {
             let nap = match deadline {
                 Some(d) if d <= now => {
                     // Nothing passed the filters: the caller now stands where reading does.
+                    self.settle()?;
                     self.returned = self.read_at;
                     return Ok(());
                 }
@@ -324,7 +365,7 @@ impl Watcher {
     fn fetch(&mut self) -> Result<bool> {
         let backend: Arc<dyn Backend> = self.store.inner.backend.clone();
         let after = self.read_at;
-        let (records, dropped) =
+        let (records, dropped, version) =
             kv::run_with_retries(&*backend, self.store.per_open.max_retries, false, |tx| {
                 let mut start = schema::feed_key(&after.stamp);
                 start.push(0);
@@ -333,7 +374,7 @@ impl Watcher {
                 let dropped = kv::decode_counter(
                     tx.snapshot_get(&schema::meta_key(Meta::FeedDropped))?.as_deref(),
                 );
-                Ok((records, dropped))
+                Ok((records, dropped, tx.read_version()))
             })?;
         // Read in one snapshot: if nothing after the cursor was dropped there, every record
         // after it is in `records` (retention drops the oldest records only).
@@ -341,6 +382,12 @@ impl Watcher {
             return Err(dropped_error(&after));
         }
         let any = !records.is_empty();
+        if any {
+            self.unsynced = Some(match self.unsynced {
+                None => version,
+                Some(v) => v.zip(version).map(|(a, b)| a.max(b)),
+            });
+        }
         for (k, v) in records {
             let stamp = schema::feed_stamp(&k)?;
             let (time_ms, changes) = schema::decode_record(&v)?;
@@ -359,7 +406,7 @@ impl Watcher {
 impl Iterator for Watcher {
     type Item = Result<Batch>;
     fn next(&mut self) -> Option<Result<Batch>> {
-        if let Err(e) = self.wait_ready(None) {
+        if let Err(e) = self.wait_ready(None).and_then(|()| self.settle()) {
             return Some(Err(e));
         }
         let batch = self.ready.pop_front()?;

@@ -43,6 +43,16 @@ pub trait Backend: Send + Sync + 'static {
     fn limits(&self) -> Limits;
     /// Makes every transaction committed so far durable (one fsync, shared by callers).
     fn sync(&self) -> Result<()>;
+    /// Makes durable every commit that a transaction reading at `read_version` (its
+    /// [`Txn::read_version`]; `None`: every commit so far) sees, with no fsync where they
+    /// already are (the optimistic layer keeps a mark of what is synced). The change feed
+    /// calls it before it hands out records, so a power cut cannot take back what a consumer
+    /// read. The default: [`Backend::sync`] (nothing on FoundationDB, whose commits are
+    /// durable when they become visible).
+    fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        let _ = read_version;
+        self.sync()
+    }
     /// A short description for messages, such as `rocksdb:/path`.
     fn describe(&self) -> String;
     /// The (total, free) bytes of the disk that holds the backend's data, if it has one of

@@ -26,6 +26,9 @@ pub struct FaultPlan {
     parallel_reads: AtomicU64,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
+    syncs: AtomicU64,
+    skip_syncs: AtomicU64,
+    fail_syncs: AtomicU64,
 }
 
 impl FaultPlan {
@@ -55,6 +58,24 @@ impl FaultPlan {
     pub fn fail_writes_nospace_after(&self, skip: u64, n: u64) {
         self.skip_writes.store(skip, Ordering::SeqCst);
         self.writes.store(n, Ordering::SeqCst);
+    }
+    /// Fails the next `n` syncs ([`Backend::sync`], [`Backend::sync_through`]) before they
+    /// reach the wrapped backend, as a disk whose fsync fails.
+    pub fn fail_syncs(&self, n: u64) {
+        self.skip_syncs.store(0, Ordering::SeqCst);
+        self.fail_syncs.store(n, Ordering::SeqCst);
+    }
+    /// How many syncs ([`Backend::sync`], [`Backend::sync_through`]) were asked for so far,
+    /// failed ones included.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::SeqCst)
+    }
+    fn sync(&self, inner: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.take(&self.skip_syncs, &self.fail_syncs) {
+            return Err(injected("fsync"));
+        }
+        inner()
     }
     /// Delays every later read (get or range) by `d`, as a remote backend's round trip would.
     pub fn set_read_latency(&self, d: std::time::Duration) {
@@ -211,6 +232,9 @@ impl FaultyTxn {
 }
 
 impl Txn for FaultyTxn {
+    fn read_version(&self) -> Option<u64> {
+        self.inner.read_version()
+    }
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.got(|t| t.get(key))
     }
@@ -306,7 +330,10 @@ impl Backend for FaultyBackend {
         self.inner.limits()
     }
     fn sync(&self) -> Result<()> {
-        self.inner.sync()
+        self.plan.sync(|| self.inner.sync())
+    }
+    fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        self.plan.sync(|| self.inner.sync_through(read_version))
     }
     fn describe(&self) -> String {
         format!("faulty({})", self.inner.describe())

@@ -206,6 +206,9 @@ impl Backend for MemoryBackend {
     fn sync(&self) -> Result<()> {
         self.occ.sync_all()
     }
+    fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        self.occ.sync_through(read_version)
+    }
     fn describe(&self) -> String {
         let mut params = Vec::new();
         if self.occ.limits() == Limits::FOUNDATIONDB {

@@ -328,6 +328,9 @@ impl Backend for RocksBackend {
     fn sync(&self) -> Result<()> {
         self.occ.sync_all()
     }
+    fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        self.occ.sync_through(read_version)
+    }
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.occ.engine.path.display())
     }

@@ -255,6 +255,14 @@ impl<E: Engine> OccStore<E> {
         let v = self.visible_now.load(Ordering::SeqCst);
         self.sync_to(v)
     }
+
+    /// [`crate::kv::Backend::sync_through`]: `sync_to(read_version)`, or everything visible.
+    pub(crate) fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        match read_version {
+            Some(v) => self.sync_to(v),
+            None => self.sync_all(),
+        }
+    }
 }
 
 impl<E: Engine> ReadCacheControl for OccStore<E> {

@@ -274,3 +274,32 @@ fn a_new_stamp_block_is_durable_before_its_first_stamp_is_visible() {
     stamped();
     assert_eq!(store.engine.syncs.load(SeqCst), 1, "no fsync within the block");
 }
+
+/// `sync_through` (what the change feed calls before it hands out records) fsyncs only when
+/// the version read is past the synced mark: a durable commit's records cost the reader no
+/// fsync, a non-durable one's cost one, which also covers every commit visible by then.
+#[test]
+fn sync_through_fsyncs_only_past_the_synced_mark() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    let commit = |durable: bool| {
+        let mut t = store.begin().unwrap();
+        t.set(b"k", b"v").unwrap();
+        t.commit_versioned(durable).unwrap().unwrap()
+    };
+    let v1 = commit(true);
+    let after_durable = store.engine.syncs.load(SeqCst);
+    store.sync_through(Some(v1)).unwrap();
+    assert_eq!(store.engine.syncs.load(SeqCst), after_durable, "already durable: no fsync");
+    let v2 = commit(false);
+    let v3 = commit(false);
+    assert_eq!(store.engine.syncs.load(SeqCst), after_durable, "non-durable commits: no fsync");
+    store.sync_through(Some(v2)).unwrap();
+    assert_eq!(store.engine.syncs.load(SeqCst), after_durable + 1, "one fsync for v2");
+    store.sync_through(Some(v3)).unwrap();
+    store.sync_through(None).unwrap();
+    assert_eq!(store.engine.syncs.load(SeqCst), after_durable + 1, "it covered v3 too");
+    store.engine.fail_sync.store(true, SeqCst);
+    let v4 = commit(false);
+    assert!(store.sync_through(Some(v4)).is_err(), "a failed fsync fails the reader");
+}

@@ -446,6 +446,11 @@ impl Backend for SharedBackend {
         // files), so the new owner's sync covers it.
         self.on_current(|local| local.sync(), |c| c.sync())
     }
+    fn sync_through(&self, read_version: Option<u64>) -> Result<()> {
+        // A client's transactions carry no version of the owner's: it asks the owner, whose
+        // sync skips the fsync when every commit it made visible is durable.
+        self.on_current(|local| local.sync_through(read_version), |c| c.sync())
+    }
     fn describe(&self) -> String {
         format!("rocksdb:{}", self.dir.display())
     }

@@ -8,12 +8,13 @@
 //!                        by step G of lane K only; `aK.G` the creation of /LK/auto/aG; `-` none)
 //!   at CURSOR            the cursor saved after the poll (where a restart resumes)
 //!
-//! It reads commits before they are durable, so it may see commits that the cut then loses.
+//! The feed delivers only durable commits, so no cut may take back what the consumer read.
 //! After each cut the check replays the log and then, as the consumer would on restart:
-//! notes the newest cursor the recovered store holds (`cut CURSOR`: what the consumer saw past
-//! it was lost with the cut, and is forgotten), commits one marker transaction (so that a
-//! consumer whose cursor was past the recovered store has something after it), resumes from
-//! the saved cursor and reads to the end. It checks that
+//! notes the newest cursor the recovered store holds (`cut CURSOR`: nothing delivered or saved
+//! may be past it), commits one marker transaction, resumes from the saved cursor and reads to
+//! the end. It checks that
+//! - no transaction delivered before a cut was lost with it, and the consumer's cursor was
+//!   never past the recovered store (a commit delivered before it was durable);
 //! - every cursor delivered is above every cursor delivered or saved before it, across cuts
 //!   (a stamp given again after a cut, the defect the fsynced stamp bound prevents, would
 //!   show here, or as a resume that fails after the marker, or as a lost step);
@@ -125,13 +126,33 @@ impl State {
         self.at = Some(c);
     }
 
-    /// After a cut: the recovered store's newest cursor is `newest`.
+    /// After a cut: the recovered store's newest cursor is `newest`. The feed delivers only
+    /// durable commits, so nothing delivered or saved may be past it.
     fn cut(&mut self, newest: Cursor) {
         self.cuts += 1;
         let before = self.seen.len();
+        let mut lost: Vec<&String> =
+            self.seen.iter().filter(|(_, c)| **c > newest).map(|(id, _)| id).collect();
+        lost.sort();
+        if !lost.is_empty() {
+            let ids: Vec<&str> = lost.iter().take(5).map(|s| s.as_str()).collect();
+            self.bad.push(format!(
+                "feed: {} delivered (before cut {}) and then taken back by the cut: the feed \
+                 delivered a commit that was not durable",
+                ids.join(","),
+                self.cuts
+            ));
+        }
         self.seen.retain(|_, c| *c <= newest);
         self.lost_seen += before - self.seen.len();
-        self.ahead += self.at.is_some_and(|a| a > newest) as usize;
+        if let Some(h) = self.high.filter(|h| *h > newest) {
+            self.bad.push(format!(
+                "feed: cursor {h} was delivered or saved before cut {}, and the recovered store \
+                 ends at {newest}: the consumer was past the recovered store",
+                self.cuts
+            ));
+            self.ahead += 1;
+        }
     }
 
     fn replay(path: &str) -> State {
