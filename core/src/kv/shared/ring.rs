@@ -9,15 +9,18 @@
 //! the epoch began; the ring holds the last [`CAPACITY`] of them). A record is one written key
 //! or cleared range: `len u32, version u64, kind u8, a (u32 len + bytes), b (u32 len + bytes)`.
 //!
-//! Only the owner writes, under the lock that makes a commit visible, and before it is: the
-//! records, then `head` and `version` together, inside a sequence lock (`seq` odd while they
-//! change), so a reader always loads a pair that belongs together: the records below `head`
-//! are exactly those of the versions up to `version`. (Loaded one after the other without
-//! it, a reader could take the writes of commit V+1 as those of V, or skip them, and its
-//! cache then kept a stale value for ever.) A reader copies the records after its own
-//! position, and keeps them only if `epoch` did not change and the writer did not lap the
-//! copy (`head` moved less than [`CAPACITY`] past the reader's position); otherwise it starts
-//! over from an empty cache.
+//! Only the owner writes, under the lock that makes a commit visible, and before it is: first
+//! `reserved` (the end of the bytes it is about to write), then the records, then `head` and
+//! `version` together, inside a sequence lock (`seq` odd while they change), so a reader always
+//! loads a pair that belongs together: the records below `head` are exactly those of the
+//! versions up to `version`. (Loaded one after the other without it, a reader could take the
+//! writes of commit V+1 as those of V, or skip them, and its cache then kept a stale value for
+//! ever.) A reader copies the records after its own position, and keeps them only if `epoch`
+//! did not change and no byte written meanwhile can have landed on the copy: `reserved`,
+//! loaded after the copy, is at most [`CAPACITY`] past the reader's position. (Checked against
+//! `head` instead, bytes written but not yet announced went unseen: a reader one ring behind
+//! took the next commit's records for the oldest ones it copied.) Otherwise it starts over
+//! from an empty cache.
 //!
 //! The file never shrinks and is never replaced (a process keeps the pages it mapped), so a
 //! reader cannot fault on it; a new owner takes it over by writing a new epoch.
@@ -38,8 +41,8 @@ const HEADER: usize = 4096;
 /// transaction that reaches the owner within that reads exactly its snapshot; an older one
 /// moves forward if what it read did not change, else fails with the retryable conflict.
 pub(crate) const KEPT_VERSIONS: usize = 256;
-// "txvfsrn2": the second layout (with `seq`); a reader of the first resets at every look.
-const MAGIC: u64 = 0x7478_7666_7372_6e32;
+// "txvfsrn3": the third layout (with `reserved`); a reader of an older one resets at every look.
+const MAGIC: u64 = 0x7478_7666_7372_6e33;
 /// How long a reader waits for a writer inside the sequence lock before it gives up on the
 /// cache for this look (a writer stopped or killed there; a new owner writes a new epoch).
 const SEQ_SPINS: u32 = 10_000;
@@ -122,6 +125,9 @@ impl Map {
     }
     fn seq(&self) -> &AtomicU64 {
         self.word(4)
+    }
+    fn reserved(&self) -> &AtomicU64 {
+        self.word(5)
     }
 
     /// Changes header words inside the sequence lock.
@@ -229,6 +235,7 @@ impl RingWriter {
         map.publish(|m| {
             m.epoch().store(epoch, Ordering::Relaxed);
             m.head().store(0, Ordering::Relaxed);
+            m.reserved().store(0, Ordering::Relaxed);
             m.version().store(version, Ordering::Relaxed);
             m.magic().store(MAGIC, Ordering::Relaxed);
         });
@@ -240,14 +247,20 @@ impl RingWriter {
     /// Publishes commit `version`'s writes (`None`: it failed and changed nothing). Called
     /// in version order, before the commit becomes visible.
     pub(crate) fn record(&mut self, version: u64, batch: Option<&[Mutation]>) {
-        let mut head = self.map.head().load(Ordering::Relaxed);
+        let head = self.write_records(version, batch);
+        self.publish_records(version, head);
+    }
+
+    /// Writes commit `version`'s records after the published head, announcing first how far
+    /// they reach (`reserved`); returns the new head.
+    fn write_records(&mut self, version: u64, batch: Option<&[Mutation]>) -> u64 {
+        let head = self.map.head().load(Ordering::Relaxed);
         let mut buf = Vec::with_capacity(256);
         for m in batch.unwrap_or(&[]) {
             let (kind, a, b): (u8, &[u8], &[u8]) = match m {
                 Mutation::Set(k, _) | Mutation::Clear(k) => (0, k, &[]),
                 Mutation::ClearRange(s, e) => (1, s, e),
             };
-            buf.clear();
             let len = 4 + 8 + 1 + 4 + a.len() + 4 + b.len();
             buf.extend_from_slice(&(len as u32).to_le_bytes());
             buf.extend_from_slice(&version.to_le_bytes());
@@ -256,9 +269,17 @@ impl RingWriter {
             buf.extend_from_slice(a);
             buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
             buf.extend_from_slice(b);
-            self.map.write(head, &buf);
-            head += len as u64;
         }
+        // Readers see `reserved` move before any of the bytes it covers (the fence keeps the
+        // store before the writes), so a copy that met one of them also meets the reservation.
+        self.map.reserved().store(head + buf.len() as u64, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.map.write(head, &buf);
+        head + buf.len() as u64
+    }
+
+    /// Announces records up to `head` as those of the versions up to `version`.
+    fn publish_records(&mut self, version: u64, head: u64) {
         self.map.publish(|m| {
             m.head().store(head, Ordering::Relaxed);
             m.version().store(version, Ordering::Relaxed);
@@ -337,10 +358,10 @@ impl RingReader {
         }
         let mut bytes = vec![0u8; (head - self.pos) as usize];
         m.read(self.pos, &mut bytes);
-        // Valid only if the writer neither lapped the copy nor changed epoch meanwhile (the
-        // fence keeps the copy's loads before these).
+        // Valid only if nothing written meanwhile, announced or not, reached the copy and the
+        // epoch did not change (the fence keeps the copy's loads before these).
         fence(Ordering::Acquire);
-        let lapped = m.head().load(Ordering::Acquire).saturating_sub(self.pos) > CAPACITY;
+        let lapped = m.reserved().load(Ordering::Acquire).saturating_sub(self.pos) > CAPACITY;
         if lapped || m.epoch().load(Ordering::Acquire) != epoch {
             return reset(self);
         }
@@ -409,127 +430,5 @@ pub(crate) fn touches_range(writes: &[Written], start: &[u8], end: &[u8]) -> boo
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(k: &[u8]) -> Mutation {
-        Mutation::Set(k.to_vec(), b"v".to_vec())
-    }
-
-    #[test]
-    fn a_reader_sees_each_commit_s_writes_once_and_resets_on_a_new_epoch() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut w = RingWriter::start(dir.path(), 5).unwrap();
-        let mut r = RingReader::open(dir.path()).unwrap();
-        assert!(matches!(r.changes(), Changes::Reset { version: 5, .. }));
-        w.record(6, Some(&[set(b"a"), Mutation::ClearRange(b"b".to_vec(), b"c".to_vec())]));
-        w.record(7, None);
-        match r.changes() {
-            Changes::Since { version: 7, writes } => {
-                assert!(writes.iter().all(|(v, _)| *v == 6));
-                let writes: Vec<Written> = writes.into_iter().map(|(_, w)| w).collect();
-                assert!(touches(&writes, b"a") && touches(&writes, b"bb"));
-                assert!(!touches(&writes, b"c") && touches_range(&writes, b"a", b"b"));
-            }
-            _ => panic!("expected the writes of 6 and 7"),
-        }
-        assert!(
-            matches!(r.changes(), Changes::Since { version: 7, ref writes } if writes.is_empty())
-        );
-        assert_eq!(w.written_between(5, 6).unwrap().len(), 2);
-        assert!(w.written_between(6, 7).unwrap().is_empty());
-        assert!(w.written_between(1, 7).is_none(), "before the ring: unknown");
-        drop(w);
-        let _w2 = RingWriter::start(dir.path(), 0).unwrap();
-        assert!(matches!(r.changes(), Changes::Reset { version: 0, .. }));
-    }
-
-    #[test]
-    fn a_reader_lapped_by_the_writer_resets() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut w = RingWriter::start(dir.path(), 0).unwrap();
-        let mut r = RingReader::open(dir.path()).unwrap();
-        let _ = r.changes();
-        let big = vec![7u8; 60_000];
-        for v in 1..=80 {
-            w.record(v, Some(&[set(&big)]));
-        }
-        assert!(matches!(r.changes(), Changes::Reset { version: 80, .. }));
-        w.record(81, Some(&[set(b"k")]));
-        assert!(
-            matches!(r.changes(), Changes::Since { version: 81, ref writes } if writes.len() == 1)
-        );
-    }
-    /// A reader racing the writer never claims a version whose writes it has not seen, and
-    /// never sees a commit's writes under an older version: what a client's cache holds at
-    /// the version it claims is exact (a torn (version, head) pair made a cache keep a stale
-    /// value for ever: SQLite's mptest then never saw new rows).
-    #[test]
-    fn a_reader_racing_the_writer_sees_each_version_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut w = RingWriter::start(dir.path(), 0).unwrap();
-        let mut r = RingReader::open(dir.path()).unwrap();
-        let _ = r.changes();
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop = done.clone();
-        let writer = std::thread::spawn(move || {
-            for v in 1..=3_000_000u64 {
-                // Every commit writes its own key; every tenth writes nothing.
-                if v % 10 == 0 {
-                    w.record(v, Some(&[]));
-                } else {
-                    w.record(v, Some(&[set(&v.to_be_bytes())]));
-                }
-            }
-            stop.store(true, Ordering::SeqCst);
-        });
-        // The versions whose writes this reader knows of, as a cache would: all up to `known`.
-        let mut known = 0u64;
-        let mut checks = 0u64;
-        while !done.load(Ordering::SeqCst) {
-            match r.changes() {
-                Changes::Reset { version, .. } => known = version,
-                Changes::Since { version, writes } => {
-                    let mut expect = known + 1;
-                    for (v, w) in writes {
-                        assert!(v <= version, "a write of {v} seen under version {version}");
-                        while expect % 10 == 0 {
-                            expect += 1;
-                        }
-                        assert_eq!(v, expect, "writes of versions {known}..={version} skipped");
-                        assert_eq!(w, Written::Key(v.to_be_bytes().to_vec()));
-                        expect += 1;
-                    }
-                    while expect <= version && expect % 10 == 0 {
-                        expect += 1;
-                    }
-                    assert!(expect > version, "version {version} claimed, writes seen to {expect}");
-                    known = version;
-                }
-            }
-            checks += 1;
-        }
-        writer.join().unwrap();
-        assert!(checks > 100, "the reader ran alongside the writer ({checks} reads)");
-    }
-    /// A writer stopped (or killed) inside the sequence lock: readers give up at once on
-    /// this look, in an epoch no owner writes, instead of waiting; a new owner's ring works.
-    #[test]
-    fn a_writer_stuck_inside_the_lock_does_not_hold_readers() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut w = RingWriter::start(dir.path(), 3).unwrap();
-        let mut r = RingReader::open(dir.path()).unwrap();
-        assert!(matches!(r.changes(), Changes::Reset { version: 3, .. }));
-        w.record(4, Some(&[set(b"a")]));
-        let seq = w.map.seq().load(Ordering::SeqCst);
-        w.map.seq().store(seq | 1, Ordering::SeqCst);
-        assert!(matches!(r.changes(), Changes::Reset { epoch: 0, version: 0 }));
-        drop(w);
-        let mut w2 = RingWriter::start(dir.path(), 9).unwrap();
-        assert!(matches!(r.changes(), Changes::Reset { version: 9, .. }));
-        w2.record(10, Some(&[set(b"b")]));
-        assert!(
-            matches!(r.changes(), Changes::Since { version: 10, ref writes } if writes.len() == 1)
-        );
-    }
-}
+#[path = "ring_tests.rs"]
+mod tests;
