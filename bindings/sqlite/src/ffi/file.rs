@@ -276,8 +276,9 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
     })
 }
 
-/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode` WAL and OFF are answered here (see [`engine::wal`]); `txvfs_group` and `txvfs_stats`
-/// are txvfs's own; `synchronous` and `locking_mode` are noted (and left to SQLite).
+/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode` WAL and OFF are answered here (see
+/// [`engine::wal`]); `txvfs_group` and `txvfs_stats` are txvfs's own; `synchronous` and
+/// `locking_mode` are noted (and left to SQLite).
 unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     let args = arg as *mut *mut c_char;
     let name = cstr(*args.add(1)).unwrap_or("").to_ascii_lowercase();
