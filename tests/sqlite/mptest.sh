@@ -4,7 +4,8 @@
 # SQLite's own, linked against the host's libsqlite3 with a main that registers txvfs first
 # (mptest spawns its clients as new processes of the same program, which register it too).
 #   usage: tests/sqlite/mptest.sh LIBPATH WORKDIR [MODE ...]
-# Exits 77 (skipped, counted as such) when SQLite's source cannot be fetched.
+# Exits 77 (skipped, counted as such) when SQLite's source cannot be fetched, 1 (failed) then
+# with TXVFS_SQLITE_TCL_REQUIRE=1 (scripts/test sets it where Debian's apt sources are).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIB=${1:?usage: mptest.sh LIBPATH WORKDIR}
@@ -14,6 +15,9 @@ MODES=("${@:-wal}")
 CACHE="$HOME/.cache/txvfs/sqlite-tcl"
 if [ ! -f "$CACHE/src/mptest/mptest.c" ]; then
   benches/sqlite/fetch-sqlite-source.sh "$CACHE" >/dev/null || {
+    if [ "${TXVFS_SQLITE_TCL_REQUIRE:-0}" = 1 ]; then
+      echo "mptest: FAILED: cannot fetch Debian's sqlite3 source package (TXVFS_SQLITE_TCL_REQUIRE=1)"; exit 1
+    fi
     echo "mptest: SKIPPED: cannot fetch Debian's sqlite3 source package"; exit 77; }
 fi
 MP="$CACHE/src/mptest"

@@ -35,6 +35,8 @@ pub struct Db {
     batch: Option<Overlay>,
     /// What a read transaction reads (under SHARED).
     snap: Option<Snapshot>,
+    /// This connection set `journal_mode=OFF` (answered by the VFS: [`super::wal`]).
+    journal_off: bool,
 }
 
 impl Db {
@@ -69,6 +71,7 @@ impl Db {
             member,
             batch: None,
             snap: None,
+            journal_off: false,
         };
         if let Some(g) = group {
             db.join_group(g)?;
@@ -108,6 +111,12 @@ impl Db {
     /// on its own: not in a commit group, whose members commit together at phase two.
     pub fn batch_capable(&self) -> bool {
         self.member.lock().group.is_none()
+    }
+
+    /// `PRAGMA journal_mode[=value]`: the answer when the VFS gives it, None when SQLite's pager
+    /// handles it ([`super::wal::journal_mode`]).
+    pub fn journal_mode(&mut self, value: Option<&str>) -> Result<Option<&'static str>> {
+        super::wal::journal_mode(&self.store.store, &self.path, &mut self.journal_off, value)
     }
 
     /// `PRAGMA synchronous=OFF` (true) or another level (false).

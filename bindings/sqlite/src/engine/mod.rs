@@ -3,7 +3,7 @@
 //! processes ([`lockbytes`]), database files whose writes stay in an overlay ([`overlay`],
 //! [`db`]) until SQLite commits, commits of one or several databases as one txvfs transaction
 //! ([`commit`]), the snapshots read transactions read ([`snapshot`]), and in-memory journal
-//! and temp files ([`memfile`]), and `PRAGMA journal_mode=WAL` ([`wal`]). `ffi` translates SQLite's callbacks into calls on these types.
+//! and temp files ([`memfile`]), and `PRAGMA journal_mode` WAL and OFF ([`wal`]). `ffi` translates SQLite's callbacks into calls on these types.
 
 pub mod commit;
 pub mod db;

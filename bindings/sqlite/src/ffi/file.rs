@@ -276,40 +276,30 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
     })
 }
 
-/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode=WAL` is answered here (see [`engine::wal`]); `txvfs_group` and `txvfs_stats`
-/// are txvfs's own; `synchronous` and `locking_mode` are noted (and left to SQLite).
+/// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode` WAL and OFF are answered here (see
+/// [`engine::wal`]); `txvfs_group` and `txvfs_stats` are txvfs's own; `synchronous` and
+/// `locking_mode` are noted (and left to SQLite).
 unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     let args = arg as *mut *mut c_char;
     let name = cstr(*args.add(1)).unwrap_or("").to_ascii_lowercase();
     let value = cstr(*args.add(2)).map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string());
     let set = |msg: &str| *args = sqlite_string(msg);
     match name.as_str() {
-        "journal_mode" => {
-            let store = &db.store().store;
-            let mode = value.as_deref().map(str::to_ascii_lowercase);
-            let r = match mode.as_deref() {
-                Some("wal") => engine::wal::set_wal(store, db.path(), true).map(|()| true),
-                Some("delete" | "truncate" | "persist" | "memory" | "off") => {
-                    engine::wal::set_wal(store, db.path(), false).map(|()| false)
+        "journal_mode" => match db.journal_mode(value.as_deref()) {
+            Ok(Some(answer)) => {
+                set(answer);
+                // sqlite3_mprintf failed: SQLite would answer an empty row, not an error.
+                if (*args).is_null() {
+                    return ffi::SQLITE_NOMEM;
                 }
-                _ => engine::wal::is_wal(store, db.path()),
-            };
-            match r {
-                Ok(true) => {
-                    set("wal");
-                    // sqlite3_mprintf failed: SQLite would answer an empty row, not an error.
-                    if (*args).is_null() {
-                        return ffi::SQLITE_NOMEM;
-                    }
-                    ffi::SQLITE_OK
-                }
-                Ok(false) => ffi::SQLITE_NOTFOUND,
-                Err(e) => {
-                    set(&format!("txvfs: {e}"));
-                    ffi::SQLITE_ERROR
-                }
+                ffi::SQLITE_OK
             }
-        }
+            Ok(None) => ffi::SQLITE_NOTFOUND,
+            Err(e) => {
+                set(&format!("txvfs: {e}"));
+                ffi::SQLITE_ERROR
+            }
+        },
         "locking_mode" => {
             if let Some(v) = &value {
                 db.set_exclusive_mode(v.eq_ignore_ascii_case("exclusive"));
