@@ -464,7 +464,30 @@ fn run_round(base: &Path, s: &Sizes, quick: bool, options: &txvfs::Options) -> (
         });
     }
 
+    print_memory(&store);
     (rows, create_ratio)
+}
+
+/// The read cache's resident size (what it holds: the process's page cache of file blocks
+/// and metadata) and the process's resident set, after a round.
+fn print_memory(store: &Store) {
+    let cache = store.backend().read_cache().and_then(|c| c.stats());
+    let rss_kib = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?.to_string();
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    });
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    match cache {
+        Some(c) => println!(
+            "read cache after the round: {:.1} MiB resident (limit {:.0} MiB), {} hits, {} misses; process RSS {:.0} MiB",
+            mib(c.bytes),
+            mib(txvfs::fs::default_cache_size()),
+            c.hits,
+            c.misses,
+            rss_kib.map_or(0.0, |k| k as f64 / 1024.0)
+        ),
+        None => println!("read cache: off"),
+    }
 }
 
 /// Reads a file to its end 1 MiB at a time; returns the bytes read.

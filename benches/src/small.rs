@@ -157,6 +157,33 @@ pub(super) fn rows(s: &Systems, files: usize, data: &[u8]) -> Vec<Row> {
     .0;
     rows.push(row("open+read 4 KiB+close", "file", [t_tx, t_fs, t_rk, t_sq], n));
 
+    // --- write_file: a 4 KiB file's contents replaced in one call (one commit) ---
+    let t_tx = time(|| {
+        for (dir, name) in &paths {
+            store.write_file(format!("/{dir}/{name}"), data).unwrap();
+        }
+    })
+    .0;
+    let t_fs = time(|| {
+        for (dir, name) in &paths {
+            std::fs::write(native.join(dir).join(name), data).unwrap();
+        }
+    })
+    .0;
+    let t_rk = time(|| {
+        for (dir, name) in &paths {
+            raw.put_opt(format!("{dir}/{name}"), data, wo).unwrap();
+        }
+    })
+    .0;
+    let t_sq = time(|| {
+        for (dir, name) in &paths {
+            sql.replace(dir, name, data);
+        }
+    })
+    .0;
+    rows.push(row("write_file 4 KiB (replace, one call)", "file", [t_tx, t_fs, t_rk, t_sq], n));
+
     // --- rename (raw RocksDB: the value moves to a new key in one batch) ---
     let renamed: Vec<(String, String)> = order.iter().map(|&i| path(i, "r")).collect();
     let t_tx = time(|| {

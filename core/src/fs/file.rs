@@ -197,7 +197,7 @@ impl File {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
         self.flush()?;
-        self.scope.run(|op| op.read_into(self.ino, offset, buf))
+        self.scope.read(|op| op.read_into(self.ino, offset, buf))
     }
 
     /// Writes all of `data` at the current position (at the end with append) and advances.
@@ -294,7 +294,7 @@ impl File {
     pub fn stat(&self) -> Result<Stat> {
         self.check(false, false)?;
         self.flush()?;
-        self.scope.run(|op| op.stat_ino(self.ino))
+        self.scope.read(|op| op.stat_ino(self.ino))
     }
 
     /// `fsync`: on a store handle, makes every committed write durable; inside a transaction

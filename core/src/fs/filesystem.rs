@@ -38,7 +38,7 @@ pub trait FileSystem: sealed::Sealed {
     /// Reads a whole file.
     fn read_file(&self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
         let p = bytes(&path);
-        self.scope().run(|op| {
+        self.scope().read(|op| {
             let (ino, _) = op.open(p, &OpenOptions::new().read(true))?;
             op.read_ino(ino, 0, usize::MAX)
         })
@@ -56,11 +56,11 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// `stat`: attributes, following a final symlink.
     fn stat(&self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        self.scope().run(|op| op.stat(bytes(&path), true))
+        self.scope().read(|op| op.stat(bytes(&path), true))
     }
     /// `lstat`: attributes of a symlink itself.
     fn lstat(&self, path: impl AsRef<[u8]>) -> Result<Stat> {
-        self.scope().run(|op| op.stat(bytes(&path), false))
+        self.scope().read(|op| op.stat(bytes(&path), false))
     }
     /// True if `path` exists (following symlinks); errors other than ENOENT/ENOTDIR surface.
     fn exists(&self, path: impl AsRef<[u8]>) -> Result<bool> {
@@ -143,7 +143,7 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Reads a symlink's target.
     fn readlink(&self, path: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.scope().run(|op| op.readlink(bytes(&path)))
+        self.scope().read(|op| op.readlink(bytes(&path)))
     }
     /// Lists a directory page: up to `limit` entries (0 for all) whose names sort after
     /// `after` (the cursor: the last name of the previous page), in byte order of names.
@@ -153,7 +153,7 @@ pub trait FileSystem: sealed::Sealed {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<DirEntry>> {
-        self.scope().run(|op| op.readdir(bytes(&path), after, limit))
+        self.scope().read(|op| op.readdir(bytes(&path), after, limit))
     }
     /// Sets permission bits.
     fn chmod(&self, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
@@ -178,7 +178,7 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Reads an extended attribute (ENODATA if absent).
     fn getxattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.scope().run(|op| op.getxattr(FileRef::Path(bytes(&path)), bytes(&name)))
+        self.scope().read(|op| op.getxattr(FileRef::Path(bytes(&path)), bytes(&name)))
     }
     /// Sets an extended attribute; see [`XattrFlags`].
     fn setxattr(
@@ -192,7 +192,7 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Lists extended attribute names.
     fn listxattr(&self, path: impl AsRef<[u8]>) -> Result<Vec<Vec<u8>>> {
-        self.scope().run(|op| op.listxattr(FileRef::Path(bytes(&path))))
+        self.scope().read(|op| op.listxattr(FileRef::Path(bytes(&path))))
     }
     /// Removes an extended attribute (ENODATA if absent).
     fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
@@ -200,7 +200,7 @@ pub trait FileSystem: sealed::Sealed {
     }
     /// Store-wide usage in O(1).
     fn statfs(&self) -> Result<StatFs> {
-        self.scope().run(|op| op.statfs())
+        self.scope().read(|op| op.statfs())
     }
 }
 

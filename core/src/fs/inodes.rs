@@ -48,16 +48,16 @@ impl Default for SetAttr {
 pub trait InodeFileSystem: FileSystem {
     /// The attributes of `name` in directory `dir` (ENOENT if absent).
     fn lookup_at(&self, dir: u64, name: impl AsRef<[u8]>) -> Result<Stat> {
-        self.scope().run(|op| op.lookup_at(dir, name.as_ref()))
+        self.scope().read(|op| op.lookup_at(dir, name.as_ref()))
     }
     /// The attributes of inode `ino`.
     fn stat_ino(&self, ino: u64) -> Result<Stat> {
-        self.scope().run(|op| op.stat_ino(ino))
+        self.scope().read(|op| op.stat_ino(ino))
     }
     /// Checks `access(2)`: may the caller read (4), write (2) or search/execute (1) `ino`?
     /// A mask of 0 checks only that it exists.
     fn access_ino(&self, ino: u64, mask: u32) -> Result<()> {
-        self.scope().run(|op| op.access_check(ino, mask))
+        self.scope().read(|op| op.access_check(ino, mask))
     }
     /// Creates directory `name` in `dir` with permission bits `mode`.
     fn mkdir_at(&self, dir: u64, name: impl AsRef<[u8]>, mode: u32) -> Result<Stat> {
@@ -135,11 +135,11 @@ pub trait InodeFileSystem: FileSystem {
     }
     /// Reads the target of symlink `ino`.
     fn readlink_ino(&self, ino: u64) -> Result<Vec<u8>> {
-        self.scope().run(|op| op.readlink_ino(ino))
+        self.scope().read(|op| op.readlink_ino(ino))
     }
     /// Lists directory `ino` like [`FileSystem::readdir`] (a page after the name `after`).
     fn readdir_ino(&self, ino: u64, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
-        self.scope().run(|op| op.readdir_ino(ino, after, limit))
+        self.scope().read(|op| op.readdir_ino(ino, after, limit))
     }
     /// Applies `attr` to `ino` in one step (all or nothing) and returns the new attributes.
     fn set_attr(&self, ino: u64, attr: &SetAttr) -> Result<Stat> {
@@ -179,7 +179,7 @@ pub trait InodeFileSystem: FileSystem {
     }
     /// Reads extended attribute `name` of `ino` (ENODATA if absent).
     fn getxattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<Vec<u8>> {
-        self.scope().run(|op| op.getxattr(FileRef::Ino(ino), name.as_ref()))
+        self.scope().read(|op| op.getxattr(FileRef::Ino(ino), name.as_ref()))
     }
     /// Sets extended attribute `name` of `ino`.
     fn setxattr_ino(
@@ -193,7 +193,7 @@ pub trait InodeFileSystem: FileSystem {
     }
     /// Lists the extended attribute names of `ino`.
     fn listxattr_ino(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
-        self.scope().run(|op| op.listxattr(FileRef::Ino(ino)))
+        self.scope().read(|op| op.listxattr(FileRef::Ino(ino)))
     }
     /// Removes extended attribute `name` of `ino` (ENODATA if absent).
     fn removexattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<()> {

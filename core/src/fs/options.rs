@@ -5,8 +5,42 @@ use crate::error::{Error, ErrorKind, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The default size of the read cache ([`Options::cache_size`]).
+/// The smallest default size of the read cache ([`Options::cache_size`]; see
+/// [`default_cache_size`]).
 pub const DEFAULT_CACHE_SIZE: u64 = 64 << 20;
+/// The largest default size of the read cache.
+pub const MAX_DEFAULT_CACHE_SIZE: u64 = 1 << 30;
+
+/// The default size of the read cache: a sixteenth of the memory this process may use (the
+/// machine's RAM, or its cgroup's limit where that is lower), at least [`DEFAULT_CACHE_SIZE`]
+/// and at most [`MAX_DEFAULT_CACHE_SIZE`]. It holds file blocks as well as metadata (the
+/// process's page cache), so a file that fits is read without the engine; the memory is
+/// taken only as reads and writes fill it.
+pub fn default_cache_size() -> u64 {
+    let ram = {
+        // SAFETY: sysconf has no preconditions.
+        let (pages, page) =
+            unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        if pages > 0 && page > 0 {
+            pages as u64 * page as u64
+        } else {
+            0
+        }
+    };
+    let limit = cgroup_memory_limit().map_or(ram, |l| l.min(ram.max(1)));
+    (limit / 16).clamp(DEFAULT_CACHE_SIZE, MAX_DEFAULT_CACHE_SIZE)
+}
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1's), if it has one.
+fn cgroup_memory_limit() -> Option<u64> {
+    let v2 = std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|c| {
+        let path = c.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        std::fs::read_to_string(format!("/sys/fs/cgroup{path}/memory.max")).ok()
+    });
+    let raw =
+        v2.or_else(|| std::fs::read_to_string("/sys/fs/cgroup/memory/memory.limit_in_bytes").ok())?;
+    raw.trim().parse::<u64>().ok().filter(|&l| l > 0 && l < (1 << 60))
+}
 
 /// Options for opening a store.
 #[derive(Clone, Debug)]
@@ -27,7 +61,10 @@ pub struct Options {
     /// Bytes of the in-process read cache of a local backend (RocksDB, memory): values that
     /// reads fetched, kept exactly consistent with transactions (see docs/design.md). 0 turns
     /// it off. The store is shared by every open in the process, so the first open sets it.
-    /// Default 64 MiB.
+    /// It keeps file blocks too (a page cache in the process: a hot read copies once, from
+    /// it into the caller's buffer), scan-resistant (a long scan does not evict the hot set).
+    /// Default [`default_cache_size`]: a sixteenth of the machine's (or the cgroup's) memory,
+    /// from 64 MiB to 1 GiB.
     pub cache_size: u64,
     /// A directory on local disk that keeps copies of the chunks read from the backend, for
     /// stores on a slow remote backend (FoundationDB, a client of a shared RocksDB store). Blocks
@@ -71,7 +108,7 @@ impl Default for Options {
             read_only: false,
             credential: None,
             max_retries: 100,
-            cache_size: DEFAULT_CACHE_SIZE,
+            cache_size: default_cache_size(),
             disk_cache: None,
             disk_cache_size: 1 << 30,
             disk_cache_deadline: Duration::from_millis(100),

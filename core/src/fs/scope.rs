@@ -38,6 +38,16 @@ impl CallScope {
         }
     }
 
+    /// [`CallScope::run`] for a call that only reads: on its own (auto-commit) it is first
+    /// answered from the read cache alone (`Backend::begin_cached`), and runs as an ordinary
+    /// transaction only when the cache cannot answer it.
+    pub(crate) fn read<R>(&self, f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
+        match self {
+            CallScope::AutoCommit(s) => s.inner.auto_read(s.cred.as_deref(), s.per_open, f),
+            CallScope::InTransaction(_) => self.run(f),
+        }
+    }
+
     pub(crate) fn run<R>(&self, mut f: impl FnMut(&mut Operation<'_>) -> Result<R>) -> Result<R> {
         match self {
             CallScope::AutoCommit(s) => s.inner.auto_commit_as(s.cred.as_deref(), s.per_open, f),
@@ -111,6 +121,38 @@ impl StoreState {
         f: impl FnMut(&mut Operation<'_>) -> Result<R>,
     ) -> Result<R> {
         let mode = PerOpen { read_only: false, sync: self.sync, max_retries: self.max_retries };
+        self.auto_commit_as(cred, mode, f)
+    }
+
+    /// Runs one auto-commit operation that only reads: from the read cache alone where it
+    /// can answer every read (see `Backend::begin_cached`), else as [`Self::auto_commit_as`].
+    pub(crate) fn auto_read<R>(
+        &self,
+        cred: Option<&Credential>,
+        mode: PerOpen,
+        mut f: impl FnMut(&mut Operation<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if let Some(mut tx) = self.backend.begin_cached() {
+            let mut op = Operation {
+                tx: &mut *tx,
+                inner: self,
+                cred,
+                read_only: mode.read_only,
+                wrote: false,
+                orphaned: Vec::new(),
+                freed: Vec::new(),
+                staging: None,
+                changes: Vec::new(),
+                prefetched: Vec::new(),
+            };
+            let r = f(&mut op);
+            drop(op);
+            // A failed commit means a read missed the cache (or `f` tried to write, which the
+            // cached transaction refuses): what `f` returned is unfounded, run it again.
+            if tx.commit(false).is_ok() {
+                return r;
+            }
+        }
         self.auto_commit_as(cred, mode, f)
     }
 

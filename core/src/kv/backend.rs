@@ -39,6 +39,14 @@ impl Limits {
 pub trait Backend: Send + Sync + 'static {
     /// Starts a transaction reading at a fresh snapshot.
     fn begin(&self) -> Result<Box<dyn Txn>>;
+    /// A read-only transaction answered from this process's read cache alone, at the latest
+    /// visible version, for a call that only reads (a hot `stat` or `pread`): no snapshot, no
+    /// read set. Its first read the cache cannot answer (and any write or range read) fails
+    /// it, and so does its commit then: the caller runs the call again on [`Backend::begin`].
+    /// `None` (the default) where the backend has no such cache.
+    fn begin_cached(&self) -> Option<Box<dyn Txn>> {
+        None
+    }
     /// The backend's limits.
     fn limits(&self) -> Limits;
     /// Makes every transaction committed so far durable (one fsync, shared by callers).
@@ -304,6 +312,12 @@ pub trait Txn: Send {
     /// (a remote backend: FoundationDB), so that guessing keys and reading them together
     /// pays. False (the default) for local engines, where a read costs no round trip.
     fn batches_reads(&self) -> bool {
+        false
+    }
+    /// True where reads are answered in this process (a local engine and its read cache), so
+    /// that a point read per block costs no more than a range read of the blocks and lets
+    /// the cache answer them. False (the default) where a read may cost a round trip.
+    fn local_reads(&self) -> bool {
         false
     }
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,

@@ -19,6 +19,7 @@
 
 use super::cache_key::Key;
 use super::occ::Mutation;
+use super::range_cache::{Pairs, RangeCache};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
@@ -29,12 +30,12 @@ use std::sync::Arc;
 const OVERHEAD: usize = 128;
 /// How many recent commits' write sets are kept to validate fills from older snapshots.
 const RECENT: usize = 128;
-/// Values larger than this (data blocks of large files) are not cached: the engine's own block
-/// cache holds them and lends them without a copy (`Engine::get_with`), while a copy here cost
-/// more than it saved. Measured with `txvfs-profile pread` (random 4 KiB reads in a 256 MiB
-/// file of 64 KiB blocks): 52 µs per read with them cached, 17-28 µs without, on a loaded
-/// machine. Metadata and the blocks of small-block files (a database's pages) stay cached.
-pub(crate) const MAX_VALUE: usize = 8 << 10;
+/// Values larger than this are not cached. Data blocks (up to 64 KiB and a tag byte) are: the
+/// cache is the process's page cache, so a hot 4 KiB `pread` is a lookup and a 4 KiB copy
+/// instead of a get of the whole block from the engine. (With a cache smaller than the file
+/// read, a block's fill copied 64 KiB for each miss and evicted the hot set: the default size
+/// now comes from the machine, `fs::options::default_cache_size`.)
+pub(crate) const MAX_VALUE: usize = (64 << 10) + 64;
 
 struct Entry {
     value: Option<Arc<[u8]>>,
@@ -74,6 +75,8 @@ pub(crate) struct ReadCache {
     protected_bytes: usize,
     next_stamp: u64,
     recent: VecDeque<Written>,
+    /// Whole ranges that reads scanned (directory listings), within a quarter of `capacity`.
+    ranges: RangeCache,
     /// Hits, misses (counted for tests and benchmarks).
     pub(crate) hits: u64,
     pub(crate) misses: u64,
@@ -93,6 +96,7 @@ impl ReadCache {
             protected_bytes: 0,
             next_stamp: 0,
             recent: VecDeque::new(),
+            ranges: RangeCache::default(),
             hits: 0,
             misses: 0,
         }
@@ -107,11 +111,50 @@ impl ReadCache {
     pub(crate) fn set_capacity(&mut self, capacity: usize) {
         self.capacity = capacity;
         self.evict();
+        self.ranges.shrink(capacity / 4);
     }
 
     /// Bytes held (keys, values and overhead).
     pub(crate) fn used(&self) -> usize {
         self.probation_bytes + self.protected_bytes
+    }
+
+    /// Bytes held, whole ranges included.
+    pub(crate) fn used_all(&self) -> usize {
+        self.used() + self.ranges.bytes()
+    }
+
+    /// Every pair of `[start, end)` at snapshot `at`, if the cache holds that whole range.
+    pub(crate) fn get_range(&mut self, start: &[u8], end: &[u8], at: u64) -> Option<Pairs> {
+        let r = self.ranges.get(start, end, at);
+        if r.is_some() {
+            self.hits += 1;
+        }
+        r
+    }
+
+    /// Keeps `pairs`, all of `[start, end)` as read from the engine at snapshot `at`, if no
+    /// commit after `at` wrote into the range.
+    pub(crate) fn fill_range(&mut self, start: &[u8], end: &[u8], at: u64, pairs: Pairs) {
+        if !self.enabled() || !self.range_current_since(start, end, at) {
+            return;
+        }
+        self.ranges.fill(start, end, pairs, at, self.capacity / 4);
+    }
+
+    /// Was nothing in `[start, end)` written by an applied commit after `at`?
+    fn range_current_since(&self, start: &[u8], end: &[u8], at: u64) -> bool {
+        if at >= self.version {
+            return true;
+        }
+        match self.recent.front() {
+            Some(w) if w.version <= at + 1 => {}
+            _ => return false,
+        }
+        !self.recent.iter().filter(|w| w.version > at).any(|w| {
+            w.points.iter().any(|k| start <= k.as_slice() && k.as_slice() < end)
+                || w.ranges.iter().any(|(s, e)| s.as_slice() < end && start < e.as_slice())
+        })
     }
 
     /// The value of `key` at snapshot `at`, if the cache knows it: `Some(None)` means absent.
@@ -138,6 +181,13 @@ impl ReadCache {
             self.evict();
         }
         Some(value)
+    }
+
+    /// The value of `key` after the last applied commit, if cached (`Some(None)`: absent);
+    /// for the commit pipeline, which applies in version order under the lock that updates
+    /// this cache, so an entry there is the key's latest value. Counts no hit or miss.
+    pub(crate) fn latest(&self, key: &[u8]) -> Option<Option<Arc<[u8]>>> {
+        self.map.get(key).map(|e| e.value.clone())
     }
 
     /// Keeps `value`, read from the engine at snapshot `at`, if it is still current.
@@ -198,6 +248,12 @@ impl ReadCache {
         }
         let mut written = Written { version, points: Vec::new(), ranges: Vec::new() };
         let batch = batch.unwrap_or(&[]);
+        for m in batch {
+            match m {
+                Mutation::Set(k, _) | Mutation::Clear(k) => self.ranges.written(k),
+                Mutation::ClearRange(s, e) => self.ranges.clear_overlapping(s, e),
+            }
+        }
         let fresh_from = batch.len().saturating_sub(stamped);
         for (i, m) in batch.iter().enumerate() {
             match m {
@@ -250,8 +306,10 @@ impl ReadCache {
         }
         for k in &points {
             self.remove(k);
+            self.ranges.written(k);
         }
         for (s, e) in &ranges {
+            self.ranges.clear_overlapping(s, e);
             let keys: Vec<Key> = self
                 .keys
                 .range::<[u8], _>((Bound::Included(s.as_slice()), Bound::Excluded(e.as_slice())))

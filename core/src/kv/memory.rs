@@ -194,6 +194,9 @@ impl Backend for MemoryBackend {
     fn begin(&self) -> Result<Box<dyn Txn>> {
         self.occ.begin()
     }
+    fn begin_cached(&self) -> Option<Box<dyn Txn>> {
+        self.occ.begin_cached()
+    }
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         Some(&*self.occ)
     }

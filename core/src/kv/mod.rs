@@ -20,6 +20,7 @@ mod memory;
 mod occ;
 #[cfg(feature = "rocksdb")]
 mod owner;
+mod range_cache;
 mod retry;
 #[cfg(feature = "rocksdb")]
 mod rocks;

@@ -313,6 +313,10 @@ impl Backend for RocksBackend {
         self.occ.engine.check_owner()?;
         self.occ.begin()
     }
+    fn begin_cached(&self) -> Option<Box<dyn Txn>> {
+        self.occ.engine.check_owner().ok()?;
+        self.occ.begin_cached()
+    }
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         Some(&*self.occ)
     }

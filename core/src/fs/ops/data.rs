@@ -305,6 +305,23 @@ impl Operation<'_> {
                 _ => other = Some(v.to_vec()),
             })?;
             other.map(|v| (k, v)).into_iter().collect()
+        } else if self.tx.local_reads() {
+            // A local engine: block by block through the read cache (the process's page
+            // cache), so a hot read copies each byte once, from the cache; a block it misses
+            // is read from the engine and offered to it.
+            let mut others = Vec::new();
+            for idx in first..=last {
+                let k = schema::block_key(ino, idx);
+                let mut other = None;
+                self.tx.get_with(&k, &mut |v| match v.split_first() {
+                    Some((0, data)) => copy_block(out, covered, off, end, idx * bs, data),
+                    _ => other = Some(v.to_vec()),
+                })?;
+                if let Some(v) = other {
+                    others.push((k, v));
+                }
+            }
+            others
         } else {
             // Blocks of data are copied straight from the backend's values; chunk references
             // (rare: large transactions) are collected and resolved below.

@@ -12,6 +12,7 @@
 //! commits then share fsyncs (group commit, `sync_to`). A read cache (`cache.rs`) is updated
 //! as each commit is applied, under the lock that publishes the new version.
 
+mod cached;
 mod pinned;
 mod pipeline;
 mod ranges;

@@ -93,7 +93,14 @@ impl<E: Engine> OccStore<E> {
             let mut r = Ok(());
             let mut stamp = None;
             for (k, ops) in staged.atomics {
-                match self.engine.get_latest(&k) {
+                // The counters atomics change (a directory's times, the store's usage) are
+                // hot in the read cache, which holds the latest applied value: no engine read
+                // inside the critical section that applies commits.
+                let base = match self.cache.lock().latest(&k) {
+                    Some(v) => Ok(v.map(|v| v.to_vec())),
+                    None => self.engine.get_latest(&k),
+                };
+                match base {
                     Ok(base) => batch.push(Mutation::Set(k, apply_atomic(base.as_deref(), &ops))),
                     Err(e) => {
                         r = Err(e);
@@ -159,7 +166,7 @@ impl<E: Engine> OccStore<E> {
     /// begins or commits after it, and no stamped commit already in the pipeline applies.
     fn sync_stamp_bound(&self) {
         if let Err(e) = self.engine.sync() {
-            *self.failed.lock() = Some(e.message().to_string());
+            self.stop(e.message());
         }
     }
 

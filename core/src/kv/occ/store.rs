@@ -52,6 +52,8 @@ pub(crate) struct OccStore<E: Engine> {
     /// the store refuses every transaction until it is reopened (RocksDB then replays its
     /// WAL from what is really on disk).
     pub(super) failed: Mutex<Option<String>>,
+    /// Set with `failed`, read without a lock on the cached read path.
+    pub(super) stopped: std::sync::atomic::AtomicBool,
     /// The last versionstamp counter applied and the persisted bound of the reserved ones
     /// (`None`: not read from the engine yet; see `pipeline::STAMP_BLOCK`).
     pub(super) stamp: Mutex<Option<(u64, u64)>>,
@@ -98,6 +100,7 @@ impl<E: Engine> OccStore<E> {
             cache: Mutex::new(ReadCache::new(0, 0)),
             synced: Mutex::new(0),
             failed: Mutex::new(None),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             stamp: Mutex::new(None),
             observer: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
@@ -185,6 +188,12 @@ impl<E: Engine> OccStore<E> {
         self.oldest.fetch_max(oldest, Ordering::SeqCst);
     }
 
+    /// Stops the store after a failed fsync (see `failed`).
+    pub(super) fn stop(&self, why: &str) {
+        *self.failed.lock() = Some(why.to_string());
+        self.stopped.store(true, Ordering::Release);
+    }
+
     /// Fails once an fsync has failed; see `failed`.
     pub(super) fn check_healthy(&self) -> Result<()> {
         match &*self.failed.lock() {
@@ -244,7 +253,7 @@ impl<E: Engine> OccStore<E> {
         }
         let target = self.visible_now.load(Ordering::SeqCst);
         if let Err(e) = self.engine.sync() {
-            *self.failed.lock() = Some(e.message().to_string());
+            self.stop(e.message());
             return Err(e);
         }
         *synced = target;
@@ -271,6 +280,10 @@ impl<E: Engine> ReadCacheControl for OccStore<E> {
     }
     fn stats(&self) -> Option<CacheStats> {
         let c = self.cache.lock();
-        c.enabled().then(|| CacheStats { hits: c.hits, misses: c.misses, bytes: c.used() as u64 })
+        c.enabled().then(|| CacheStats {
+            hits: c.hits,
+            misses: c.misses,
+            bytes: c.used_all() as u64,
+        })
     }
 }

@@ -38,6 +38,9 @@ pub(super) fn apply_atomic(base: Option<&[u8]>, ops: &[AtomicOp]) -> Vec<u8> {
     v.to_le_bytes().to_vec()
 }
 
+/// Bytes of keys and values a scanned range may hold to be kept whole by the read cache.
+const RANGE_KEEP_MAX: usize = 16 << 20;
+
 pub(super) struct OccTxn<E: Engine> {
     // Declared before `store` so the snapshot is released before the engine can go away.
     snap: Option<Arc<E::Snapshot>>,
@@ -325,6 +328,9 @@ impl<E: Engine> Txn for OccTxn<E> {
     fn snapshot_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(key, false)
     }
+    fn local_reads(&self) -> bool {
+        true
+    }
     fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
         // Only a plain read of a committed value is lent; everything else goes through `read`.
         if self.writes.contains_key(key) || self.in_cleared(key) {
@@ -373,11 +379,35 @@ impl<E: Engine> Txn for OccTxn<E> {
         self.check_key(start)?;
         self.check_key(end)?;
         self.check_age()?;
+        self.read_ranges.push((start.to_vec(), end.to_vec()));
+        let (enabled, cached) = {
+            let mut c = self.store.cache.lock();
+            (c.enabled(), c.get_range(start, end, self.read_version))
+        };
+        if let Some(pairs) = cached {
+            for (k, v) in pairs.iter() {
+                visit(k, v);
+            }
+            return Ok(());
+        }
+        // A scan small enough is kept whole for the next one (a hot directory's listing).
+        let mut keep = enabled.then(Vec::new);
+        let mut bytes = 0;
         self.store.engine.scan(self.snap(), start, end, false, &mut |k, v| {
             visit(k, v);
+            if let Some(pairs) = &mut keep {
+                bytes += k.len() + v.len();
+                if bytes > RANGE_KEEP_MAX {
+                    keep = None;
+                } else {
+                    pairs.push((Box::from(k), Box::from(v)));
+                }
+            }
             true
         })?;
-        self.read_ranges.push((start.to_vec(), end.to_vec()));
+        if let Some(pairs) = keep {
+            self.store.cache.lock().fill_range(start, end, self.read_version, pairs.into());
+        }
         Ok(())
     }
     fn parallel_reader(

@@ -433,6 +433,15 @@ impl Backend for SharedBackend {
         }
         self.on_current(|local| local.begin(), |c| c.begin(self.me.clone()))
     }
+    fn begin_cached(&self) -> Option<Box<dyn Txn>> {
+        if self.generation != fork_generation() {
+            return None;
+        }
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => local.begin_cached(),
+            _ => None,
+        }
+    }
     fn limits(&self) -> Limits {
         match &*self.mode.lock() {
             Mode::Owner { local, .. } => local.limits(),
