@@ -78,7 +78,6 @@ pub unsafe extern "C" fn txvfs_snapshot_delete(
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_clone_create(lower: *const c_char, upper: *const c_char) -> c_int {
     boundary("txvfs_clone_create", || {
-        txvfs::kv::create_clone(utf8(lower, "lower")?, utf8(upper, "upper")?)?;
-        Ok(())
+        Ok(txvfs::Store::prepare_clone(utf8(lower, "lower")?, utf8(upper, "upper")?)?)
     })
 }

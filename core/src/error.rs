@@ -65,6 +65,10 @@ pub enum ErrorKind {
     TooBig,
     /// EDEADLK: waiting for the lock would deadlock.
     Deadlock,
+    /// EIO: what the call needs is out of reach for good: a handle whose locks were lost
+    /// (their lease ran out while this process could not renew it; NFS reports lost locks
+    /// the same way), a snapshot whose owner process went away.
+    Io,
     /// txvfs: conflicting concurrent transaction; retryable.
     Conflict,
     /// txvfs: the transaction ran too long for the backend; retryable.
@@ -106,6 +110,7 @@ impl ErrorKind {
             FileTooBig => libc::EFBIG,
             TooBig => libc::E2BIG,
             Deadlock => libc::EDEADLK,
+            Io => libc::EIO,
             Conflict => code::CONFLICT,
             TooOld => code::TOO_OLD,
             TooLarge => code::TOO_LARGE,
@@ -145,6 +150,7 @@ impl ErrorKind {
             FileTooBig => "file too large",
             TooBig => "argument too big",
             Deadlock => "lock wait would deadlock",
+            Io => "input/output error",
             Conflict => "transaction conflict (retryable)",
             TooOld => "transaction too old (retryable)",
             TooLarge => "transaction too large for the backend",
@@ -179,6 +185,7 @@ const ALL_KINDS: &[ErrorKind] = {
         FileTooBig,
         TooBig,
         Deadlock,
+        Io,
         Conflict,
         TooOld,
         TooLarge,

@@ -48,6 +48,11 @@ pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
 /// own language, such as Python's `Store.transact`).
 pub use kv::backoff;
+/// The core's retry policy for work outside [`Store::transact`] (opening a store, a
+/// transaction a binding keeps): bindings use this, never `kv`.
+pub use kv::retry;
+/// Round trips this process made as a client of shared stores (for measurements and tests).
+pub use kv::round_trips;
 pub use schema::{Change, ChangeKind, FileType};
 
 /// The code blocks of the README and the book (`docs/`), compiled and run as doc tests with

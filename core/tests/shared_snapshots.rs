@@ -172,6 +172,8 @@ fn a_client_snapshot_fails_clearly_once_its_owner_died() {
     let e = snap.read_file("/a").unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(10), "waited {:?}", t.elapsed());
     assert!(e.to_string().contains("snapshot"), "the error says the snapshot is gone: {e}");
+    // EIO, as a lost lock is (issue 37): what the snapshot read is out of reach for good.
+    assert_eq!(e.code(), libc::EIO, "{e}");
     // The store itself goes on (this process takes it over); the snapshot stays gone.
     store.write_file("/b", b"2").unwrap();
     assert_eq!(store.read_file("/a").unwrap(), b"1");

@@ -6,8 +6,10 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <csignal>
 #include <fcntl.h>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /** A store handle owned by the test (memory: unless another URI is given). */
@@ -74,3 +76,41 @@ inline int open_fd(txvfs_store *s, const char *path, int flags, txvfs_tx *tx = n
         INFO(#call << ": " << txvfs_last_error()); \
         REQUIRE(rc_ == 0);                        \
     } while (0)
+
+/** A second process (this executable, see main.cpp) serving the shared store `dir`, with "1"
+ * at /a; killed (SIGKILL) by `kill_owner` or at the end of the test. */
+struct Owner {
+    pid_t pid = -1;
+    explicit Owner(const std::string &dir) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        REQUIRE(n > 0);
+        self[n] = '\0';
+        int out[2];
+        REQUIRE(pipe(out) == 0);
+        pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            dup2(out[1], 1);
+            close(out[0]);
+            close(out[1]);
+            execl(self, self, "--txvfs-test-owner", dir.c_str(), static_cast<char *>(nullptr));
+            _exit(127);
+        }
+        close(out[1]);
+        char buf[6] = {0};
+        ssize_t got = read(out[0], buf, sizeof buf);
+        close(out[0]);
+        REQUIRE(std::string(buf, got > 0 ? size_t(got) : 0) == "ready\n");
+    }
+    void kill_owner() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+    }
+    ~Owner() { kill_owner(); }
+    Owner(const Owner &) = delete;
+    Owner &operator=(const Owner &) = delete;
+};

@@ -62,3 +62,27 @@ TEST_CASE("clones: writes stay in the clone, the snapshot below is unchanged", "
     auto view = wrapped.snapshot();
     REQUIRE(txvfs_write_file(view.get(), nullptr, "/x", "", 0) == -EROFS);
 }
+
+TEST_CASE("snapshots: a client's snapshot gone with the store's owner fails with -EIO",
+          "[snapshots]") {
+    // Issue 37: as a lost lock does (and as NFS reports lost locks), not -TXVFS_EBACKEND; the
+    // store itself goes on (this process takes it over).
+    TempDir dir;
+    std::string path = dir.path + "/s";
+    Owner owner(path);
+    Store s(path + "?owner_timeout=5");
+    txvfs_store *snap = nullptr;
+    OK(txvfs_store_snapshot(s, &snap));
+    REQUIRE(get(snap, "/a") == "1");
+    owner.kill_owner();
+    char buf[8];
+    size_t n = 0;
+    int rc = txvfs_read_file(snap, nullptr, "/a", buf, sizeof buf, &n);
+    std::string msg = txvfs_last_error();
+    INFO(msg);
+    REQUIRE(rc == -EIO);
+    REQUIRE(msg.find("snapshot") != std::string::npos);
+    txvfs_store_free(snap);
+    put(s, "/b", "2");
+    REQUIRE(get(s, "/a") == "1");
+}

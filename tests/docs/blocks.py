@@ -96,6 +96,9 @@ def blocks_of(path: Path) -> list[Block]:
     return out
 
 
+README_MAX_LINES = 300
+
+
 def all_blocks() -> list[Block]:
     return [b for p in markdown_files() for b in blocks_of(p)]
 
@@ -112,6 +115,12 @@ def check() -> int:
         rel = os.path.relpath(p, ROOT / "core" / "src")
         if f'include_str!("{rel}")' not in lib:
             errors.append(f"core/src/lib.rs: the doctest module `book` does not include {rel}")
+    # The README is the front page: the long tables and measurements live in the book.
+    n = len((ROOT / "README.md").read_text().splitlines())
+    if n >= README_MAX_LINES:
+        errors.append(
+            f"README.md: {n} lines, keep it under {README_MAX_LINES} (move detail to docs/)"
+        )
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

@@ -52,3 +52,21 @@ def test_a_client_takes_a_snapshot_and_a_named_snapshot(owner, tmp_path):
     with txvfs.open(uri) as named:
         assert named.read_bytes("/f") == b"v2"
         assert named.read_bytes("/g") == b"added"
+
+
+def test_a_client_snapshot_gone_with_its_owner_raises_eio(owner, tmp_path):
+    """Issue 37: the owner's death takes a client's snapshot with it; its reads raise the
+    builtin OSError with errno EIO (as a lost lock does, and as NFS reports lost locks), not a
+    txvfs code, and the store goes on."""
+    with txvfs.open(f"{tmp_path / 'store'}?owner_timeout=5") as store:
+        with store.snapshot() as snap:
+            assert snap.read_bytes("/f") == b"v1"
+            owner.kill()
+            owner.wait()
+            with pytest.raises(OSError) as e:
+                snap.read_bytes("/f")
+            assert e.value.errno == errno.EIO, repr(e.value)
+            assert not isinstance(e.value, txvfs.TxvfsError), repr(e.value)
+            assert "snapshot" in str(e.value)
+        store.write_bytes("/g", b"after")
+        assert store.read_bytes("/f") == b"v1"

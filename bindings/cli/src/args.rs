@@ -28,7 +28,9 @@ pub enum Command {
         /// Start after this cursor (a line's first field) instead of now.
         #[arg(long, value_name = "CURSOR")]
         since: Option<String>,
-        /// One JSON object per line.
+        /// One JSON object per line: `cursor`, `kind`, `path`, `to` (null without a
+        /// destination), `ino`. A name that is not UTF-8 comes as `path_b64` (or `to_b64`), its
+        /// bytes in base64 (RFC 4648), in place of `path` (or `to`).
         #[arg(long)]
         json: bool,
         /// Exit after printing this many changes.

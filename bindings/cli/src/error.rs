@@ -38,3 +38,18 @@ impl From<txvfs::Error> for CliError {
         CliError { msg: e.to_string(), code: e.code() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_locks_and_snapshots_exit_with_eio() {
+        // Issue 37: the core reports a lost lock or a snapshot lost with its owner as EIO (as
+        // NFS reports lost locks); the CLI prints its message and exits 5, not 1.
+        let kind = txvfs::ErrorKind::from_code(libc::EIO).expect("EIO is one of the core's kinds");
+        let e = CliError::from(txvfs::Error::new(kind, "the snapshot is gone with it"));
+        assert_eq!(e.exit_code(), libc::EIO);
+        assert_eq!(e.msg, "the snapshot is gone with it");
+    }
+}

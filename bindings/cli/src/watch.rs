@@ -2,33 +2,56 @@
 //! per change; and `txvfs feed on|off`.
 
 use crate::error::{CliError, CliResult};
+use serde_json::{Map, Value};
 use std::io::Write;
 use std::time::{Duration, Instant};
 use txvfs::{Change, Cursor, Store, WatchOptions};
 
-fn json_str(b: &[u8]) -> String {
-    let mut s = String::from("\"");
-    for c in String::from_utf8_lossy(b).chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            c if (c as u32) < 0x20 => s.push_str(&format!("\\u{:04x}", c as u32)),
-            c => s.push(c),
+/// Standard base64 (RFC 4648, with padding) of `b`.
+fn base64(b: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
+    for chunk in b.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &x)| n | ((x as u32) << (16 - 8 * i)));
+        for i in 0..4 {
+            let c = ABC[(n >> (18 - 6 * i)) as usize & 63] as char;
+            s.push(if i <= chunk.len() { c } else { '=' });
         }
     }
-    s.push('"');
     s
 }
 
-fn line(c: &Change, cursor: &Cursor, json: bool) -> String {
-    if json {
-        let to = c.to.as_deref().map_or("null".to_string(), json_str);
-        format!(
-            "{{\"cursor\":\"{cursor}\",\"kind\":\"{}\",\"path\":{},\"to\":{to},\"ino\":{}}}",
-            c.kind.name(),
-            json_str(&c.path),
-            c.ino
-        )
+/// Puts name `b` into `obj` losslessly: as the string `key` when it is UTF-8, else as
+/// `KEY_b64`, its bytes in base64 (a file name may be any bytes but `/` and NUL).
+fn put_name(obj: &mut Map<String, Value>, key: &str, b: &[u8]) {
+    match std::str::from_utf8(b) {
+        Ok(s) => obj.insert(key.into(), s.into()),
+        Err(_) => obj.insert(format!("{key}_b64"), base64(b).into()),
+    };
+}
+
+/// One change as a JSON object: `cursor`, `kind`, `path` (or `path_b64`), `to` (or `to_b64`;
+/// null when the change has no destination), `ino`.
+fn json(c: &Change, cursor: &Cursor) -> Value {
+    let mut obj = Map::new();
+    obj.insert("cursor".into(), cursor.to_string().into());
+    obj.insert("kind".into(), c.kind.name().into());
+    put_name(&mut obj, "path", &c.path);
+    match c.to.as_deref() {
+        Some(to) => put_name(&mut obj, "to", to),
+        None => {
+            obj.insert("to".into(), Value::Null);
+        }
+    }
+    obj.insert("ino".into(), c.ino.into());
+    Value::Object(obj)
+}
+
+/// One change as `watch` prints it: JSON, or `CURSOR KIND PATH [-> TO]` (names that are not
+/// UTF-8 shown with U+FFFD there: `--json` is the exact form).
+fn line(c: &Change, cursor: &Cursor, as_json: bool) -> String {
+    if as_json {
+        json(c, cursor).to_string()
     } else {
         let to = c.to.as_deref().map(|t| format!(" -> {}", String::from_utf8_lossy(t)));
         // A file changed through its inode alone (the FUSE mount) has no known path.
@@ -103,5 +126,23 @@ mod tests {
         assert!(line(&c(b""), &cursor, false).ends_with(" written (inode 42)"));
         assert!(line(&c(b"/a"), &cursor, false).ends_with(" written /a"));
         assert!(line(&c(b""), &cursor, true).contains("\"path\":\"\",\"to\":null,\"ino\":42"));
+    }
+
+    #[test]
+    fn base64_is_rfc_4648s() {
+        // The test vectors of RFC 4648, section 10, and a byte that is not UTF-8.
+        let cases: [(&[u8], &str); 8] = [
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg=="),
+            (b"fooba", "Zm9vYmE="),
+            (b"foobar", "Zm9vYmFy"),
+            (b"/caf\xe9", "L2NhZuk="),
+        ];
+        for (raw, b64) in cases {
+            assert_eq!(base64(raw), b64, "{raw:?}");
+        }
     }
 }

@@ -53,7 +53,7 @@ fn backoff(py: Python<'_>, attempt: u32) {
 /// (a named snapshot's URI); open it with `txvfs.open(upper)` (what `txvfs.clone` does).
 #[pyfunction]
 fn create_clone(py: Python<'_>, lower: String, upper: String) -> PyResult<()> {
-    errors::detached(py, move || txvfs::kv::create_clone(&lower, &upper).map(drop))
+    errors::detached(py, move || txvfs::Store::prepare_clone(&lower, &upper))
 }
 
 /// The native module `txvfs._txvfs`.

@@ -151,7 +151,7 @@ impl LockTable {
         let ino = self.shared.as_ref()?.lost_lock(owner)?;
         self.forget(ino, owner);
         Some(Error::new(
-            ErrorKind::Backend,
+            ErrorKind::Io,
             format!(
                 "this handle's locks on inode {ino} were lost: this process could not renew \
                  them before their lease ran out, and another process may hold them now; \
@@ -345,7 +345,7 @@ mod tests {
         // The holder is told, on every call, until it closes.
         for _ in 0..2 {
             let e = t.lost(1).expect("the holder of a lost lock is told");
-            assert_eq!(e.kind(), ErrorKind::Backend);
+            assert_eq!(e.code(), libc::EIO, "{e}");
             assert!(e.to_string().contains("locks on inode 7 were lost"), "{e}");
         }
         assert!(t.lost(3).is_none(), "other handles are not affected");

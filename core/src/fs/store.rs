@@ -244,6 +244,13 @@ impl Store {
         Store::open_backend(backend, options, None, false)
     }
 
+    /// [`Store::create_clone`] without opening the clone: makes the new, empty store at
+    /// `upper_uri` a clone of `lower_uri` and closes it, for a caller that opens it later with
+    /// options of its own (the C and Python bindings).
+    pub fn prepare_clone(lower_uri: &str, upper_uri: &str) -> Result<()> {
+        kv::create_clone(lower_uri, upper_uri).map(drop)
+    }
+
     /// The backend the store lives on (to read it at one snapshot, as `pack::pack_backend`
     /// does).
     pub fn backend(&self) -> Arc<dyn Backend> {

@@ -45,7 +45,7 @@ pub use fdb::{FdbBackend, FdbUri};
 pub use journal::JournalTxn;
 pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 pub use memory::MemoryBackend;
-pub use retry::{backoff, retry_loop, run_with_retries};
+pub use retry::{backoff, retry, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::RocksBackend;
 #[cfg(feature = "rocksdb")]

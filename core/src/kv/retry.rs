@@ -1,6 +1,6 @@
 //! The one retry policy of the core: a conflicting transaction runs again after a backoff.
 //! [`Store::transact`](crate::Store::transact) and every internal short transaction go through
-//! [`retry_loop`].
+//! [`retry_loop`]; bindings use it through [`retry`] (re-exported as `txvfs::retry`).
 
 use super::{Backend, Txn};
 use crate::error::Result;
@@ -36,6 +36,27 @@ pub fn retry_loop<T, R>(
         }
         retries += 1;
     }
+}
+
+/// Runs `f` and runs it again after a [`backoff`] while it fails with a retryable error (a
+/// conflict, a too-old snapshot, a shared store whose owner went away as it began), at most
+/// `max_retries` times: the policy of [`retry_loop`] for work that begins its own
+/// transaction or opens a store. `f` may run several times, so it must not have side effects
+/// outside what it retries. Every other error is returned at once.
+///
+/// ```
+/// let mut tries = 0;
+/// let r = txvfs::retry(3, || {
+///     tries += 1;
+///     if tries < 3 {
+///         return Err(txvfs::Error::new(txvfs::ErrorKind::Conflict, "try again"));
+///     }
+///     Ok(tries)
+/// });
+/// assert_eq!(r.unwrap(), 3);
+/// ```
+pub fn retry<R>(max_retries: u32, mut f: impl FnMut() -> Result<R>) -> Result<R> {
+    retry_loop(max_retries, || Ok(()), |()| f())
 }
 
 /// Runs `f` in a fresh transaction of `backend` and commits it (durably with `durable`),

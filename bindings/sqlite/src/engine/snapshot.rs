@@ -53,19 +53,16 @@ impl Snapshot {
     /// process serving a shared store died as the snapshot began) takes it again: nothing
     /// was read from it yet.
     pub fn take(store: &Store, path: &str) -> Result<Snapshot> {
-        txvfs::kv::retry_loop(
-            TAKE_RETRIES,
-            || store.begin(),
-            |tx| {
-                let file = tx.open(path, &OpenOptions::new().read(true))?;
-                let marked = match tx.getxattr_ino(file.ino(), EXCLUSIVE_MARK) {
-                    Ok(_) => true,
-                    Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
-                    Err(e) => return Err(e),
-                };
-                Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked })
-            },
-        )
+        txvfs::retry(TAKE_RETRIES, || {
+            let tx = store.begin()?;
+            let file = tx.open(path, &OpenOptions::new().read(true))?;
+            let marked = match tx.getxattr_ino(file.ino(), EXCLUSIVE_MARK) {
+                Ok(_) => true,
+                Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
+                Err(e) => return Err(e),
+            };
+            Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked })
+        })
     }
 
     /// True when the file carried the mark of a connection in `locking_mode=EXCLUSIVE` at

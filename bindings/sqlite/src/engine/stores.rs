@@ -79,7 +79,7 @@ pub fn open_store(uri: Option<&str>) -> Result<StoreRef> {
     }
     // Opening a shared store while the process serving it exits fails with a retryable
     // conflict ("lost contact ... retry it"): open again, as the error says.
-    let store = txvfs::kv::retry_loop(OPEN_RETRIES, || Ok(()), |()| Store::open(&uri))?;
+    let store = txvfs::retry(OPEN_RETRIES, || Store::open(&uri))?;
     // A RocksDB store's description is its canonical directory, shared by every spelling of
     // it; each memory: URI names its own store here.
     let id = if uri.starts_with("memory:") { uri.clone() } else { store.describe() };

@@ -331,7 +331,7 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
                 s.batch.load(Ordering::Relaxed),
                 s.grouped.load(Ordering::Relaxed),
                 s.journals.load(Ordering::Relaxed),
-                txvfs::kv::round_trips()
+                txvfs::round_trips()
             ));
             ffi::SQLITE_OK
         }

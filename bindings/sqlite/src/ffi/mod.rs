@@ -215,3 +215,26 @@ pub(crate) unsafe fn extension_init(api: *const ffi::sqlite3_api_routines) -> c_
         rc => rc,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_locks_and_snapshots_are_an_ioerr_whose_system_errno_is_eio() {
+        // Issue 37: the core reports a lost lock or a snapshot lost with its owner as EIO (as
+        // NFS reports lost locks); SQLite gets the operation's SQLITE_IOERR_* and, through
+        // xGetLastError (sqlite3_system_errno), EIO and the message.
+        let kind = txvfs::ErrorKind::from_code(libc::EIO).expect("EIO is one of the core's kinds");
+        let e = txvfs::Error::new(kind, "this handle's locks on inode 7 were lost");
+        assert_eq!(fail(&e, ffi::SQLITE_IOERR_READ), ffi::SQLITE_IOERR_READ);
+        let mut buf = [0 as c_char; 128];
+        // SAFETY: the VFS argument is not used; `buf` has the length given.
+        let errno =
+            unsafe { x_get_last_error(ptr::null_mut(), buf.len() as c_int, buf.as_mut_ptr()) };
+        assert_eq!(errno, libc::EIO);
+        // SAFETY: x_get_last_error wrote a NUL-terminated string into `buf`.
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert_eq!(msg, "txvfs: this handle's locks on inode 7 were lost");
+    }
+}

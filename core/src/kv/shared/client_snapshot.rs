@@ -98,7 +98,7 @@ impl Pinned {
     /// The error once the owner that pinned the snapshot is gone.
     fn gone(&self) -> Error {
         Error::new(
-            ErrorKind::Backend,
+            ErrorKind::Io,
             format!(
                 "{}: process {} serving the store, which held this snapshot, has gone (exited \
                  or closed the store): the snapshot is gone with it; take a new one",
