@@ -78,7 +78,9 @@ impl File {
                     inner.open_files.unuse_mark(ino);
                 }
             };
-            let r = scope.run(|op| {
+            // A read-only open of a file already marked (or on a store that needs no marks)
+            // writes nothing: it is answered from the read cache where it can be.
+            let r = scope.read(|op| {
                 if let Some(ino) = counted.take() {
                     undo(ino);
                 }
@@ -367,6 +369,11 @@ pub(crate) fn after_last_close(store: &super::Store, ino: u64) -> Result<()> {
     let (inner, read_only) = (&store.inner, store.per_open.read_only);
     inner.open_files.close_last(ino, |marked| {
         if !marked && read_only {
+            return Ok((false, false));
+        }
+        // Usually the file is still linked: the read cache alone says so, with no transaction.
+        let mode = super::options::PerOpen { read_only, ..store.per_open };
+        if !inner.auto_read(None, mode, |op| op.is_orphan(ino))? {
             return Ok((false, false));
         }
         inner.auto_commit(None, |op| {
