@@ -3,9 +3,11 @@
 //! random instant about every 1.5 s (and starts a new one), and, a third of the way in, SIGKILLs
 //! one `fdbserver` of the double-redundancy cluster and restarts it a third later. At the end:
 //! every transfer a worker saw acknowledged is in the store, the total is unchanged, and fsck
-//! finds the store clean. Transfers whose outcome was unknown (`CommitUnknown`: the connection
-//! was lost while the commit was in flight) are counted and printed; the sum must hold either
-//! way, since each transfer is one transaction.
+//! finds the store clean; no outcome was unknown (`CommitUnknown`: a commit in flight when the
+//! server died is resolved through its receipt, and the cluster answers within the deadline
+//! with one server down); every worker was still running when it was killed (a worker that
+//! panicked or exited fails the test); there was a kill at least every 2.5 s; and the cluster
+//! acknowledged transfers while the server was down.
 //!
 //! A worker writes each outcome to a file of its own on the host (one `write` of one line,
 //! appended) before it goes on, so a SIGKILL never loses an acknowledgement the worker saw.
@@ -239,8 +241,6 @@ fn fdb_bank() {
         println!("fdb bank: {n} transfers acknowledged while fdbserver {server} was down");
         assert!(n > 0, "the cluster served nothing with one server of three down");
     }
-    let applied = unknown.iter().filter(|n| s.exists(format!("/log/{n}")).unwrap()).count();
-    println!("fdb bank: of the CommitUnknown transfers, {applied} were applied");
     drop(s);
     let report = txvfs::fsck::check_uri(&uri, false, &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{report:?}");
