@@ -3,13 +3,15 @@
 //! time the store's current owner, and starts a new one. At the end the total is unchanged,
 //! every transfer a worker saw acknowledged is in the store (each writes a log file in the
 //! same transaction), no transfer's outcome was unknown (CommitUnknown: a client that loses
-//! its owner mid-commit asks the new owner for its commit's receipt), and fsck finds the store
-//! clean.
+//! its owner mid-commit asks the new owner for its commit's receipt), fsck finds the store
+//! clean, and every worker was still running when it was killed and died of that SIGKILL (a
+//! worker that panicked or exited fails the test).
 //!
 //! `bank_clean_exits` is the same with clean exits instead of kills (SIGTERM: the worker
 //! finishes its transfer, closes its store and exits), the owner every other time: an owner
 //! that closes first carries out and answers the commits its clients had sent, so again no
-//! `CommitUnknown`, no error, nothing acknowledged lost.
+//! `CommitUnknown`, no error, nothing acknowledged lost; each worker told to exit says it
+//! closed its store and exits with status 0.
 //!
 //! Seed: fixed (printed); TXVFS_BANK_SEED=N replays another, TXVFS_BANK_SECONDS=N runs longer.
 #![cfg(feature = "rocksdb")]
