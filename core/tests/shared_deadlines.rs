@@ -276,7 +276,7 @@ fn hold_owner_lock(dir: &std::path::Path) -> std::fs::File {
     let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
     assert_eq!(rc, 0, "the owner lock: {}", std::io::Error::last_os_error());
     f.set_len(0).unwrap();
-    write!(f, "{} shared\n", std::process::id()).unwrap();
+    writeln!(f, "{} shared", std::process::id()).unwrap();
     f
 }
 
