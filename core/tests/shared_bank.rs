@@ -3,13 +3,15 @@
 //! time the store's current owner, and starts a new one. At the end the total is unchanged,
 //! every transfer a worker saw acknowledged is in the store (each writes a log file in the
 //! same transaction), no transfer's outcome was unknown (CommitUnknown: a client that loses
-//! its owner mid-commit asks the new owner for its commit's receipt), and fsck finds the store
-//! clean.
+//! its owner mid-commit asks the new owner for its commit's receipt), fsck finds the store
+//! clean, and every worker was still running when it was killed and died of that SIGKILL (a
+//! worker that panicked or exited fails the test).
 //!
 //! `bank_clean_exits` is the same with clean exits instead of kills (SIGTERM: the worker
 //! finishes its transfer, closes its store and exits), the owner every other time: an owner
 //! that closes first carries out and answers the commits its clients had sent, so again no
-//! `CommitUnknown`, no error, nothing acknowledged lost.
+//! `CommitUnknown`, no error, nothing acknowledged lost; each worker told to exit says it
+//! closed its store and exits with status 0.
 //!
 //! Seed: fixed (printed); TXVFS_BANK_SEED=N replays another, TXVFS_BANK_SECONDS=N runs longer.
 #![cfg(feature = "rocksdb")]
@@ -17,9 +19,10 @@
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use txvfs::{ErrorKind, FileSystem, Store};
 
@@ -86,6 +89,79 @@ fn worker(spec: &str) -> ! {
     unreachable!()
 }
 
+/// A worker process and the thread that reads its stdout to the end.
+struct Worker {
+    name: String,
+    child: Child,
+    reader: JoinHandle<Vec<String>>,
+}
+
+/// What the workers reported, and how those that did not end as told ended.
+#[derive(Default)]
+struct Log {
+    acked: HashSet<String>,
+    errors: Vec<String>,
+    unknown: Vec<String>,
+    crashed: Vec<String>,
+}
+
+impl Worker {
+    /// SIGKILLs the worker, which must still be running then, and collects its output.
+    fn kill(mut self, log: &mut Log) {
+        if let Some(st) = self.child.try_wait().unwrap() {
+            log.crashed.push(format!("{} exited before it was killed: {st}", self.name));
+        } else {
+            self.child.kill().unwrap();
+            let st = self.child.wait().unwrap();
+            if st.signal() != Some(libc::SIGKILL) {
+                log.crashed.push(format!("{} ended with {st}, not by the SIGKILL", self.name));
+            }
+        }
+        self.collect(log, false);
+    }
+
+    /// Tells the worker to exit (SIGTERM); it must close its store and exit with status 0.
+    fn exit(mut self, log: &mut Log) {
+        if let Some(st) = self.child.try_wait().unwrap() {
+            log.crashed.push(format!("{} exited before it was told to: {st}", self.name));
+            return self.collect(log, false);
+        }
+        // SAFETY: signals our own child, which has not been reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        let st = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "{} did not exit cleanly", self.name);
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if !st.success() {
+            log.crashed.push(format!("{} told to exit ended with {st}", self.name));
+        }
+        self.collect(log, true);
+    }
+
+    /// Joins the reader (the pipe is at its end once the process is gone) and files each line.
+    fn collect(self, log: &mut Log, closed: bool) {
+        let lines = self.reader.join().expect("a pipe reader panicked");
+        for line in &lines {
+            if let Some(name) = line.strip_prefix("@@ ack ") {
+                log.acked.insert(name.to_string());
+            } else if let Some(name) = line.strip_prefix("@@ unknown ") {
+                log.unknown.push(name.to_string());
+            } else if let Some(e) = line.strip_prefix("@@ error ") {
+                log.errors.push(format!("transfer: {e}"));
+            } else if let Some(e) = line.strip_prefix("@@ open-failed ") {
+                log.errors.push(format!("open: {e}"));
+            }
+        }
+        if closed && !lines.iter().any(|l| l == "@@ closed") {
+            log.crashed.push(format!("{} exited without closing its store", self.name));
+        }
+    }
+}
+
 #[test]
 fn bank() {
     run_bank("bank", false, 20);
@@ -119,11 +195,9 @@ fn run_bank(test: &str, clean: bool, seconds: u64) {
             s.write_file(account(i), START.to_string().as_bytes()).unwrap();
         }
     }
-    let acked: Arc<Mutex<HashSet<String>>> = Default::default();
-    let errors: Arc<Mutex<Vec<String>>> = Default::default();
-    let unknown: Arc<Mutex<Vec<String>>> = Default::default();
+    let mut log = Log::default();
     let mut next = 0;
-    let mut spawn = |rng: &mut rand::rngs::StdRng| -> Child {
+    let mut spawn = |rng: &mut rand::rngs::StdRng| -> Worker {
         next += 1;
         let spec = format!("{uri}|w{next}|{}", rng.gen::<u64>());
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -133,23 +207,10 @@ fn run_bank(test: &str, clean: bool, seconds: u64) {
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
-        let (acked, errors, unknown) = (acked.clone(), errors.clone(), unknown.clone());
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if let Some(name) = line.strip_prefix("@@ ack ") {
-                    acked.lock().unwrap().insert(name.to_string());
-                } else if let Some(name) = line.strip_prefix("@@ unknown ") {
-                    unknown.lock().unwrap().push(name.to_string());
-                } else if let Some(e) = line.strip_prefix("@@ error ") {
-                    errors.lock().unwrap().push(format!("transfer: {e}"));
-                } else if let Some(e) = line.strip_prefix("@@ open-failed ") {
-                    errors.lock().unwrap().push(format!("open: {e}"));
-                }
-            }
-        });
-        child
+        let reader = std::thread::spawn(move || out.lines().map_while(Result::ok).collect());
+        Worker { name: format!("w{next}"), child, reader }
     };
-    let mut workers: Vec<Child> = (0..WORKERS).map(|_| spawn(&mut rng)).collect();
+    let mut workers: Vec<Worker> = (0..WORKERS).map(|_| spawn(&mut rng)).collect();
     let start = Instant::now();
     let mut kills = 0;
     let mut owner_kills = 0;
@@ -158,47 +219,44 @@ fn run_bank(test: &str, clean: bool, seconds: u64) {
         let owner = std::fs::read_to_string(d.path().join("txvfs.owner"))
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
-        let victim = match workers.iter().position(|w| Some(w.id()) == owner) {
+        let victim = match workers.iter().position(|w| Some(w.child.id()) == owner) {
             Some(i) if kills % 2 == 0 => {
                 owner_kills += 1;
                 i
             }
             _ => rng.gen_range(0..workers.len()),
         };
-        let mut w = workers.swap_remove(victim);
+        let w = workers.swap_remove(victim);
         if clean {
-            // SAFETY: signals our own child.
-            unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
-            let t = Instant::now();
-            while w.try_wait().unwrap().is_none() {
-                assert!(t.elapsed() < Duration::from_secs(60), "a worker did not exit cleanly");
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            w.exit(&mut log);
         } else {
-            w.kill().unwrap();
-            w.wait().unwrap();
+            w.kill(&mut log);
         }
         kills += 1;
         workers.push(spawn(&mut rng));
     }
-    for mut w in workers {
-        w.kill().unwrap();
-        w.wait().unwrap();
+    for w in workers {
+        w.kill(&mut log);
     }
-    std::thread::sleep(Duration::from_millis(200)); // the readers drain the pipes
-    let acked = acked.lock().unwrap().clone();
-    let errors = errors.lock().unwrap().clone();
-    let unknown = unknown.lock().unwrap().clone();
+    let Log { acked, errors, unknown, crashed } = log;
     println!(
         "{test}: {} transfers acknowledged, {kills} {how} ({owner_kills} of the owner), {} errors, \
-         {} CommitUnknown",
+         {} CommitUnknown, {} workers ended otherwise",
         acked.len(),
         errors.len(),
-        unknown.len()
+        unknown.len(),
+        crashed.len()
     );
+    assert!(crashed.is_empty(), "workers ended otherwise than told: {crashed:?}");
     assert!(errors.is_empty(), "workers saw errors: {errors:?}");
     assert!(unknown.is_empty(), "transfers with an unknown outcome (CommitUnknown): {unknown:?}");
-    assert!(owner_kills >= (seconds / 4) as usize, "the owner was killed only {owner_kills} times");
+    // One kill (or exit) a second, the owner every other time (the owner file may name no
+    // live worker just after a kill, so allow a few misses).
+    assert!(kills + 2 >= seconds as usize, "only {kills} {how} in {seconds} s");
+    assert!(
+        owner_kills * 2 + 3 >= kills,
+        "the owner was killed only {owner_kills} of {kills} times"
+    );
     assert!(acked.len() > 100, "too few transfers to mean anything: {}", acked.len());
 
     let s = Store::open(&uri).unwrap();

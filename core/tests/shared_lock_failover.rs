@@ -57,15 +57,9 @@ fn a_failover_longer_than_a_lease_keeps_a_live_holders_flock() {
     assert!(answer.contains("locked"), "a live holder's flock was taken: {answer}");
     // The holder still has it, and its store works.
     assert_eq!(holder.ask("read /f"), "data");
-    // Once the holder is gone, the lock is free at once.
+    // Once the holder is gone (the kernel dropped its lock on txvfs.alive), the lock is free
+    // at once: the first try gets it.
     holder.kill();
-    let t = std::time::Instant::now();
-    loop {
-        let answer = other.ask("flock /f");
-        if answer == "ok" {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "a dead holder's lock stayed: {answer}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let answer = other.ask("flock /f");
+    assert_eq!(answer, "ok", "a dead holder's lock still counted");
 }

@@ -47,7 +47,7 @@ pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 pub use memory::MemoryBackend;
 pub use retry::{backoff, retry, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
-pub use rocks::RocksBackend;
+pub use rocks::{wal_syncs, RocksBackend};
 #[cfg(feature = "rocksdb")]
 #[doc(hidden)]
 pub use shared::replies_sent;

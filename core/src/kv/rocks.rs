@@ -159,12 +159,24 @@ impl Engine for RocksEngine {
 
     fn sync(&self) -> Result<()> {
         self.check_owner()?;
-        self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))
+        self.db.flush_wal(true).map_err(|e| backend_error(&self.path, e))?;
+        WAL_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     fn usable(&self) -> Result<()> {
         self.check_owner()
     }
+}
+
+/// RocksDB log fsyncs this process made (see [`wal_syncs`]).
+static WAL_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times this process fsynced the RocksDB log of a store it owns (each shared by
+/// every commit it covers): what durability costs, and where it happens (a client's syncs
+/// are its owner's). For measurements and tests.
+pub fn wal_syncs() -> u64 {
+    WAL_SYNCS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Visits what `it` (bounded by its read options) yields, in order or in reverse, until

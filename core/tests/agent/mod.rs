@@ -16,7 +16,8 @@
 //! commits it), `recoveries` (how many times it looked for a new owner), `rwopen PATH` (keeps
 //! one handle, read-write), `hlock START LEN` and `hunlock START LEN` (a write lock on those
 //! bytes of the kept handle, without waiting, and its release), `trips` (this process's round
-//! trips to the store's owner so far). It answers `ready owner` or `ready client` once open (`ready peer` on
+//! trips to the store's owner so far), `wal-syncs` (this process's fsyncs of a store's log so
+//! far). It answers `ready owner` or `ready client` once open (`ready peer` on
 //! an `fdb:` store).
 //!
 //! A test file using it declares `mod agent;` and one test named `agent_main` that calls
@@ -198,6 +199,8 @@ pub fn agent_main() {
                     }
                     #[cfg(feature = "rocksdb")]
                     ("trips", []) => kv::round_trips().to_string(),
+                    #[cfg(feature = "rocksdb")]
+                    ("wal-syncs", []) => kv::wal_syncs().to_string(),
                     ("hclose", []) => done(handle.take().map(|f| f.close()).unwrap_or(Ok(()))),
                     ("flock", [p]) => {
                         done(s.open(p, &txvfs::OpenOptions::new().read(true)).and_then(|f| {

@@ -305,15 +305,27 @@ impl Db {
                     }
                     self.snap = Some(s);
                 }
-                Err(_) => {
+                Err(e) => {
                     self.give_back(Level::None);
-                    return LockResult::Busy;
+                    return if e.is_retryable() { LockResult::Busy } else { LockResult::Failed(e) };
                 }
             }
         }
         let pin = self.locks.holds_pin();
         let store = &self.store.store;
-        let reached = self.bytes.raise(store, &self.file, level, self.locks.exclusive_mode(), pin);
+        let reached =
+            match self.bytes.raise(store, &self.file, level, self.locks.exclusive_mode(), pin) {
+                Ok(reached) => reached,
+                Err(e) => {
+                    // As a refusal at the level held before, then the error.
+                    self.locks.fall_back(before);
+                    if before == Level::None {
+                        let _ = self.bytes.lower(store, &self.file, Level::None);
+                        self.snap = None;
+                    }
+                    return LockResult::Failed(e);
+                }
+            };
         if reached < level {
             self.locks.fall_back(reached);
             if reached == Level::None {
@@ -339,9 +351,9 @@ impl Db {
                     self.give_back(Level::Shared);
                     return LockResult::BusySnapshot;
                 }
-                Err(_) => {
+                Err(e) => {
                     self.give_back(Level::Shared);
-                    return LockResult::Busy;
+                    return LockResult::Failed(e);
                 }
             }
         }

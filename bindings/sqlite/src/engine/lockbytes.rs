@@ -57,11 +57,17 @@ pub struct LockBytes {
     exclusive: bool,
 }
 
-/// True when the core granted the lock. A refusal (`WouldBlock`: another process holds the
-/// byte) and any other failure (the store's owner changing hands, say) both make the request
-/// busy, so SQLite's busy handler retries it.
-fn granted(r: Result<()>) -> bool {
-    r.is_ok()
+/// Whether the core granted the lock. A refusal (`WouldBlock`: another process holds the
+/// byte) and a retryable failure (the store's owner changing hands, say) are `Ok(false)`:
+/// the request is busy, and SQLite's busy handler retries it. Any other failure (the owner
+/// did not answer within its deadline, a broken store) is the error: retrying it would only
+/// wait again.
+fn granted(r: Result<()>) -> Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::WouldBlock || e.is_retryable() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 impl LockBytes {
@@ -81,17 +87,22 @@ impl LockBytes {
         level: Level,
         exclusive_mode: bool,
         pin: bool,
-    ) -> Level {
+    ) -> Result<Level> {
         if level >= Level::Shared && !self.shared {
             // A check, not a lock: would a read lock of the SHARED range be refused?
-            if !matches!(file.test_lock(false, SHARED_FIRST, SHARED_SIZE), Ok(None)) {
-                return Level::None;
+            match file.test_lock(false, SHARED_FIRST, SHARED_SIZE) {
+                Ok(None) => {}
+                Ok(Some(_)) => return Ok(Level::None),
+                Err(e) => {
+                    granted(Err(e))?; // the error, or a refusal
+                    return Ok(Level::None);
+                }
             }
             self.shared = true;
         }
         if pin && !self.pin && !self.pending {
-            if !granted(file.lock_range(RangeLockKind::Read, PENDING_BYTE, 1, false)) {
-                return Level::None;
+            if !granted(file.lock_range(RangeLockKind::Read, PENDING_BYTE, 1, false))? {
+                return Ok(Level::None);
             }
             self.pin = true;
         }
@@ -100,33 +111,41 @@ impl LockBytes {
             // RESERVED_BYTE are adjacent): EXCLUSIVE then needs no change of its own. What a
             // PENDING held early keeps out is another process's pinned reader (a read lock on
             // PENDING), which then waits for the whole write transaction instead of its end.
-            if granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 2, false)) {
+            if granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 2, false))? {
                 self.reserved = true;
                 self.pending = true;
             }
         }
         if level >= Level::Reserved && !self.reserved {
-            if !granted(file.lock_range(RangeLockKind::Write, RESERVED_BYTE, 1, false)) {
-                return Level::Shared;
+            if !granted(file.lock_range(RangeLockKind::Write, RESERVED_BYTE, 1, false))? {
+                return Ok(Level::Shared);
             }
             self.reserved = true;
         }
         if level == Level::Exclusive && !self.pending {
-            if !granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 1, false)) {
-                return Level::Pending;
+            if !granted(file.lock_range(RangeLockKind::Write, PENDING_BYTE, 1, false))? {
+                return Ok(Level::Pending);
             }
             self.pending = true;
         }
         if level == Level::Exclusive && exclusive_mode && !self.exclusive {
             let mark = mark_of(file);
-            if store.setxattr_ino(file.ino(), EXCLUSIVE_MARK, &mark, XattrFlags::default()).is_err()
-                || !granted(file.lock_range(RangeLockKind::Write, SHARED_FIRST, SHARED_SIZE, false))
-            {
-                return Level::Pending;
+            if !granted(store.setxattr_ino(
+                file.ino(),
+                EXCLUSIVE_MARK,
+                &mark,
+                XattrFlags::default(),
+            ))? || !granted(file.lock_range(
+                RangeLockKind::Write,
+                SHARED_FIRST,
+                SHARED_SIZE,
+                false,
+            ))? {
+                return Ok(Level::Pending);
             }
             self.exclusive = true;
         }
-        level
+        Ok(level)
     }
 
     /// Drops to `to` (Shared or None), as os_unix.c's unlock does, in one change of the
@@ -226,19 +245,19 @@ mod tests {
         let (fa, fb) = (store.open("/m.db", &o).unwrap(), store.open("/m.db", &o).unwrap());
         let (mut a, mut b) = (LockBytes::default(), LockBytes::default());
         assert!(!marked(&store, &fa), "no mark before any exclusive connection");
-        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false), Level::Exclusive);
+        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false).unwrap(), Level::Exclusive);
         assert!(marked(&store, &fa), "a reader must check the lock records");
-        assert_eq!(b.raise(&store, &fb, Level::Shared, false, false), Level::None);
+        assert_eq!(b.raise(&store, &fb, Level::Shared, false, false).unwrap(), Level::None);
         a.lower(&store, &fa, Level::Shared).unwrap();
         assert!(!marked(&store, &fa), "gone with the lock: readers skip the check");
-        assert_eq!(b.raise(&store, &fb, Level::Shared, false, false), Level::Shared);
+        assert_eq!(b.raise(&store, &fb, Level::Shared, false, false).unwrap(), Level::Shared);
         b.lower(&store, &fb, Level::None).unwrap();
         // A mark that is not a's own (left by a process that died, say) is left alone.
-        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false), Level::Exclusive);
+        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false).unwrap(), Level::Exclusive);
         store.setxattr_ino(fa.ino(), EXCLUSIVE_MARK, b"another", XattrFlags::default()).unwrap();
         a.lower(&store, &fa, Level::None).unwrap();
         assert!(marked(&store, &fa));
-        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false), Level::Exclusive);
+        assert_eq!(a.raise(&store, &fa, Level::Exclusive, true, false).unwrap(), Level::Exclusive);
         a.lower(&store, &fa, Level::None).unwrap();
         assert!(!marked(&store, &fa), "the next holder to leave takes it away");
     }

@@ -44,6 +44,9 @@ pub enum LockResult {
     /// A write lock refused to a reader whose snapshot is older than the last commit: its
     /// transaction must end (and start again) before it may write (`SQLITE_BUSY_SNAPSHOT`).
     BusySnapshot,
+    /// Not a refusal but a failure (the store's owner did not answer within its deadline):
+    /// `SQLITE_IOERR_LOCK`, which ends the statement instead of running the busy handler.
+    Failed(txvfs::Error),
 }
 
 #[derive(Default)]

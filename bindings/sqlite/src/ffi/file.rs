@@ -245,6 +245,7 @@ unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int
             LockResult::Ok => ffi::SQLITE_OK,
             LockResult::Busy => ffi::SQLITE_BUSY,
             LockResult::BusySnapshot => ffi::SQLITE_BUSY_SNAPSHOT,
+            LockResult::Failed(e) => fail(&e, ffi::SQLITE_IOERR_LOCK),
         },
         Kind::Mem { level: l, .. } => {
             *l = (*l).max(level);
@@ -277,7 +278,7 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
 }
 
 /// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode` WAL and OFF are answered here (see
-/// [`engine::wal`]); `txvfs_group` and `txvfs_stats` are txvfs's own; `synchronous` and
+/// [`engine::wal`]); `txvfs_group`, `txvfs_stats` and `txvfs_last_error` are txvfs's own; `synchronous` and
 /// `locking_mode` are noted (and left to SQLite).
 unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     let args = arg as *mut *mut c_char;
@@ -320,6 +321,13 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
                 }
             }
             set(&db.group_name().unwrap_or_default());
+            ffi::SQLITE_OK
+        }
+        "txvfs_last_error" => {
+            // What SQLite's messages leave out ("disk I/O error"): the last txvfs error on
+            // this thread, with its errno (`sqlite3_system_errno` gives the number alone).
+            let (errno, msg) = super::LAST_ERROR.with(|e| e.borrow().clone());
+            set(&if msg.is_empty() { String::new() } else { format!("[Errno {errno}] {msg}") });
             ffi::SQLITE_OK
         }
         "txvfs_stats" => {
