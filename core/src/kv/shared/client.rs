@@ -14,6 +14,7 @@
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
 //! the owner is alive and serves again once it runs).
 
+use super::alive::Alive;
 use super::area::{self, Area};
 use super::client_cache::ClientCache;
 use super::endpoint::Endpoint;
@@ -89,18 +90,14 @@ impl Conn {
         self.reply()
     }
 
-    /// [`Conn::call`] with the descriptor `fd` attached to the request (nothing else may be
-    /// buffered).
-    fn call_with_fd(
-        &mut self,
-        frame: Frame,
-        fd: RawFd,
-    ) -> std::result::Result<Result<Vec<u8>>, Fail> {
+    /// Sends `frame` with the descriptors `fds` attached (nothing else may be buffered); the
+    /// caller reads the reply.
+    fn send_with_fds(&mut self, frame: Frame, fds: &[RawFd]) -> std::result::Result<(), Fail> {
         debug_assert!(self.out.is_empty());
-        area::send_with_fd(self.stream.as_raw_fd(), &frame.finish(), fd)
+        area::send_with_fds(self.stream.as_raw_fd(), &frame.finish(), fds)
             .map_err(|e| self.failed(&e, false))?;
         count_round_trip();
-        self.reply()
+        Ok(())
     }
 
     /// Reads the reply to a request already sent (see [`Conn::call`]).
@@ -215,6 +212,9 @@ pub(crate) struct Client {
     pub(super) cache: Option<Mutex<ClientCache>>,
     /// The server runs lock requests (`op::LOCKS`).
     serves_locks: bool,
+    /// This process's liveness file of the store, passed with every hello: the server runs
+    /// only lock requests for the ids this process locks there.
+    alive: Arc<Mutex<Option<Alive>>>,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -230,6 +230,7 @@ impl Client {
         dir: &Path,
         timeout: Duration,
         describe: &str,
+        alive: &Arc<Mutex<Option<Alive>>>,
     ) -> std::result::Result<Arc<Client>, ConnectError> {
         // Every connection of this client goes where the first went: after a failover, the
         // old owner's name is refused and the client recovers.
@@ -247,7 +248,7 @@ impl Client {
                 ConnectError::NoServer
             }
         })?;
-        let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
+        let reply = hello(&mut conn, timeout, describe, alive, || super::owner_info(dir).0)?;
         let (limits, server_pid, describe, features) =
             parse_hello(&reply).map_err(ConnectError::Failed)?;
         // A ring that cannot be mapped here only costs the cache.
@@ -263,6 +264,7 @@ impl Client {
             server_pid,
             cache,
             serves_locks: features & protocol::features::LOCKS != 0,
+            alive: alive.clone(),
             lost: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
@@ -299,7 +301,7 @@ impl Client {
             self.lose();
             self.lost_error(false)
         })?;
-        match hello(&mut c, self.timeout, &self.describe, || Some(self.server_pid)) {
+        match hello(&mut c, self.timeout, &self.describe, &self.alive, || Some(self.server_pid)) {
             Ok(_) => Ok(c),
             Err(ConnectError::Failed(e)) => {
                 if e.kind() == ErrorKind::Busy {
@@ -481,22 +483,37 @@ fn parse_hello(reply: &[u8]) -> Result<(Limits, u32, String, u64)> {
 }
 
 /// Says hello on a new connection and returns the server's reply; `pid` names the server in
-/// the error when it does not answer within `timeout`.
+/// the error when it does not answer within `timeout`. The hello brings a reply area, if this
+/// system gives one (else replies all come through the socket), and this process's liveness
+/// file (`alive`), if open.
 fn hello(
     conn: &mut Conn,
     timeout: Duration,
     describe: &str,
+    alive: &Mutex<Option<Alive>>,
     pid: impl FnOnce() -> Option<u32>,
 ) -> std::result::Result<Vec<u8>, ConnectError> {
     let started = Instant::now();
-    // A reply area, if this system gives one (else replies all come through the socket).
     let area = Area::create().ok();
-    let frame = Frame::new(op::HELLO).u64(protocol::VERSION as u64).u64(area.is_some() as u64);
-    let r = match &area {
-        Some((_, fd)) => conn.call_with_fd(frame, fd.as_raw_fd()),
-        None => conn.call(frame),
+    let (mut flags, mut fds) = (0, Vec::new());
+    if let Some((_, fd)) = &area {
+        flags |= protocol::hello_flags::AREA;
+        fds.push(fd.as_raw_fd());
+    }
+    let alive = alive.lock();
+    if let Some(a) = alive.as_ref() {
+        flags |= protocol::hello_flags::ALIVE;
+        fds.push(a.raw_fd());
+    }
+    let frame = Frame::new(op::HELLO).u64(protocol::VERSION as u64).u64(flags);
+    let sent = if fds.is_empty() {
+        frame.push_to(&mut conn.out);
+        conn.flush().map_err(|e| conn.failed(&e, false)).map(|()| count_round_trip())
+    } else {
+        conn.send_with_fds(frame, &fds)
     };
-    match r {
+    drop(alive);
+    match sent.and_then(|()| conn.reply()) {
         Ok(Ok(reply)) => {
             let features = parse_hello(&reply).map_or(0, |h| h.3);
             if features & protocol::features::AREA != 0 {

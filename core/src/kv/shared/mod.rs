@@ -18,6 +18,7 @@
 //! No process waits for ever on another: client calls, connections and failovers are bounded by
 //! the store's `owner_timeout` (`waits.rs`).
 
+mod access;
 mod alive;
 mod area;
 mod bell;
@@ -117,8 +118,9 @@ pub struct SharedBackend {
     generation: u64,
     /// The process that opened it (for the error in a forked child).
     pid: u32,
-    /// This process's liveness locks (opened at the first registration).
-    alive: Mutex<Option<Alive>>,
+    /// This process's liveness locks (opened at the open, or else at the first
+    /// registration); a client passes the file to its owner with each hello.
+    alive: Arc<Mutex<Option<Alive>>>,
     sharing: Arc<AloneState>,
     /// The read cache's size (`Options::cache_size`), applied to the owner's cache or to this
     /// client's (kept exact by the owner's change ring, `client_cache.rs`), at open and after
@@ -167,7 +169,9 @@ impl SharedBackend {
             }
         }
         let sharing = AloneState::new();
-        let mode = first_mode(canon, exclusive, &sharing, timeout)?;
+        // Opened before connecting: a client's hello brings it (see `client.rs`).
+        let alive = Arc::new(Mutex::new(if exclusive { None } else { Alive::open(canon).ok() }));
+        let mode = first_mode(canon, exclusive, &sharing, &alive, timeout)?;
         // A client shares the store; so does an owner that finds live processes on it (the
         // clients of a dead owner, whose locks and marks are in the store): it must check
         // them from its first call, not only once one of them has connected.
@@ -181,7 +185,7 @@ impl SharedBackend {
             mode: Mutex::new(mode),
             generation: fork_generation(),
             pid: std::process::id(),
-            alive: Mutex::new(None),
+            alive,
             sharing,
             cache_bytes: AtomicU64::new(0),
             timeout,
@@ -225,7 +229,7 @@ impl SharedBackend {
         let wait = self.timeout.max(RECOVERY_TIMEOUT);
         let deadline = Instant::now() + wait;
         loop {
-            match try_mode(&self.dir, self.exclusive, &self.sharing, self.timeout)? {
+            match try_mode(&self.dir, self.exclusive, &self.sharing, &self.alive, self.timeout)? {
                 Some(m) => {
                     let bytes = self.cache_bytes.load(Ordering::SeqCst);
                     match &m {
@@ -306,12 +310,13 @@ fn first_mode(
     dir: &Path,
     exclusive: bool,
     sharing: &Arc<AloneState>,
+    alive: &Arc<Mutex<Option<Alive>>>,
     timeout: Duration,
 ) -> Result<Mode> {
     let wait = timeout.max(RECOVERY_TIMEOUT);
     let deadline = Instant::now() + wait;
     loop {
-        if let Some(m) = try_mode(dir, exclusive, sharing, timeout)? {
+        if let Some(m) = try_mode(dir, exclusive, sharing, alive, timeout)? {
             return Ok(m);
         }
         if Instant::now() >= deadline {
@@ -328,6 +333,7 @@ fn try_mode(
     dir: &Path,
     exclusive: bool,
     sharing: &Arc<AloneState>,
+    alive: &Arc<Mutex<Option<Alive>>>,
     timeout: Duration,
 ) -> Result<Option<Mode>> {
     match RocksBackend::open_owned(dir, exclusive) {
@@ -365,7 +371,7 @@ fn try_mode(
             }
         }
     }
-    match Client::connect(dir, timeout, &format!("rocksdb:{}", dir.display())) {
+    match Client::connect(dir, timeout, &format!("rocksdb:{}", dir.display()), alive) {
         Ok(c) => Ok(Some(Mode::Client(c))),
         Err(ConnectError::NoServer) => Ok(None),
         Err(ConnectError::Failed(e)) => Err(e),

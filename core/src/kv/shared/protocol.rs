@@ -24,6 +24,16 @@ pub mod features {
     pub const LOCKS: u64 = 4;
 }
 
+/// What a client's hello brings (a bit set after the version), each descriptor attached in
+/// this order.
+pub mod hello_flags {
+    /// Its reply area (`area.rs`).
+    pub const AREA: u64 = 1;
+    /// Its liveness file (`txvfs.alive`, opened by it): the proof of the process ids whose
+    /// bytes it locks there, which its lock requests may name (`alive.rs`).
+    pub const ALIVE: u64 = 2;
+}
+
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
 /// refused with TooLarge).
 pub const MAX_FRAME: usize = 160 << 20;
@@ -188,8 +198,13 @@ pub fn read_frame_into(r: &mut impl Read, spare: &mut Vec<u8>) -> std::io::Resul
     }
     let mut body = if len >= SPARE_MIN { std::mem::take(spare) } else { Vec::new() };
     body.clear();
-    body.resize(len, 0);
-    r.read_exact(&mut body)?;
+    // The memory grows with the bytes that arrive: a length alone (a peer's claim) never
+    // allocates more than the first read's share.
+    body.reserve(len.min(SPARE_MIN));
+    r.take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(Some(body))
 }
 

@@ -11,6 +11,7 @@
 //! client's next transaction; a request begun but not finished within [`FRAME_WAIT`] closes
 //! its connection.
 
+mod accept;
 mod cached_reads;
 mod hello;
 mod wire;
@@ -32,10 +33,11 @@ use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::BufReader;
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -112,19 +114,17 @@ impl Server {
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
         let accept = {
-            let (listener, stop, conns, threads) = (
-                listener.try_clone().map_err(socket_err)?,
-                stop.clone(),
-                conns.clone(),
-                threads.clone(),
-            );
-            let at = endpoint.clone();
+            let door = accept::Door {
+                listener: listener.try_clone().map_err(socket_err)?,
+                dir: dir.to_path_buf(),
+                endpoint: endpoint.clone(),
+                stop: stop.clone(),
+                conns: conns.clone(),
+                threads: threads.clone(),
+            };
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || {
-                    let serving = Serving { backend, ring, alive };
-                    accept_loop(listener, &at, serving, sharing, stop, conns, threads)
-                })
+                .spawn(move || accept::accept_loop(door, Serving { backend, ring, alive }, sharing))
                 .map_err(socket_err)?
         };
         Ok(Server {
@@ -197,66 +197,6 @@ struct Serving {
     alive: Option<Arc<Alive>>,
 }
 
-fn accept_loop(
-    listener: UnixListener,
-    endpoint: &Endpoint,
-    serving: Serving,
-    sharing: Arc<AloneState>,
-    stop: Arc<AtomicBool>,
-    conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
-    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    loop {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) if stop.load(Ordering::SeqCst) => return,
-            Err(e)
-                if e.raw_os_error() == Some(libc::EMFILE)
-                    || e.raw_os_error() == Some(libc::ENFILE) =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            Err(_) => continue,
-        };
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        if !endpoint.admits(&stream) {
-            let e = Error::new(
-                ErrorKind::Access,
-                format!(
-                    "{}: the store is served on {}, which only processes of its owner's user \
-                     may use",
-                    serving.backend.describe(),
-                    endpoint.describe()
-                ),
-            );
-            send_error(&stream, &e);
-            continue;
-        }
-        // Before anything is served: this process's locks go into the store.
-        sharing.become_shared();
-        let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let Ok(clone) = stream.try_clone() else { continue };
-        conns.lock().insert(id, clone);
-        let (serving, conns2) = (serving.clone(), conns.clone());
-        let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, serving);
-            conns2.lock().remove(&id);
-        });
-        let mut ts = threads.lock();
-        ts.retain(|t| !t.is_finished());
-        match spawned {
-            Ok(t) => ts.push(t),
-            Err(_) => {
-                conns.lock().remove(&id);
-            }
-        }
-    }
-}
-
 /// One connection's state: its transaction, and the first error of that transaction that no
 /// reply has carried yet (from a request without a reply).
 struct Session<'a> {
@@ -274,6 +214,12 @@ struct Session<'a> {
     area: Option<Area>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
+    /// The client's own descriptor of the store's liveness file (`txvfs.alive`), if it passed
+    /// one with its hello: its lock requests may name only the process ids whose bytes it
+    /// locks there (`alive.rs`).
+    peer_alive: Option<OwnedFd>,
+    /// The process ids this connection's client proved to hold, so far.
+    proven: Vec<u64>,
 }
 
 fn no_txn() -> Error {
@@ -439,7 +385,22 @@ impl Session<'_> {
                     return Err(Error::new(ErrorKind::Invalid, "the client withdrew its request"));
                 }
                 let alive = |p| self.alive.as_ref().map(|a| a.is_alive(p));
-                let r = crate::fs::leases::serve_request(self.backend, &alive, request);
+                let (probe, theirs, proven) = (&self.alive, &self.peer_alive, &mut self.proven);
+                // A request may act only for the client's own process (its lock on that id's
+                // byte of txvfs.alive, through the descriptor it passed): never release or
+                // overwrite another process's locks.
+                let mut holds = |p: u64| {
+                    if proven.contains(&p) {
+                        return true;
+                    }
+                    let held =
+                        probe.as_ref().zip(theirs.as_ref()).is_some_and(|(a, fd)| a.held_by(fd, p));
+                    if held && proven.len() < 64 {
+                        proven.push(p);
+                    }
+                    held
+                };
+                let r = crate::fs::leases::serve_request(self.backend, &alive, &mut holds, request);
                 Some(r.map(|reply| Frame::new(op::OK).bytes(&reply).finish()))
             }
             op::SNAPSHOT | op::SNAPSHOT_GET | op::SNAPSHOT_RANGE | op::NAMED_SNAPSHOT => {
@@ -480,30 +441,39 @@ fn serve(stream: UnixStream, serving: Serving) {
         }
     };
     // The first message must be a hello of this protocol's version; it may bring a reply
-    // area (read straight from the socket, with the descriptor attached to it).
-    let mut area = None;
+    // area and the client's liveness file (read straight from the socket, with the
+    // descriptors attached to it).
+    let (mut area, mut peer_alive) = (None, None);
     match read_hello(&writer) {
-        Ok(Some((f, fd))) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
-            Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
-                let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
-                if flags & 1 != 0 {
-                    area = fd.and_then(|fd| Area::adopt(fd).ok());
+        Ok(Some((f, fds))) => {
+            match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
+                Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
+                    let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
+                    let mut fds = fds.into_iter();
+                    if flags & protocol::hello_flags::AREA != 0 {
+                        area = fds.next().and_then(|fd| Area::adopt(fd).ok());
+                    }
+                    if flags & protocol::hello_flags::ALIVE != 0 {
+                        // Only the store's own liveness file proves anything.
+                        let ours = |fd: &OwnedFd| alive.as_ref().is_some_and(|a| a.same_file(fd));
+                        peer_alive = fds.next().filter(ours);
+                    }
+                    let reply = hello_reply(backend, ring.is_some(), area.is_some());
+                    if send_reply(&writer, &reply).is_err() {
+                        return;
+                    }
+                    timeout = Some(FRAME_WAIT);
                 }
-                let reply = hello_reply(backend, ring.is_some(), area.is_some());
-                if send_reply(&writer, &reply).is_err() {
+                _ => {
+                    let e = Error::new(
+                        ErrorKind::Invalid,
+                        format!("expected a hello of protocol version {}", protocol::VERSION),
+                    );
+                    send_error(&writer, &e);
                     return;
                 }
-                timeout = Some(FRAME_WAIT);
             }
-            _ => {
-                let e = Error::new(
-                    ErrorKind::Invalid,
-                    format!("expected a hello of protocol version {}", protocol::VERSION),
-                );
-                send_error(&writer, &e);
-                return;
-            }
-        },
+        }
         Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
@@ -518,6 +488,8 @@ fn serve(stream: UnixStream, serving: Serving) {
         spare: Vec::new(),
         area,
         alive,
+        peer_alive,
+        proven: Vec::new(),
     };
     // Replies not written yet: those to requests the client sent together go out in one
     // write once the last of them is handled, so the client takes them in one read.
