@@ -1,7 +1,8 @@
 //! A second process for the multi-process tests: the test binary runs itself again as an
 //! "agent" that opens a store and obeys commands on its stdin, one per line, answering each on
 //! stdout after `@@ `: `set KEY VALUE` (one committed transaction; answers `ok` or the error), `get KEY`
-//! (answers the value or `none`), `exit`, `close` (drops the store, a clean close, then
+//! (answers the value or `none`), `ring` (rings the store's bell, as a commit of a change feed
+//! record does), `exit`, `close` (drops the store, a clean close, then
 //! answers `ok` and exits once its stdin ends); and through the file system (a `Store` on the same
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
@@ -104,6 +105,11 @@ pub fn agent_main() {
                 }
                 None => "error no held transaction".into(),
             },
+            ["ring"] => {
+                // As after a commit that wrote a change feed record: rings the store's bell.
+                b.announce_stamped(b"F");
+                "ok".to_string()
+            }
             ["exit"] => std::process::exit(0),
             ["close"] => {
                 drop((snap.take(), std::mem::take(&mut ranges), handle.take(), locked.take()));

@@ -33,39 +33,71 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// A new memfd of `size` bytes that can never shrink or grow (sealed: a mapping of it never
+/// faults, whatever a process holding it does).
+pub(super) fn sealed_memfd(name: &std::ffi::CStr, size: usize) -> io::Result<OwnedFd> {
+    // SAFETY: a plain system call with a valid C string.
+    let fd = check(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    })?;
+    // SAFETY: `fd` was just created and is owned here.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: system calls on a descriptor owned here.
+    unsafe {
+        check(libc::ftruncate(fd.as_raw_fd(), size as libc::off_t))?;
+        check(libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+        ))?;
+    }
+    Ok(fd)
+}
+
+/// Checks that `fd` (passed by another process) is a memfd of exactly `size` bytes sealed
+/// against shrinking, with at least the seals `more`: a mapping of it cannot fault.
+pub(super) fn check_sealed(fd: &OwnedFd, size: usize, more: libc::c_int) -> io::Result<()> {
+    // SAFETY: queries on an open descriptor; `st` is written by fstat.
+    let (seals, len) = unsafe {
+        let seals = check(libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))?;
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+        (seals, st.st_size as usize)
+    };
+    let want = libc::F_SEAL_SHRINK | more;
+    if seals & want != want || len != size {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a sealed memfd of its size"));
+    }
+    Ok(())
+}
+
+/// Maps `len` bytes of `fd` shared, read and write or (`write` false) read only.
+pub(super) fn map_shared(fd: &OwnedFd, len: usize, write: bool) -> io::Result<*mut u8> {
+    let prot = if write { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+    // SAFETY: maps `len` bytes of an open descriptor; the caller checked its size and seals.
+    let ptr =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
 impl Area {
     /// A new area (the client's), and the descriptor to pass to the server.
     pub(super) fn create() -> io::Result<(Area, OwnedFd)> {
-        let name = c"txvfs-reply-area";
-        // SAFETY: a plain system call with a valid C string.
-        let fd = check(unsafe {
-            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        })?;
-        // SAFETY: `fd` was just created and is owned here.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: system calls on a descriptor owned here.
-        unsafe {
-            check(libc::ftruncate(fd.as_raw_fd(), AREA_SIZE as libc::off_t))?;
-            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-            check(libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals))?;
-        }
+        let fd = sealed_memfd(c"txvfs-reply-area", AREA_SIZE)?;
+        // SAFETY: a system call on a descriptor owned here.
+        check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SEAL) })?;
         Ok((Area::map_fd(fd.as_raw_fd(), AREA_SIZE)?, fd))
     }
 
     /// Maps an area a client passed (the server's side): only a sealed memfd that cannot
     /// shrink, of the expected size.
     pub(super) fn adopt(fd: OwnedFd) -> io::Result<Area> {
-        // SAFETY: queries on a descriptor owned here; `st` is written by fstat.
-        let (seals, size) = unsafe {
-            let seals = check(libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))?;
-            let mut st: libc::stat = std::mem::zeroed();
-            check(libc::fstat(fd.as_raw_fd(), &mut st))?;
-            (seals, st.st_size as usize)
-        };
-        if seals & libc::F_SEAL_SHRINK == 0 || size != AREA_SIZE {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a sealed reply area"));
-        }
-        Area::map_fd(fd.as_raw_fd(), size)
+        check_sealed(&fd, AREA_SIZE, 0)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not a sealed reply area"))?;
+        Area::map_fd(fd.as_raw_fd(), AREA_SIZE)
     }
 
     fn map_fd(fd: RawFd, len: usize) -> io::Result<Area> {

@@ -16,22 +16,25 @@ pub const VERSION: u32 = 1;
 /// Features a server offers, a bit set at the end of its hello reply (older servers send
 /// none; older clients ignore it).
 pub mod features {
-    /// The change ring (`ring.rs`) is written: clients may cache reads and use BEGIN_AT.
-    pub const RING: u64 = 1;
+    // 1: the change ring in the file `txvfs.ring` (before issue 37; no longer offered: a
+    // file in the store directory, which any process of its user could truncate or scribble
+    // on; an older client, not offered it, reads uncached).
     /// The server mapped the reply area the client passed with its hello (`area.rs`).
     pub const AREA: u64 = 2;
     /// The server runs file lock requests (`op::LOCKS`).
     pub const LOCKS: u64 = 4;
+    /// The change ring (`ring.rs`) is written, its memory's descriptor attached to the hello
+    /// reply: clients may cache reads and use BEGIN_AT.
+    pub const RING_FD: u64 = 8;
+    /// The store's bell (`bell.rs`), its memory's descriptor attached to the hello reply
+    /// (after the ring's).
+    pub const BELL_FD: u64 = 16;
 }
 
-/// What a client's hello brings (a bit set after the version), each descriptor attached in
-/// this order.
+/// What a client's hello brings (a bit set after the version).
 pub mod hello_flags {
-    /// Its reply area (`area.rs`).
+    /// Its reply area (`area.rs`), its descriptor attached.
     pub const AREA: u64 = 1;
-    /// Its liveness file (`txvfs.alive`, opened by it): the proof of the process ids whose
-    /// bytes it locks there, which its lock requests may name (`alive.rs`).
-    pub const ALIVE: u64 = 2;
 }
 
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
@@ -75,7 +78,9 @@ pub mod op {
     pub const NAMED_SNAPSHOT: u8 = 44;
     /// A change or test of file lock records (the request, as the file layer's lease table
     /// encodes it), run by the owner in one transaction of its own; the reply carries the
-    /// encoded answer. Offered when the hello's features have `LOCKS`.
+    /// encoded answer. Offered when the hello's features have `LOCKS`. The client's own
+    /// descriptor of `txvfs.alive` comes attached: the owner acts only for a process id whose
+    /// byte it locks there (`alive.rs`).
     pub const LOCKS: u8 = 45;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;

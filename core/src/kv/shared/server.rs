@@ -17,9 +17,9 @@ mod hello;
 mod wire;
 
 use cached_reads::range_reply;
-use hello::{hello_reply, read_hello};
+use hello::{hello_reply, read_hello, send_hello_reply};
 pub use wire::replies_sent;
-use wire::{next_frame, send_error, send_reply, Next};
+use wire::{next_frame, send_error, send_reply, FdReader, Next};
 
 use super::alive::Alive;
 use super::area::Area;
@@ -83,6 +83,8 @@ pub(crate) struct Server {
     stopped: bool,
     /// Where it listens.
     endpoint: Endpoint,
+    /// The ring it offers, marked closed once it stops serving.
+    ring: Option<Arc<Mutex<RingWriter>>>,
 }
 
 impl Server {
@@ -91,12 +93,14 @@ impl Server {
     /// an abstract socket published in the owner file where `dir` cannot hold a socket file
     /// (see `endpoint.rs`).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
-    /// `ring`: the change ring this owner writes, offered to clients for their caches.
+    /// `ring`: the change ring this owner writes, offered to clients for their caches;
+    /// `bell`: the store's bell (`bell.rs`); both handed to each client with its hello reply.
     pub(crate) fn start(
         dir: &Path,
         backend: Arc<RocksBackend>,
         sharing: Arc<AloneState>,
         ring: Option<Arc<Mutex<RingWriter>>>,
+        bell: Option<OwnedFd>,
     ) -> Result<Server> {
         let (listener, endpoint) = endpoint::listen(dir).map_err(|e| {
             Error::new(
@@ -113,6 +117,11 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
+        // Without a descriptor of the ring, clients are not offered it (they read uncached).
+        let ring_fd = ring.as_ref().and_then(|r| r.lock().share().ok()).map(Arc::new);
+        let ring = ring.filter(|_| ring_fd.is_some());
+        let offered = ring.clone();
+        let bell_fd = bell.map(Arc::new);
         let accept = {
             let door = accept::Door {
                 listener: listener.try_clone().map_err(socket_err)?,
@@ -124,7 +133,10 @@ impl Server {
             };
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
-                .spawn(move || accept::accept_loop(door, Serving { backend, ring, alive }, sharing))
+                .spawn(move || {
+                    let serving = Serving { backend, ring, alive, ring_fd, bell_fd };
+                    accept::accept_loop(door, serving, sharing)
+                })
                 .map_err(socket_err)?
         };
         Ok(Server {
@@ -135,6 +147,7 @@ impl Server {
             accept: Some(accept),
             stopped: false,
             endpoint,
+            ring: offered,
         })
     }
 
@@ -161,6 +174,10 @@ impl Server {
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
             let _ = t.join();
+        }
+        // Clients reading from their caches must ask the next owner from now on.
+        if let Some(r) = &self.ring {
+            r.lock().close();
         }
     }
 
@@ -195,6 +212,9 @@ struct Serving {
     ring: Option<Arc<Mutex<RingWriter>>>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
+    /// The descriptors of the ring's and the bell's memory, handed to clients.
+    ring_fd: Option<Arc<OwnedFd>>,
+    bell_fd: Option<Arc<OwnedFd>>,
 }
 
 /// One connection's state: its transaction, and the first error of that transaction that no
@@ -214,12 +234,9 @@ struct Session<'a> {
     area: Option<Area>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
-    /// The client's own descriptor of the store's liveness file (`txvfs.alive`), if it passed
-    /// one with its hello: its lock requests may name only the process ids whose bytes it
-    /// locks there (`alive.rs`).
-    peer_alive: Option<OwnedFd>,
-    /// The process ids this connection's client proved to hold, so far.
-    proven: Vec<u64>,
+    /// The descriptors attached to the request being handled (a lock request's: the
+    /// client's own descriptor of the store's liveness file, `alive.rs`).
+    attached: Vec<OwnedFd>,
 }
 
 fn no_txn() -> Error {
@@ -385,20 +402,15 @@ impl Session<'_> {
                     return Err(Error::new(ErrorKind::Invalid, "the client withdrew its request"));
                 }
                 let alive = |p| self.alive.as_ref().map(|a| a.is_alive(p));
-                let (probe, theirs, proven) = (&self.alive, &self.peer_alive, &mut self.proven);
-                // A request may act only for the client's own process (its lock on that id's
-                // byte of txvfs.alive, through the descriptor it passed): never release or
-                // overwrite another process's locks.
+                // A request may act only for the client's own process: its lock on that id's
+                // byte of txvfs.alive, through the descriptor attached to the request (closed
+                // once checked: kept, it would keep a dead client's locks alive). It never
+                // releases or overwrites another process's locks.
+                let (probe, theirs) = (&self.alive, self.attached.pop());
+                let ours = |fd: &OwnedFd| probe.as_ref().is_some_and(|a| a.same_file(fd));
+                let theirs = theirs.filter(ours);
                 let mut holds = |p: u64| {
-                    if proven.contains(&p) {
-                        return true;
-                    }
-                    let held =
-                        probe.as_ref().zip(theirs.as_ref()).is_some_and(|(a, fd)| a.held_by(fd, p));
-                    if held && proven.len() < 64 {
-                        proven.push(p);
-                    }
-                    held
+                    probe.as_ref().zip(theirs.as_ref()).is_some_and(|(a, fd)| a.held_by(fd, p))
                 };
                 let r = crate::fs::leases::serve_request(self.backend, &alive, &mut holds, request);
                 Some(r.map(|reply| Frame::new(op::OK).bytes(&reply).finish()))
@@ -424,11 +436,11 @@ impl Session<'_> {
 }
 
 fn serve(stream: UnixStream, serving: Serving) {
-    let Serving { backend, ring, alive } = serving;
+    let Serving { backend, ring, alive, ring_fd, bell_fd } = serving;
     let backend = &*backend;
     protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
-    let mut reader = BufReader::with_capacity(64 << 10, read_half);
+    let mut reader = BufReader::with_capacity(64 << 10, FdReader::new(read_half));
     let writer = stream;
     let mut timeout;
     // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
@@ -441,25 +453,19 @@ fn serve(stream: UnixStream, serving: Serving) {
         }
     };
     // The first message must be a hello of this protocol's version; it may bring a reply
-    // area and the client's liveness file (read straight from the socket, with the
-    // descriptors attached to it).
-    let (mut area, mut peer_alive) = (None, None);
+    // area (read straight from the socket, with the descriptor attached to it).
+    let mut area = None;
     match read_hello(&writer) {
         Ok(Some((f, fds))) => {
             match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
                 Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
                     let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
-                    let mut fds = fds.into_iter();
                     if flags & protocol::hello_flags::AREA != 0 {
-                        area = fds.next().and_then(|fd| Area::adopt(fd).ok());
+                        area = fds.into_iter().next().and_then(|fd| Area::adopt(fd).ok());
                     }
-                    if flags & protocol::hello_flags::ALIVE != 0 {
-                        // Only the store's own liveness file proves anything.
-                        let ours = |fd: &OwnedFd| alive.as_ref().is_some_and(|a| a.same_file(fd));
-                        peer_alive = fds.next().filter(ours);
-                    }
-                    let reply = hello_reply(backend, ring.is_some(), area.is_some());
-                    if send_reply(&writer, &reply).is_err() {
+                    let handed = [ring_fd.as_deref(), bell_fd.as_deref()];
+                    let reply = hello_reply(backend, handed, area.is_some());
+                    if send_hello_reply(&writer, &reply, handed).is_err() {
                         return;
                     }
                     timeout = Some(FRAME_WAIT);
@@ -488,8 +494,7 @@ fn serve(stream: UnixStream, serving: Serving) {
         spare: Vec::new(),
         area,
         alive,
-        peer_alive,
-        proven: Vec::new(),
+        attached: Vec::new(),
     };
     // Replies not written yet: those to requests the client sent together go out in one
     // write once the last of them is handled, so the client takes them in one read.
@@ -520,6 +525,8 @@ fn serve(stream: UnixStream, serving: Serving) {
                 return;
             }
         };
+        // What came attached to this request's bytes (anything else attached is closed).
+        session.attached = reader.get_mut().take_fds();
         match session.handle(&frame) {
             // A small reply waits for the others; one in the reply area goes at once (the
             // next request may write the area again), and so does a large one (not copied).

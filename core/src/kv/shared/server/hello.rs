@@ -59,9 +59,14 @@ pub(super) fn read_hello(sock: &UnixStream) -> std::io::Result<Option<(Vec<u8>, 
 }
 
 /// The hello reply: protocol version, the backend's limits and description, features (lock
-/// requests always).
-pub(super) fn hello_reply(backend: &dyn Backend, ring: bool, area: bool) -> Vec<u8> {
+/// requests always; the ring's and the bell's memory, as `handed` has them).
+pub(super) fn hello_reply(
+    backend: &dyn Backend,
+    handed: [Option<&OwnedFd>; 2],
+    area: bool,
+) -> Vec<u8> {
     let l = backend.limits();
+    let [ring, bell] = handed;
     Frame::new(op::OK)
         .u64(protocol::VERSION as u64)
         .u64(protocol::opt(l.max_key))
@@ -71,9 +76,23 @@ pub(super) fn hello_reply(backend: &dyn Backend, ring: bool, area: bool) -> Vec<
         .u64(std::process::id() as u64)
         .bytes(backend.describe().as_bytes())
         .u64(
-            if ring { protocol::features::RING } else { 0 }
+            if ring.is_some() { protocol::features::RING_FD } else { 0 }
+                | if bell.is_some() { protocol::features::BELL_FD } else { 0 }
                 | if area { protocol::features::AREA } else { 0 }
                 | protocol::features::LOCKS,
         )
         .finish()
+}
+
+/// Sends the hello reply with the descriptors `handed` has attached, in that order.
+pub(super) fn send_hello_reply(
+    sock: &UnixStream,
+    reply: &[u8],
+    handed: [Option<&OwnedFd>; 2],
+) -> std::io::Result<()> {
+    let fds: Vec<i32> = handed.iter().flatten().map(|fd| fd.as_raw_fd()).collect();
+    if fds.is_empty() {
+        return super::send_reply(sock, reply);
+    }
+    area::send_with_fds(sock.as_raw_fd(), reply, &fds)
 }
