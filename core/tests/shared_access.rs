@@ -6,7 +6,8 @@
 //! an owner of another user (root).
 //!
 //! Needs root, to run a process as another user. Without root each test says SKIPPED on
-//! stderr and passes, unless `TXVFS_OTHER_USER_REQUIRE` is set (CI sets it), where it fails.
+//! stderr and passes, unless `TXVFS_OTHER_USER_REQUIRE` is set (`.ci/run` sets it), where it
+//! fails.
 #![cfg(feature = "rocksdb")]
 
 mod agent;
