@@ -51,8 +51,12 @@ fn raw_hello_main() {
             hello.push(1); // HELLO
             hello.extend_from_slice(&1u64.to_le_bytes()); // protocol version
             let _ = s.write_all(&hello);
-            let mut reply = Vec::new();
-            let _ = s.read_to_end(&mut reply);
+            // The reply frame (an error reply closes the connection after it).
+            let mut reply = vec![0u8; 4];
+            let _ = s.read_exact(&mut reply);
+            let len = u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize;
+            reply.resize(4 + len.min(1 << 16), 0);
+            let _ = s.read_exact(&mut reply[4..]);
             match reply.get(4) {
                 Some(100) => "ok".to_string(),
                 Some(101) => format!("error {}", String::from_utf8_lossy(&reply[5 + 8 + 4..])),
