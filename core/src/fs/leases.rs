@@ -355,7 +355,8 @@ fn publish_in(
     if locks.is_empty() {
         tx.clear(&key)?;
     } else {
-        tx.set(&key, &LockRecord { expires_ms: now + lease_ms, locks: locks.to_vec() }.encode())?;
+        let expires_ms = now.saturating_add(lease_ms);
+        tx.set(&key, &LockRecord { expires_ms, locks: locks.to_vec() }.encode())?;
     }
     Ok(None)
 }
@@ -369,7 +370,7 @@ struct Request {
     ino: u64,
     owner: u64,
     lease_ms: u64,
-    /// The client's clock (leases are measured by the holder's clock).
+    /// The client's clock when it asked: sent, but the serving process uses its own.
     now: u64,
     locks: Vec<LockSpec>,
 }
@@ -434,21 +435,42 @@ fn decode_blocker(v: &[u8]) -> Result<Option<Blocker>> {
     }))
 }
 
+/// The longest lease a client's lock request may ask the serving process for.
+const MAX_LEASE_MS: u64 = 10 * 60 * 1000;
+
 /// Runs a client's lock request (see [`Sharing::serve_locks`](crate::kv::Sharing::serve_locks)) on `backend`, in the process
 /// that serves it; `alive` tells whether a process is alive. The reply encodes the blocker,
 /// if any. A publication is idempotent: a client whose connection broke sends it again to
 /// the next owner.
+///
+/// The serving process trusts none of the request's claims: it acts only for a process id
+/// `holds` says the client proved its own (else `Access`, and nothing changes), at the
+/// serving process's own clock (the client's is ignored), with a lease of at most
+/// 10 minutes.
 pub(crate) fn serve_request(
     backend: &dyn Backend,
     alive: &dyn Fn(u64) -> Option<bool>,
+    holds: &mut dyn FnMut(u64) -> bool,
     request: &[u8],
 ) -> Result<Vec<u8>> {
     let r = Request::decode(request)?;
+    if !holds(r.process) {
+        return Err(crate::Error::new(
+            crate::ErrorKind::Access,
+            format!(
+                "a lock request for process id {:#x}, which the requesting process does not \
+                 hold (its lock on txvfs.alive): refused, nothing changed",
+                r.process
+            ),
+        ));
+    }
+    let lease_ms = r.lease_ms.clamp(1, MAX_LEASE_MS);
     let blocker = crate::kv::run_with_retries(backend, 20, false, |tx| {
+        let now = SystemClock.now_ms();
         if r.test {
-            find_blocker(tx, alive, r.process, r.ino, &r.locks, r.now, false)
+            find_blocker(tx, alive, r.process, r.ino, &r.locks, now, false)
         } else {
-            publish_in(tx, alive, r.process, r.ino, r.owner, &r.locks, r.now, r.lease_ms)
+            publish_in(tx, alive, r.process, r.ino, r.owner, &r.locks, now, lease_ms)
         }
     })?;
     Ok(encode_blocker(blocker))

@@ -1,7 +1,8 @@
 //! A second process for the multi-process tests: the test binary runs itself again as an
 //! "agent" that opens a store and obeys commands on its stdin, one per line, answering each on
 //! stdout after `@@ `: `set KEY VALUE` (one committed transaction; answers `ok` or the error), `get KEY`
-//! (answers the value or `none`), `exit`, `close` (drops the store, a clean close, then
+//! (answers the value or `none`), `ring` (rings the store's bell, as a commit of a change feed
+//! record does), `exit`, `close` (drops the store, a clean close, then
 //! answers `ok` and exits once its stdin ends); and through the file system (a `Store` on the same
 //! backend, opened at the first such command): `write PATH DATA`, `read PATH`, `open PATH`
 //! (keeps one handle), `hread` (the handle's whole content), `hclose`, `unlink PATH`,
@@ -35,6 +36,12 @@ const ROLE: &str = "TXVFS_TEST_AGENT_URI";
 /// The agent's body: runs only in an agent process, then exits.
 pub fn agent_main() {
     let Ok(uri) = std::env::var(ROLE) else { return };
+    if let Some(mask) =
+        std::env::var("TXVFS_TEST_UMASK").ok().and_then(|m| u32::from_str_radix(&m, 8).ok())
+    {
+        // SAFETY: umask cannot fail.
+        unsafe { libc::umask(mask as libc::mode_t) };
+    }
     // A store option at the end of the URI (`&disk_cache=DIR`) is for the `Store` only.
     let raw_uri = uri.split("&disk_cache=").next().unwrap();
     let b: Arc<dyn Backend> = kv::open(raw_uri).unwrap_or_else(|e| {
@@ -99,6 +106,11 @@ pub fn agent_main() {
                 }
                 None => "error no held transaction".into(),
             },
+            ["ring"] => {
+                // As after a commit that wrote a change feed record: rings the store's bell.
+                b.announce_stamped(b"F");
+                "ok".to_string()
+            }
             ["exit"] => std::process::exit(0),
             ["close"] => {
                 drop((snap.take(), std::mem::take(&mut ranges), handle.take(), locked.take()));
@@ -239,7 +251,14 @@ impl Agent {
 
     /// [`Agent::start`], or the agent's first answer when it could not open the store.
     pub fn try_start(uri: &str, test_path: &str) -> Result<Agent, String> {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Agent::try_start_cmd(Command::new(std::env::current_exe().unwrap()), uri, test_path)
+    }
+
+    /// [`Agent::try_start`] running `cmd`, a command of this test binary (or a copy of it),
+    /// set up by the caller: its environment (`TXVFS_TEST_UMASK`: the agent's umask, octal),
+    /// its user.
+    pub fn try_start_cmd(mut cmd: Command, uri: &str, test_path: &str) -> Result<Agent, String> {
+        let mut child = cmd
             .args(["--exact", test_path, "--nocapture", "--test-threads=1", "-q"])
             .env(ROLE, uri)
             .stdin(Stdio::piped())

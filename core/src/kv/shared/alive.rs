@@ -11,6 +11,7 @@ use super::super::owner::{close_in_children, fork_generation, keep_in_children};
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashSet;
 use std::mem::ManuallyDrop;
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -74,6 +75,36 @@ impl Alive {
         Ok(())
     }
 
+    /// This file's descriptor, to pass to the store's owner with a hello: the proof that
+    /// this process holds the ids it registered (see [`Alive::held_by`]).
+    pub(crate) fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Whether `fd` (a descriptor another process passed) is open on this same liveness file.
+    pub(crate) fn same_file(&self, fd: &OwnedFd) -> bool {
+        let id = |fd: i32| {
+            // SAFETY: `st` is plain data written by fstat on an open descriptor.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+        };
+        id(self.file.as_raw_fd()).is_some_and(|me| id(fd.as_raw_fd()) == Some(me))
+    }
+
+    /// Whether the open file description of `theirs` (on this file, [`Alive::same_file`])
+    /// holds the lock of id `id`: someone holds it (a probe from this description says so),
+    /// and nobody but `theirs` (a probe from it finds no other holder). Only the process that
+    /// registered `id`, or one it gave its descriptor, can pass this.
+    pub(crate) fn held_by(&self, theirs: &OwnedFd, id: u64) -> bool {
+        let locked = |fd: i32| {
+            range_lock(fd, libc::F_WRLCK, libc::F_OFD_GETLK, offset(id))
+                .map(|fl| fl.l_type != libc::F_UNLCK as libc::c_short)
+        };
+        !self.own.contains(&id)
+            && matches!(locked(self.file.as_raw_fd()), Ok(true))
+            && matches!(locked(theirs.as_raw_fd()), Ok(false))
+    }
+
     /// Whether the process that registered `id` is alive.
     pub(crate) fn is_alive(&self, id: u64) -> bool {
         if self.own.contains(&id) {
@@ -111,5 +142,28 @@ impl Drop for Alive {
         keep_in_children(self.slot);
         // SAFETY: dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.file) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_holders_descriptor_proves_an_id() {
+        let d = tempfile::tempdir().unwrap();
+        let probe = Alive::open(d.path()).unwrap();
+        let mut holder = Alive::open(d.path()).unwrap();
+        let other = Alive::open(d.path()).unwrap();
+        let dup = |a: &Alive| OwnedFd::from(a.file.try_clone().unwrap());
+        holder.register(40).unwrap();
+        assert!(probe.same_file(&dup(&holder)));
+        assert!(probe.held_by(&dup(&holder), 40));
+        // Another opener of the file, and an id nobody holds, prove nothing.
+        assert!(!probe.held_by(&dup(&other), 40));
+        assert!(!probe.held_by(&dup(&holder), 4000));
+        // Nor does another file.
+        let f = std::fs::File::open(d.path()).unwrap();
+        assert!(!probe.same_file(&OwnedFd::from(f)));
     }
 }

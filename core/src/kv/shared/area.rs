@@ -33,39 +33,71 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// A new memfd of `size` bytes that can never shrink or grow (sealed: a mapping of it never
+/// faults, whatever a process holding it does).
+pub(super) fn sealed_memfd(name: &std::ffi::CStr, size: usize) -> io::Result<OwnedFd> {
+    // SAFETY: a plain system call with a valid C string.
+    let fd = check(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    })?;
+    // SAFETY: `fd` was just created and is owned here.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: system calls on a descriptor owned here.
+    unsafe {
+        check(libc::ftruncate(fd.as_raw_fd(), size as libc::off_t))?;
+        check(libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+        ))?;
+    }
+    Ok(fd)
+}
+
+/// Checks that `fd` (passed by another process) is a memfd of exactly `size` bytes sealed
+/// against shrinking, with at least the seals `more`: a mapping of it cannot fault.
+pub(super) fn check_sealed(fd: &OwnedFd, size: usize, more: libc::c_int) -> io::Result<()> {
+    // SAFETY: queries on an open descriptor; `st` is written by fstat.
+    let (seals, len) = unsafe {
+        let seals = check(libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))?;
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+        (seals, st.st_size as usize)
+    };
+    let want = libc::F_SEAL_SHRINK | more;
+    if seals & want != want || len != size {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a sealed memfd of its size"));
+    }
+    Ok(())
+}
+
+/// Maps `len` bytes of `fd` shared, read and write or (`write` false) read only.
+pub(super) fn map_shared(fd: &OwnedFd, len: usize, write: bool) -> io::Result<*mut u8> {
+    let prot = if write { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+    // SAFETY: maps `len` bytes of an open descriptor; the caller checked its size and seals.
+    let ptr =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
 impl Area {
     /// A new area (the client's), and the descriptor to pass to the server.
     pub(super) fn create() -> io::Result<(Area, OwnedFd)> {
-        let name = c"txvfs-reply-area";
-        // SAFETY: a plain system call with a valid C string.
-        let fd = check(unsafe {
-            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
-        })?;
-        // SAFETY: `fd` was just created and is owned here.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: system calls on a descriptor owned here.
-        unsafe {
-            check(libc::ftruncate(fd.as_raw_fd(), AREA_SIZE as libc::off_t))?;
-            let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-            check(libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals))?;
-        }
+        let fd = sealed_memfd(c"txvfs-reply-area", AREA_SIZE)?;
+        // SAFETY: a system call on a descriptor owned here.
+        check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SEAL) })?;
         Ok((Area::map_fd(fd.as_raw_fd(), AREA_SIZE)?, fd))
     }
 
     /// Maps an area a client passed (the server's side): only a sealed memfd that cannot
     /// shrink, of the expected size.
     pub(super) fn adopt(fd: OwnedFd) -> io::Result<Area> {
-        // SAFETY: queries on a descriptor owned here; `st` is written by fstat.
-        let (seals, size) = unsafe {
-            let seals = check(libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS))?;
-            let mut st: libc::stat = std::mem::zeroed();
-            check(libc::fstat(fd.as_raw_fd(), &mut st))?;
-            (seals, st.st_size as usize)
-        };
-        if seals & libc::F_SEAL_SHRINK == 0 || size != AREA_SIZE {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a sealed reply area"));
-        }
-        Area::map_fd(fd.as_raw_fd(), size)
+        check_sealed(&fd, AREA_SIZE, 0)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "not a sealed reply area"))?;
+        Area::map_fd(fd.as_raw_fd(), AREA_SIZE)
     }
 
     fn map_fd(fd: RawFd, len: usize) -> io::Result<Area> {
@@ -107,30 +139,38 @@ impl Drop for Area {
     }
 }
 
-/// Sends `bytes` with `fd` attached (`SCM_RIGHTS`), all of it or an error.
-pub(super) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+/// The most descriptors one message carries (a hello: the reply area and the liveness file).
+pub(super) const MAX_FDS: usize = 4;
+
+/// Sends `bytes` with `fds` attached (`SCM_RIGHTS`, at most [`MAX_FDS`]), all of it or an
+/// error.
+pub(super) fn send_with_fds(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    assert!(!fds.is_empty() && fds.len() <= MAX_FDS);
     let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() };
-    // Room for one descriptor, aligned for the header.
-    let mut control = [0u64; 4];
+    let size = std::mem::size_of_val(fds) as u32;
+    // Room for MAX_FDS descriptors, aligned for the header.
+    let mut control = [0u64; 8];
     // SAFETY: msghdr is plain data; the control buffer outlives the call and is large
-    // enough for CMSG_SPACE(sizeof(int)).
+    // enough for CMSG_SPACE of MAX_FDS descriptors.
     let sent = unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as _;
+        msg.msg_controllen = libc::CMSG_SPACE(size) as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size) as _;
+        for (i, fd) in fds.iter().enumerate() {
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>().add(i), *fd);
+        }
         libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL)
     };
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
-    // The descriptor went with the first byte; the rest (rare: a full buffer) follows.
+    // The descriptors went with the first byte; the rest (rare: a full buffer) follows.
     let mut at = sent as usize;
     while at < bytes.len() {
         // SAFETY: sends from a live buffer of its length.
@@ -150,8 +190,9 @@ pub(super) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<(
 }
 
 /// Receives into `buf` (at least one byte, blocking as the socket's timeout says), with the
-/// descriptor attached to those bytes, if any. Ok((0, None)): the stream ended.
-pub(super) fn recv_with_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+/// descriptors attached to those bytes, in order (at most [`MAX_FDS`]; any beyond are
+/// closed). Ok((0, [])): the stream ended.
+pub(super) fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut control = [0u64; 8];
     loop {
@@ -171,7 +212,7 @@ pub(super) fn recv_with_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Op
                 }
                 return Err(e);
             }
-            let mut fd = None;
+            let mut fds = Vec::new();
             let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
             while !cmsg.is_null() {
                 if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
@@ -181,15 +222,14 @@ pub(super) fn recv_with_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Op
                     for i in 0..count {
                         let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
                         let owned = OwnedFd::from_raw_fd(raw);
-                        // Only the first is kept; others close here.
-                        if fd.is_none() {
-                            fd = Some(owned);
+                        if fds.len() < MAX_FDS {
+                            fds.push(owned);
                         }
                     }
                 }
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
-            return Ok((n as usize, fd));
+            return Ok((n as usize, fds));
         }
     }
 }
@@ -203,11 +243,14 @@ mod tests {
     fn an_area_passed_over_a_socket_is_the_same_memory() {
         let (a, b) = UnixStream::pair().unwrap();
         let (mut mine, fd) = Area::create().unwrap();
-        send_with_fd(a.as_raw_fd(), b"hello", fd.as_raw_fd()).unwrap();
+        let other = std::fs::File::open("/proc/self/stat").unwrap();
+        send_with_fds(a.as_raw_fd(), b"hello", &[fd.as_raw_fd(), other.as_raw_fd()]).unwrap();
         let mut buf = [0u8; 16];
-        let (n, got) = recv_with_fd(b.as_raw_fd(), &mut buf).unwrap();
+        let (n, mut got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");
-        let theirs = Area::adopt(got.expect("a descriptor")).unwrap();
+        assert_eq!(got.len(), 2, "both descriptors, in order");
+        assert!(Area::adopt(got.pop().unwrap()).is_err());
+        let theirs = Area::adopt(got.pop().unwrap()).unwrap();
         mine.bytes_mut()[..3].copy_from_slice(b"abc");
         assert_eq!(theirs.bytes(3).unwrap(), b"abc");
         assert!(theirs.bytes(AREA_SIZE + 1).is_none());

@@ -1,8 +1,14 @@
 //! The store's bell: how a process that committed a change feed record wakes the waiting
 //! watchers of the other processes at once, instead of their polling.
 //!
-//! `txvfs.bell` in the store directory holds two 32-bit words, mapped shared by every process
-//! of the store: a ring count and the number of sleepers. After a commit that wrote a
+//! The bell is two 32-bit words in shared memory, mapped by every process of the store: a ring
+//! count and the number of sleepers. It is a memfd the owner creates, sealed so that it can
+//! never shrink or grow (a mapping of it never faults, as one of a file in the store directory
+//! would, in every process, once any process of the store's user truncated it), and hands to
+//! each client with its hello reply; each owner has its own, and a client that finds a new
+//! owner wakes what it armed on the old one, to arm it again on the new (`mod.rs`). The bell
+//! carries no data, only wake-ups: a process that scribbles on it can at worst wake waiters
+//! for nothing, or leave them to their next safety look, never make them miss a record. After a commit that wrote a
 //! versionstamped key, the committing process (owner or client) adds 1 to the count and, when
 //! anybody sleeps, wakes them with `FUTEX_WAKE` (a futex in a shared file mapping works
 //! between processes). Each process that has wake-ups armed has one thread sleeping on the
@@ -13,19 +19,19 @@
 //! A process killed between its commit and its ring leaves the waiters to their next look
 //! (the watcher's safety recheck) or the next ring.
 
+use super::area;
 use crate::error::Result;
 use crate::kv::{Backend, Wakeup};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// The bell's file in the store directory.
-pub const BELL_FILE: &str = "txvfs.bell";
+/// Bytes of the bell's memory.
+const SIZE: usize = 8;
 
 /// The longest sleep of the bell thread before it checks whether it is still needed.
 const NAP: Duration = Duration::from_secs(1);
@@ -53,8 +59,8 @@ unsafe impl Sync for Bell {}
 
 impl Drop for Bell {
     fn drop(&mut self) {
-        // SAFETY: the mapping of `open`, unmapped once.
-        unsafe { libc::munmap(self.words as *mut libc::c_void, 8) };
+        // SAFETY: the mapping of `map`, unmapped once.
+        unsafe { libc::munmap(self.words as *mut libc::c_void, SIZE) };
     }
 }
 
@@ -71,37 +77,38 @@ fn futex(word: &AtomicU32, op: libc::c_int, val: u32, timeout: Option<Duration>)
 }
 
 impl Bell {
-    /// Maps the bell of the store in `dir`, making the file if it is missing.
-    pub(super) fn open(dir: &Path) -> std::io::Result<Arc<Bell>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(BELL_FILE))?;
-        if file.metadata()?.len() < 8 {
-            file.set_len(8)?;
-        }
-        // SAFETY: a shared mapping of 8 bytes of an open file of at least 8 bytes.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                8,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
+    /// A new bell (the owner's), and its descriptor to hand to clients.
+    pub(super) fn create() -> std::io::Result<(Arc<Bell>, OwnedFd)> {
+        let fd = area::sealed_memfd(c"txvfs-bell", SIZE)?;
+        // SAFETY: a system call on a descriptor owned here.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SEAL) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        Ok((Bell::map(&fd)?, fd))
+    }
+
+    /// Maps a bell the owner handed over: only a memfd of its size that cannot shrink.
+    pub(super) fn adopt(fd: &OwnedFd) -> std::io::Result<Arc<Bell>> {
+        area::check_sealed(fd, SIZE, libc::F_SEAL_GROW)?;
+        Bell::map(fd)
+    }
+
+    fn map(fd: &OwnedFd) -> std::io::Result<Arc<Bell>> {
+        let p = area::map_shared(fd, SIZE, true)?;
         Ok(Arc::new(Bell {
             words: p as *const [AtomicU32; 2],
             armed: Mutex::new((BTreeMap::new(), 1)),
             idle: Condvar::new(),
             thread: Mutex::new(false),
         }))
+    }
+
+    /// Runs every wake-up armed here now (this bell is no longer the store's: their waiters
+    /// look, and arm again on the new owner's bell).
+    pub(super) fn wake_all(&self) {
+        let due: Vec<Wake> =
+            std::mem::take(&mut self.armed.lock().0).into_values().map(|(w, _)| w).collect();
+        due.into_iter().for_each(|wake| wake());
     }
 
     fn words(&self) -> &[AtomicU32; 2] {

@@ -14,8 +14,11 @@
 //! (see `waits.rs`); a stalled owner gives EBUSY, and the connection is dropped (not the client:
 //! the owner is alive and serves again once it runs).
 
+use super::alive::Alive;
 use super::area::{self, Area};
+use super::bell::Bell;
 use super::client_cache::ClientCache;
+use super::client_hello::{hello, parse_hello, pidfd};
 use super::endpoint::Endpoint;
 use super::protocol::{self, op, Fields, Frame};
 use super::waits::{self, Outcome};
@@ -25,12 +28,13 @@ use crate::kv::owner::fork_generation;
 use crate::kv::{Limits, Txn};
 use parking_lot::Mutex;
 use std::io::BufReader;
+use std::os::fd::OwnedFd;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
@@ -89,18 +93,18 @@ impl Conn {
         self.reply()
     }
 
-    /// [`Conn::call`] with the descriptor `fd` attached to the request (nothing else may be
-    /// buffered).
-    fn call_with_fd(
+    /// Sends `frame` with the descriptors `fds` attached (nothing else may be buffered); the
+    /// caller reads the reply.
+    pub(super) fn send_with_fds(
         &mut self,
         frame: Frame,
-        fd: RawFd,
-    ) -> std::result::Result<Result<Vec<u8>>, Fail> {
+        fds: &[RawFd],
+    ) -> std::result::Result<(), Fail> {
         debug_assert!(self.out.is_empty());
-        area::send_with_fd(self.stream.as_raw_fd(), &frame.finish(), fd)
+        area::send_with_fds(self.stream.as_raw_fd(), &frame.finish(), fds)
             .map_err(|e| self.failed(&e, false))?;
         count_round_trip();
-        self.reply()
+        Ok(())
     }
 
     /// Reads the reply to a request already sent (see [`Conn::call`]).
@@ -215,6 +219,14 @@ pub(crate) struct Client {
     pub(super) cache: Option<Mutex<ClientCache>>,
     /// The server runs lock requests (`op::LOCKS`).
     serves_locks: bool,
+    /// This process's liveness file of the store, attached to every lock request: the server
+    /// runs only those for the ids this process locks there.
+    alive: Arc<Mutex<Option<Alive>>>,
+    /// The store's bell, as the owner handed it (`bell.rs`).
+    pub(super) bell: Option<Arc<Bell>>,
+    /// The owner process (a pidfd), whose exit a client with a cache must see at its next
+    /// begin: the ring it reads is that owner's alone.
+    owner: Option<OwnedFd>,
     /// Set when a connection broke: the server is probably gone.
     lost: AtomicBool,
     /// Set when a call ran out of time: while the owner stays stopped, calls fail at once
@@ -230,6 +242,7 @@ impl Client {
         dir: &Path,
         timeout: Duration,
         describe: &str,
+        alive: &Arc<Mutex<Option<Alive>>>,
     ) -> std::result::Result<Arc<Client>, ConnectError> {
         // Every connection of this client goes where the first went: after a failover, the
         // old owner's name is refused and the client recovers.
@@ -247,13 +260,19 @@ impl Client {
                 ConnectError::NoServer
             }
         })?;
-        let reply = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
+        let (reply, fds) = hello(&mut conn, timeout, describe, || super::owner_info(dir).0)?;
         let (limits, server_pid, describe, features) =
             parse_hello(&reply).map_err(ConnectError::Failed)?;
-        // A ring that cannot be mapped here only costs the cache.
-        let cache = (features & protocol::features::RING != 0)
-            .then(|| ClientCache::open(dir).ok().map(Mutex::new))
-            .flatten();
+        // The ring's and the bell's memory, as the owner handed them. A ring that cannot be
+        // mapped here only costs the cache; a bell, the watchers' prompt wake-ups.
+        let mut fds = fds.into_iter();
+        let ring = (features & protocol::features::RING_FD != 0).then(|| fds.next()).flatten();
+        let bell = (features & protocol::features::BELL_FD != 0).then(|| fds.next()).flatten();
+        // The cache needs to see its owner's exit (a clean close marks the ring instead).
+        let owner = super::access::peer_cred(&conn.stream).and_then(|c| pidfd(c.pid));
+        let ring = ring.filter(|_| owner.is_some());
+        let cache = ring.and_then(|fd| ClientCache::adopt(&fd).ok()).map(Mutex::new);
+        let bell = bell.and_then(|fd| Bell::adopt(&fd).ok());
         Ok(Arc::new(Client {
             endpoint,
             timeout,
@@ -263,6 +282,9 @@ impl Client {
             server_pid,
             cache,
             serves_locks: features & protocol::features::LOCKS != 0,
+            alive: alive.clone(),
+            bell,
+            owner,
             lost: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
@@ -312,6 +334,16 @@ impl Client {
                 Err(self.lost_error(false))
             }
         }
+    }
+
+    /// Whether the owner process has exited.
+    fn owner_exited(&self) -> bool {
+        self.owner.as_ref().is_some_and(|fd| {
+            let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: polls one valid pollfd without waiting; a pidfd is readable once its
+            // process has exited.
+            unsafe { libc::poll(&mut p, 1, 0) > 0 }
+        })
     }
 
     /// The error of a call that got no answer in time.
@@ -388,8 +420,16 @@ impl Client {
     /// or its commit. `backend` is asked for the commit's outcome when the connection is lost
     /// during it.
     pub(crate) fn begin(self: &Arc<Self>, backend: Weak<SharedBackend>) -> Result<Box<dyn Txn>> {
-        let cached = self.cache.as_ref().map(|c| c.lock()).filter(|c| c.enabled()).map(|mut c| {
-            super::client_txn::Local { at: c.catch_up(), points: Vec::new(), ranges: Vec::new() }
+        let cache = self.cache.as_ref().map(|c| c.lock()).filter(|c| c.enabled());
+        if cache.is_some() && self.owner_exited() {
+            // Its ring no longer moves, but a new owner's commits do: nothing cached holds.
+            self.lose();
+            return Err(self.lost_error(false));
+        }
+        let cached = cache.map(|mut c| super::client_txn::Local {
+            at: c.catch_up(),
+            points: Vec::new(),
+            ranges: Vec::new(),
         });
         let conn = match cached {
             Some(_) => None,
@@ -414,15 +454,25 @@ impl Client {
 
     /// Makes every commit so far durable (the serving process's shared fsync).
     pub(crate) fn sync(self: &Arc<Self>) -> Result<()> {
-        self.call_alone(Frame::new(op::SYNC), |_| Outcome::NoChange).map(|_| ())
+        self.call_alone(Frame::new(op::SYNC), None, |_| Outcome::NoChange).map(|_| ())
     }
 
     /// One request outside any transaction, on a connection of the pool: the reply, or the
     /// error a stall (`on_stall(withdrawn)` says what the caller may assume) or a lost
     /// server gives.
-    fn call_alone(&self, frame: Frame, on_stall: impl Fn(bool) -> Outcome) -> Result<Vec<u8>> {
+    /// `fd`: a descriptor to attach to the request.
+    fn call_alone(
+        &self,
+        frame: Frame,
+        fd: Option<RawFd>,
+        on_stall: impl Fn(bool) -> Outcome,
+    ) -> Result<Vec<u8>> {
         let mut conn = self.take_conn()?;
-        match conn.call(frame) {
+        let r = match fd {
+            Some(fd) => conn.send_with_fds(frame, &[fd]).and_then(|()| conn.reply()),
+            None => conn.call(frame),
+        };
+        match r {
             Ok(r) => {
                 self.put_conn(conn);
                 r
@@ -444,73 +494,20 @@ impl Client {
             return Ok(None);
         }
         let on_stall = |withdrawn| if withdrawn { Outcome::Withdrawn } else { Outcome::Unknown };
-        let reply = self.call_alone(Frame::new(op::LOCKS).bytes(request), on_stall)?;
+        let reply = {
+            let alive = self.alive.lock();
+            let fd = alive.as_ref().map(|a| a.raw_fd());
+            self.call_alone(Frame::new(op::LOCKS).bytes(request), fd, on_stall)?
+        };
         let (_, mut f) = Fields::of(&reply)?;
         Ok(Some(f.bytes()?.to_vec()))
     }
 
     /// Whether the commit with receipt `id` took effect (asked of this client's server).
     pub(crate) fn outcome(&self, id: &[u8]) -> Result<bool> {
-        let reply = self.call_alone(Frame::new(op::OUTCOME).bytes(id), |_| Outcome::NoChange)?;
+        let reply =
+            self.call_alone(Frame::new(op::OUTCOME).bytes(id), None, |_| Outcome::NoChange)?;
         let (_, mut f) = Fields::of(&reply)?;
         Ok(f.u8()? != 0)
-    }
-}
-
-/// The fields of a hello reply: the backend's limits, the server's pid and description, and
-/// the features it offers.
-fn parse_hello(reply: &[u8]) -> Result<(Limits, u32, String, u64)> {
-    let (_, mut f) = Fields::of(reply)?;
-    let version = f.u64()?;
-    if version != protocol::VERSION as u64 {
-        return Err(Error::new(ErrorKind::Invalid, format!("server speaks protocol {version}")));
-    }
-    let limits = Limits {
-        max_key: protocol::unopt(f.u64()?),
-        max_value: protocol::unopt(f.u64()?),
-        max_txn_bytes: protocol::unopt(f.u64()?),
-        max_txn_duration: match f.u64()? {
-            u64::MAX => None,
-            ms => Some(Duration::from_millis(ms)),
-        },
-    };
-    let pid = f.u64()? as u32;
-    let describe = String::from_utf8_lossy(f.bytes()?).into_owned();
-    let features = if f.done() { 0 } else { f.u64()? };
-    Ok((limits, pid, describe, features))
-}
-
-/// Says hello on a new connection and returns the server's reply; `pid` names the server in
-/// the error when it does not answer within `timeout`.
-fn hello(
-    conn: &mut Conn,
-    timeout: Duration,
-    describe: &str,
-    pid: impl FnOnce() -> Option<u32>,
-) -> std::result::Result<Vec<u8>, ConnectError> {
-    let started = Instant::now();
-    // A reply area, if this system gives one (else replies all come through the socket).
-    let area = Area::create().ok();
-    let frame = Frame::new(op::HELLO).u64(protocol::VERSION as u64).u64(area.is_some() as u64);
-    let r = match &area {
-        Some((_, fd)) => conn.call_with_fd(frame, fd.as_raw_fd()),
-        None => conn.call(frame),
-    };
-    match r {
-        Ok(Ok(reply)) => {
-            let features = parse_hello(&reply).map_or(0, |h| h.3);
-            if features & protocol::features::AREA != 0 {
-                conn.area = area.map(|(a, _)| a);
-            }
-            Ok(reply)
-        }
-        Ok(Err(e)) => Err(ConnectError::Failed(e)),
-        Err(Fail::Lost { .. }) => Err(ConnectError::NoServer),
-        Err(Fail::Stalled { .. }) => Err(ConnectError::Failed(waits::owner_stalled(
-            describe,
-            pid(),
-            Some(started.elapsed().max(timeout)),
-            Outcome::NoChange,
-        ))),
     }
 }

@@ -17,7 +17,7 @@ use super::ring::{Changes, RingReader, Written};
 use crate::error::Result;
 use crate::kv::cache::ReadCache;
 use crate::kv::CacheStats;
-use std::path::Path;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// See the module documentation. Not synchronised: the client keeps it under a mutex.
@@ -35,9 +35,10 @@ pub(crate) struct At {
 }
 
 impl ClientCache {
-    /// Maps the ring of store `dir`; the cache keeps nothing until given a capacity.
-    pub(crate) fn open(dir: &Path) -> Result<ClientCache> {
-        Ok(ClientCache { ring: RingReader::open(dir)?, epoch: 0, cache: ReadCache::new(0, 0) })
+    /// Maps the ring the owner handed over (`ring.rs`); the cache keeps nothing until given
+    /// a capacity.
+    pub(crate) fn adopt(ring: &OwnedFd) -> Result<ClientCache> {
+        Ok(ClientCache { ring: RingReader::adopt(ring)?, epoch: 0, cache: ReadCache::new(0, 0) })
     }
 
     /// Changes the capacity in bytes (0: keep nothing).

@@ -18,11 +18,13 @@
 //! No process waits for ever on another: client calls, connections and failovers are bounded by
 //! the store's `owner_timeout` (`waits.rs`).
 
+mod access;
 mod alive;
 mod area;
 mod bell;
 mod client;
 mod client_cache;
+mod client_hello;
 mod client_snapshot;
 mod client_txn;
 mod endpoint;
@@ -97,10 +99,12 @@ impl AloneState {
 }
 
 enum Mode {
-    /// This process owns the files; `server` is None in exclusive mode.
+    /// This process owns the files; `server` is None in exclusive mode; `bell`: the store's
+    /// bell, which the server hands its clients (`bell.rs`).
     Owner {
         local: Arc<RocksBackend>,
         server: Option<Server>,
+        bell: Option<Arc<bell::Bell>>,
     },
     Client(Arc<Client>),
     /// Being dropped.
@@ -117,8 +121,9 @@ pub struct SharedBackend {
     generation: u64,
     /// The process that opened it (for the error in a forked child).
     pid: u32,
-    /// This process's liveness locks (opened at the first registration).
-    alive: Mutex<Option<Alive>>,
+    /// This process's liveness locks (opened at the first registration); a client attaches
+    /// the file to each lock request it sends its owner.
+    alive: Arc<Mutex<Option<Alive>>>,
     sharing: Arc<AloneState>,
     /// The read cache's size (`Options::cache_size`), applied to the owner's cache or to this
     /// client's (kept exact by the owner's change ring, `client_cache.rs`), at open and after
@@ -126,8 +131,6 @@ pub struct SharedBackend {
     cache_bytes: AtomicU64,
     /// The deadline of every wait on the owner (`owner_timeout`).
     timeout: Duration,
-    /// The store's bell (`bell.rs`), mapped at its first use; `None` where it cannot be.
-    bell: OnceLock<Option<Arc<bell::Bell>>>,
     /// How many times this process looked for a new owner after losing its connection.
     recoveries: AtomicU64,
 }
@@ -167,7 +170,8 @@ impl SharedBackend {
             }
         }
         let sharing = AloneState::new();
-        let mode = first_mode(canon, exclusive, &sharing, timeout)?;
+        let alive = Arc::new(Mutex::new(None));
+        let mode = first_mode(canon, exclusive, &sharing, &alive, timeout)?;
         // A client shares the store; so does an owner that finds live processes on it (the
         // clients of a dead owner, whose locks and marks are in the store): it must check
         // them from its first call, not only once one of them has connected.
@@ -181,11 +185,10 @@ impl SharedBackend {
             mode: Mutex::new(mode),
             generation: fork_generation(),
             pid: std::process::id(),
-            alive: Mutex::new(None),
+            alive,
             sharing,
             cache_bytes: AtomicU64::new(0),
             timeout,
-            bell: OnceLock::new(),
             recoveries: AtomicU64::new(0),
         });
         stores.retain(|_, w| w.strong_count() > 0);
@@ -225,7 +228,7 @@ impl SharedBackend {
         let wait = self.timeout.max(RECOVERY_TIMEOUT);
         let deadline = Instant::now() + wait;
         loop {
-            match try_mode(&self.dir, self.exclusive, &self.sharing, self.timeout)? {
+            match try_mode(&self.dir, self.exclusive, &self.sharing, &self.alive, self.timeout)? {
                 Some(m) => {
                     let bytes = self.cache_bytes.load(Ordering::SeqCst);
                     match &m {
@@ -237,7 +240,11 @@ impl SharedBackend {
                         Mode::Client(c) => c.set_cache_capacity(bytes),
                         Mode::Gone => {}
                     }
-                    *mode = m;
+                    // What waits on the old owner's bell looks again, and arms on the new one.
+                    let old = std::mem::replace(mode, m);
+                    if let Some(bell) = mode_bell(&old) {
+                        bell.wake_all();
+                    }
                     return Ok(());
                 }
                 None if Instant::now() >= deadline => {
@@ -306,12 +313,13 @@ fn first_mode(
     dir: &Path,
     exclusive: bool,
     sharing: &Arc<AloneState>,
+    alive: &Arc<Mutex<Option<Alive>>>,
     timeout: Duration,
 ) -> Result<Mode> {
     let wait = timeout.max(RECOVERY_TIMEOUT);
     let deadline = Instant::now() + wait;
     loop {
-        if let Some(m) = try_mode(dir, exclusive, sharing, timeout)? {
+        if let Some(m) = try_mode(dir, exclusive, sharing, alive, timeout)? {
             return Ok(m);
         }
         if Instant::now() >= deadline {
@@ -328,27 +336,26 @@ fn try_mode(
     dir: &Path,
     exclusive: bool,
     sharing: &Arc<AloneState>,
+    alive: &Arc<Mutex<Option<Alive>>>,
     timeout: Duration,
 ) -> Result<Option<Mode>> {
     match RocksBackend::open_owned(dir, exclusive) {
         Ok(local) => {
-            let server = if exclusive {
-                None
-            } else {
-                // Without a ring (it could not be mapped) clients still work, uncached.
-                let ring = start_ring(dir, &local, sharing).ok();
-                match Server::start(dir, local.clone(), sharing.clone(), ring) {
-                    Ok(s) => Some(s),
+            let (mut server, mut bell) = (None, None);
+            if !exclusive {
+                // Without a ring (it could not be made) clients still work, uncached; without
+                // a bell, their watchers poll.
+                let ring = start_ring(&local, sharing).ok();
+                let (b, bell_fd) = bell::Bell::create().ok().unzip();
+                match Server::start(dir, local.clone(), sharing.clone(), ring, bell_fd) {
+                    Ok(s) => (server, bell) = (Some(s), b),
                     // The directory's file system cannot hold a Unix socket (some FUSE file
                     // systems): the store still opens, for this process alone, and others are
                     // told so at once.
-                    Err(_) => {
-                        local.mark_exclusive();
-                        None
-                    }
+                    Err(_) => local.mark_exclusive(),
                 }
-            };
-            return Ok(Some(Mode::Owner { local, server }));
+            }
+            return Ok(Some(Mode::Owner { local, server, bell }));
         }
         Err(e) if e.kind() != ErrorKind::Busy => return Err(e),
         Err(_) => {
@@ -365,7 +372,7 @@ fn try_mode(
             }
         }
     }
-    match Client::connect(dir, timeout, &format!("rocksdb:{}", dir.display())) {
+    match Client::connect(dir, timeout, &format!("rocksdb:{}", dir.display()), alive) {
         Ok(c) => Ok(Some(Mode::Client(c))),
         Err(ConnectError::NoServer) => Ok(None),
         Err(ConnectError::Failed(e)) => Err(e),
@@ -376,7 +383,6 @@ fn try_mode(
 /// snapshots kept for clients' BEGIN_AT are kept only once another process is here: a store
 /// used by one process alone pays no snapshot per commit (old versions kept from compaction).
 fn start_ring(
-    dir: &Path,
     local: &Arc<RocksBackend>,
     sharing: &AloneState,
 ) -> Result<Arc<Mutex<ring::RingWriter>>> {
@@ -395,7 +401,7 @@ fn start_ring(
     // `hooks` stays locked until the observer is in, so sharing cannot begin in between.
     let mut out = None;
     local.observe_commits(keep, |version| {
-        let ring = Arc::new(Mutex::new(ring::RingWriter::start(dir, version)?));
+        let ring = Arc::new(Mutex::new(ring::RingWriter::start(version)?));
         out = Some(ring.clone());
         Ok(Box::new(move |v, batch| ring.lock().record(v, batch)))
     })?;
@@ -405,7 +411,7 @@ fn start_ring(
 
 impl Drop for SharedBackend {
     fn drop(&mut self) {
-        if let Mode::Owner { local, server: Some(server) } =
+        if let Mode::Owner { local, server: Some(server), .. } =
             std::mem::replace(self.mode.get_mut(), Mode::Gone)
         {
             if self.generation != fork_generation() {
@@ -498,10 +504,18 @@ impl Backend for SharedBackend {
 }
 
 impl SharedBackend {
-    /// The store's bell, unless the store is exclusive or its file cannot be mapped.
-    fn bell(&self) -> Option<&Arc<bell::Bell>> {
-        let open = || bell::Bell::open(&self.dir).ok();
-        self.bell.get_or_init(|| if self.exclusive { None } else { open() }).as_ref()
+    /// The store's bell: its owner's (this process's, or the one a client was handed),
+    /// unless the store is exclusive or it could not be made.
+    fn bell(&self) -> Option<Arc<bell::Bell>> {
+        mode_bell(&self.mode.lock()).cloned()
+    }
+}
+
+fn mode_bell(mode: &Mode) -> Option<&Arc<bell::Bell>> {
+    match mode {
+        Mode::Owner { bell, .. } => bell.as_ref(),
+        Mode::Client(c) => c.bell.as_ref(),
+        Mode::Gone => None,
     }
 }
 

@@ -16,12 +16,25 @@ pub const VERSION: u32 = 1;
 /// Features a server offers, a bit set at the end of its hello reply (older servers send
 /// none; older clients ignore it).
 pub mod features {
-    /// The change ring (`ring.rs`) is written: clients may cache reads and use BEGIN_AT.
-    pub const RING: u64 = 1;
+    // 1: the change ring in the file `txvfs.ring` (before issue 37; no longer offered: a
+    // file in the store directory, which any process of its user could truncate or scribble
+    // on; an older client, not offered it, reads uncached).
     /// The server mapped the reply area the client passed with its hello (`area.rs`).
     pub const AREA: u64 = 2;
     /// The server runs file lock requests (`op::LOCKS`).
     pub const LOCKS: u64 = 4;
+    /// The change ring (`ring.rs`) is written, its memory's descriptor attached to the hello
+    /// reply: clients may cache reads and use BEGIN_AT.
+    pub const RING_FD: u64 = 8;
+    /// The store's bell (`bell.rs`), its memory's descriptor attached to the hello reply
+    /// (after the ring's).
+    pub const BELL_FD: u64 = 16;
+}
+
+/// What a client's hello brings (a bit set after the version).
+pub mod hello_flags {
+    /// Its reply area (`area.rs`), its descriptor attached.
+    pub const AREA: u64 = 1;
 }
 
 /// The largest frame either side accepts (a value may be 64 MiB; a larger range reply is
@@ -65,7 +78,9 @@ pub mod op {
     pub const NAMED_SNAPSHOT: u8 = 44;
     /// A change or test of file lock records (the request, as the file layer's lease table
     /// encodes it), run by the owner in one transaction of its own; the reply carries the
-    /// encoded answer. Offered when the hello's features have `LOCKS`.
+    /// encoded answer. Offered when the hello's features have `LOCKS`. The client's own
+    /// descriptor of `txvfs.alive` comes attached: the owner acts only for a process id whose
+    /// byte it locks there (`alive.rs`).
     pub const LOCKS: u8 = 45;
     /// Replies: success (with fields), or an error (code, message).
     pub const OK: u8 = 100;
@@ -188,8 +203,13 @@ pub fn read_frame_into(r: &mut impl Read, spare: &mut Vec<u8>) -> std::io::Resul
     }
     let mut body = if len >= SPARE_MIN { std::mem::take(spare) } else { Vec::new() };
     body.clear();
-    body.resize(len, 0);
-    r.read_exact(&mut body)?;
+    // The memory grows with the bytes that arrive: a length alone (a peer's claim) never
+    // allocates more than the first read's share.
+    body.reserve(len.min(SPARE_MIN));
+    r.take(len as u64).read_to_end(&mut body)?;
+    if body.len() < len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(Some(body))
 }
 

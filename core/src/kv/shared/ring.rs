@@ -1,6 +1,6 @@
-//! The change ring: a log of the keys every commit wrote, in shared memory (`txvfs.ring` in
-//! the store directory), so that other processes keep a read cache that never lies without
-//! asking the owner anything (see `client_cache.rs`). This is the idea of SQLite's wal-index:
+//! The change ring: a log of the keys every commit wrote, in shared memory, so that other
+//! processes keep a read cache that never lies without asking the owner anything (see
+//! `client_cache.rs`). This is the idea of SQLite's wal-index:
 //! one writer publishes, readers check that what they copied was not overwritten meanwhile.
 //!
 //! Layout: a header page, then a byte ring of [`CAPACITY`] bytes. The header holds a magic
@@ -22,17 +22,22 @@
 //! took the next commit's records for the oldest ones it copied.) Otherwise it starts over
 //! from an empty cache.
 //!
-//! The file never shrinks and is never replaced (a process keeps the pages it mapped), so a
-//! reader cannot fault on it; a new owner takes it over by writing a new epoch.
+//! The memory is a memfd the owner creates, maps and then seals: it can never shrink or grow
+//! (a mapping of it never faults), and nobody can write it any more but through the owner's
+//! own mapping (`F_SEAL_FUTURE_WRITE`). The owner hands it to each client with its hello
+//! reply (`SCM_RIGHTS`); a client maps it read-only. So no process but the owner can truncate
+//! it (a SIGBUS in every process that maps it, the owner first) or scribble on it (a cache
+//! that then serves a stale value as right), as any process of the store's user could a file
+//! in the store directory. Each owner has its own ring: a client's cache lives as long as its
+//! connection to one owner.
 
+use super::area;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::occ::Mutation;
 use std::collections::VecDeque;
-use std::path::Path;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-/// Name of the ring file inside a store directory.
-pub const RING_FILE: &str = "txvfs.ring";
 /// Bytes of records the ring holds (about 50,000 small writes).
 pub const CAPACITY: u64 = 4 << 20;
 const HEADER: usize = 4096;
@@ -74,36 +79,29 @@ struct Map {
 unsafe impl Send for Map {}
 unsafe impl Sync for Map {}
 
+/// Bytes of the whole mapping.
+const LEN: usize = HEADER + CAPACITY as usize;
+
 impl Map {
-    fn open(dir: &Path) -> std::io::Result<Map> {
-        use std::os::unix::fs::OpenOptionsExt;
-        use std::os::unix::io::AsRawFd;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o644)
-            .truncate(false)
-            .open(dir.join(RING_FILE))?;
-        let len = HEADER as u64 + CAPACITY;
-        if f.metadata()?.len() < len {
-            f.set_len(len)?;
-        }
-        // SAFETY: maps `len` bytes of a file at least that long, shared, read and write.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
+    /// A new ring's memory (the owner's), mapped read and write, then sealed; and its
+    /// descriptor, to hand to clients.
+    fn create() -> std::io::Result<(Map, OwnedFd)> {
+        let fd = area::sealed_memfd(c"txvfs-ring", LEN)?;
+        let base = area::map_shared(&fd, LEN, true)?;
+        let map = Map { base };
+        let seals = libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: a system call on a descriptor owned here.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Map { base: p.cast() })
+        Ok((map, fd))
+    }
+
+    /// Maps a ring the owner handed over, read-only: only a memfd of the ring's size that
+    /// nobody can shrink or write any more.
+    fn adopt(fd: &OwnedFd) -> std::io::Result<Map> {
+        area::check_sealed(fd, LEN, libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_GROW)?;
+        Ok(Map { base: area::map_shared(fd, LEN, false)? })
     }
 
     fn word(&self, i: usize) -> &AtomicU64 {
@@ -201,18 +199,20 @@ impl Map {
 
 impl Drop for Map {
     fn drop(&mut self) {
-        // SAFETY: unmaps what `open` mapped.
-        unsafe { libc::munmap(self.base.cast(), HEADER + CAPACITY as usize) };
+        // SAFETY: unmaps what `create` or `adopt` mapped.
+        unsafe { libc::munmap(self.base.cast(), LEN) };
     }
 }
 
-fn ring_error(dir: &Path, e: std::io::Error) -> Error {
-    Error::new(ErrorKind::Backend, format!("{}: {e}", dir.join(RING_FILE).display()))
+fn ring_error(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Backend, format!("the store's change ring: {e}"))
 }
 
 /// The owner's side.
 pub(crate) struct RingWriter {
     map: Map,
+    /// The memory's descriptor, handed to clients.
+    fd: OwnedFd,
     epoch: u64,
     /// Ring position after each recent commit, to check a client's reads from its cache
     /// (see [`RingWriter::written_between`]).
@@ -223,15 +223,11 @@ pub(crate) struct RingWriter {
 const ENDS: usize = 4096;
 
 impl RingWriter {
-    /// Takes the ring of store `dir` over for a new owner whose versions start after
-    /// `version`: a new epoch tells every reader to forget what it cached.
-    pub(crate) fn start(dir: &Path, version: u64) -> Result<RingWriter> {
-        let map = Map::open(dir).map_err(|e| ring_error(dir, e))?;
-        let old = map.epoch().load(Ordering::SeqCst);
-        let mut epoch = crate::clock::now_ms() ^ ((std::process::id() as u64) << 40);
-        if epoch == old || epoch == 0 {
-            epoch = old.wrapping_add(1).max(1);
-        }
+    /// A new ring for a new owner whose versions start after `version`, in an epoch of its
+    /// own (a client's reads from its cache name it; see `BEGIN_AT`).
+    pub(crate) fn start(version: u64) -> Result<RingWriter> {
+        let (map, fd) = Map::create().map_err(ring_error)?;
+        let epoch = (crate::clock::now_ms() ^ ((std::process::id() as u64) << 40)).max(1);
         map.publish(|m| {
             m.epoch().store(epoch, Ordering::Relaxed);
             m.head().store(0, Ordering::Relaxed);
@@ -241,7 +237,7 @@ impl RingWriter {
         });
         let mut ends = VecDeque::new();
         ends.push_back((version, 0));
-        Ok(RingWriter { map, epoch, ends })
+        Ok(RingWriter { map, fd, epoch, ends })
     }
 
     /// Publishes commit `version`'s writes (`None`: it failed and changed nothing). Called
@@ -290,6 +286,17 @@ impl RingWriter {
         }
     }
 
+    /// Marks the ring closed (this owner serves no more): its readers reset at every look, so
+    /// their caches keep nothing and every read goes to the owner (then to the next).
+    pub(crate) fn close(&mut self) {
+        self.map.publish(|m| m.magic().store(0, Ordering::Relaxed));
+    }
+
+    /// A descriptor of the ring's memory, to hand to a client ([`RingReader::adopt`]).
+    pub(crate) fn share(&self) -> std::io::Result<OwnedFd> {
+        self.fd.try_clone()
+    }
+
     /// The epoch this owner writes.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch
@@ -325,9 +332,10 @@ pub(crate) struct RingReader {
 }
 
 impl RingReader {
-    /// Maps the ring of store `dir`; the first [`RingReader::changes`] is a reset.
-    pub(crate) fn open(dir: &Path) -> Result<RingReader> {
-        let map = Map::open(dir).map_err(|e| ring_error(dir, e))?;
+    /// Maps the ring whose descriptor the owner handed over (see [`Map::adopt`]); the first
+    /// [`RingReader::changes`] is a reset.
+    pub(crate) fn adopt(fd: &OwnedFd) -> Result<RingReader> {
+        let map = Map::adopt(fd).map_err(ring_error)?;
         Ok(RingReader { map, epoch: 0, version: 0, pos: 0 })
     }
 

@@ -11,14 +11,15 @@
 //! client's next transaction; a request begun but not finished within [`FRAME_WAIT`] closes
 //! its connection.
 
+mod accept;
 mod cached_reads;
 mod hello;
 mod wire;
 
 use cached_reads::range_reply;
-use hello::{hello_reply, read_hello};
+use hello::{hello_reply, read_hello, send_hello_reply};
 pub use wire::replies_sent;
-use wire::{next_frame, send_error, send_reply, Next};
+use wire::{next_frame, send_error, send_reply, FdReader, Next};
 
 use super::alive::Alive;
 use super::area::Area;
@@ -32,10 +33,11 @@ use crate::kv::{Backend, Txn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::BufReader;
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,6 +83,8 @@ pub(crate) struct Server {
     stopped: bool,
     /// Where it listens.
     endpoint: Endpoint,
+    /// The ring it offers, marked closed once it stops serving.
+    ring: Option<Arc<Mutex<RingWriter>>>,
 }
 
 impl Server {
@@ -89,12 +93,14 @@ impl Server {
     /// an abstract socket published in the owner file where `dir` cannot hold a socket file
     /// (see `endpoint.rs`).
     /// The first connection makes `sharing` shared (its hooks run before it is served).
-    /// `ring`: the change ring this owner writes, offered to clients for their caches.
+    /// `ring`: the change ring this owner writes, offered to clients for their caches;
+    /// `bell`: the store's bell (`bell.rs`); both handed to each client with its hello reply.
     pub(crate) fn start(
         dir: &Path,
         backend: Arc<RocksBackend>,
         sharing: Arc<AloneState>,
         ring: Option<Arc<Mutex<RingWriter>>>,
+        bell: Option<OwnedFd>,
     ) -> Result<Server> {
         let (listener, endpoint) = endpoint::listen(dir).map_err(|e| {
             Error::new(
@@ -111,19 +117,25 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<HashMap<u64, UnixStream>>> = Default::default();
         let threads: Arc<Mutex<Vec<JoinHandle<()>>>> = Default::default();
+        // Without a descriptor of the ring, clients are not offered it (they read uncached).
+        let ring_fd = ring.as_ref().and_then(|r| r.lock().share().ok()).map(Arc::new);
+        let ring = ring.filter(|_| ring_fd.is_some());
+        let offered = ring.clone();
+        let bell_fd = bell.map(Arc::new);
         let accept = {
-            let (listener, stop, conns, threads) = (
-                listener.try_clone().map_err(socket_err)?,
-                stop.clone(),
-                conns.clone(),
-                threads.clone(),
-            );
-            let at = endpoint.clone();
+            let door = accept::Door {
+                listener: listener.try_clone().map_err(socket_err)?,
+                dir: dir.to_path_buf(),
+                endpoint: endpoint.clone(),
+                stop: stop.clone(),
+                conns: conns.clone(),
+                threads: threads.clone(),
+            };
             std::thread::Builder::new()
                 .name("txvfs-serve".into())
                 .spawn(move || {
-                    let serving = Serving { backend, ring, alive };
-                    accept_loop(listener, &at, serving, sharing, stop, conns, threads)
+                    let serving = Serving { backend, ring, alive, ring_fd, bell_fd };
+                    accept::accept_loop(door, serving, sharing)
                 })
                 .map_err(socket_err)?
         };
@@ -135,6 +147,7 @@ impl Server {
             accept: Some(accept),
             stopped: false,
             endpoint,
+            ring: offered,
         })
     }
 
@@ -161,6 +174,10 @@ impl Server {
         let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
             let _ = t.join();
+        }
+        // Clients reading from their caches must ask the next owner from now on.
+        if let Some(r) = &self.ring {
+            r.lock().close();
         }
     }
 
@@ -195,66 +212,9 @@ struct Serving {
     ring: Option<Arc<Mutex<RingWriter>>>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
-}
-
-fn accept_loop(
-    listener: UnixListener,
-    endpoint: &Endpoint,
-    serving: Serving,
-    sharing: Arc<AloneState>,
-    stop: Arc<AtomicBool>,
-    conns: Arc<Mutex<HashMap<u64, UnixStream>>>,
-    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
-) {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    loop {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) if stop.load(Ordering::SeqCst) => return,
-            Err(e)
-                if e.raw_os_error() == Some(libc::EMFILE)
-                    || e.raw_os_error() == Some(libc::ENFILE) =>
-            {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            Err(_) => continue,
-        };
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        if !endpoint.admits(&stream) {
-            let e = Error::new(
-                ErrorKind::Access,
-                format!(
-                    "{}: the store is served on {}, which only processes of its owner's user \
-                     may use",
-                    serving.backend.describe(),
-                    endpoint.describe()
-                ),
-            );
-            send_error(&stream, &e);
-            continue;
-        }
-        // Before anything is served: this process's locks go into the store.
-        sharing.become_shared();
-        let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let Ok(clone) = stream.try_clone() else { continue };
-        conns.lock().insert(id, clone);
-        let (serving, conns2) = (serving.clone(), conns.clone());
-        let spawned = std::thread::Builder::new().name("txvfs-conn".into()).spawn(move || {
-            serve(stream, serving);
-            conns2.lock().remove(&id);
-        });
-        let mut ts = threads.lock();
-        ts.retain(|t| !t.is_finished());
-        match spawned {
-            Ok(t) => ts.push(t),
-            Err(_) => {
-                conns.lock().remove(&id);
-            }
-        }
-    }
+    /// The descriptors of the ring's and the bell's memory, handed to clients.
+    ring_fd: Option<Arc<OwnedFd>>,
+    bell_fd: Option<Arc<OwnedFd>>,
 }
 
 /// One connection's state: its transaction, and the first error of that transaction that no
@@ -274,6 +234,9 @@ struct Session<'a> {
     area: Option<Area>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
+    /// The descriptors attached to the request being handled (a lock request's: the
+    /// client's own descriptor of the store's liveness file, `alive.rs`).
+    attached: Vec<OwnedFd>,
 }
 
 fn no_txn() -> Error {
@@ -439,7 +402,17 @@ impl Session<'_> {
                     return Err(Error::new(ErrorKind::Invalid, "the client withdrew its request"));
                 }
                 let alive = |p| self.alive.as_ref().map(|a| a.is_alive(p));
-                let r = crate::fs::leases::serve_request(self.backend, &alive, request);
+                // A request may act only for the client's own process: its lock on that id's
+                // byte of txvfs.alive, through the descriptor attached to the request (closed
+                // once checked: kept, it would keep a dead client's locks alive). It never
+                // releases or overwrites another process's locks.
+                let (probe, theirs) = (&self.alive, self.attached.pop());
+                let ours = |fd: &OwnedFd| probe.as_ref().is_some_and(|a| a.same_file(fd));
+                let theirs = theirs.filter(ours);
+                let mut holds = |p: u64| {
+                    probe.as_ref().zip(theirs.as_ref()).is_some_and(|(a, fd)| a.held_by(fd, p))
+                };
+                let r = crate::fs::leases::serve_request(self.backend, &alive, &mut holds, request);
                 Some(r.map(|reply| Frame::new(op::OK).bytes(&reply).finish()))
             }
             op::SNAPSHOT | op::SNAPSHOT_GET | op::SNAPSHOT_RANGE | op::NAMED_SNAPSHOT => {
@@ -463,11 +436,11 @@ impl Session<'_> {
 }
 
 fn serve(stream: UnixStream, serving: Serving) {
-    let Serving { backend, ring, alive } = serving;
+    let Serving { backend, ring, alive, ring_fd, bell_fd } = serving;
     let backend = &*backend;
     protocol::widen_buffers(&stream);
     let Ok(read_half) = stream.try_clone() else { return };
-    let mut reader = BufReader::with_capacity(64 << 10, read_half);
+    let mut reader = BufReader::with_capacity(64 << 10, FdReader::new(read_half));
     let writer = stream;
     let mut timeout;
     // Garbage (a bad frame length, a malformed or unknown request) is answered with an error
@@ -483,27 +456,30 @@ fn serve(stream: UnixStream, serving: Serving) {
     // area (read straight from the socket, with the descriptor attached to it).
     let mut area = None;
     match read_hello(&writer) {
-        Ok(Some((f, fd))) => match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
-            Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
-                let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
-                if flags & 1 != 0 {
-                    area = fd.and_then(|fd| Area::adopt(fd).ok());
+        Ok(Some((f, fds))) => {
+            match Fields::of(&f).map(|(code, mut fl)| (code, fl.u64().ok(), fl)) {
+                Ok((op::HELLO, Some(v), mut fl)) if v == protocol::VERSION as u64 => {
+                    let flags = if fl.done() { 0 } else { fl.u64().unwrap_or(0) };
+                    if flags & protocol::hello_flags::AREA != 0 {
+                        area = fds.into_iter().next().and_then(|fd| Area::adopt(fd).ok());
+                    }
+                    let handed = [ring_fd.as_deref(), bell_fd.as_deref()];
+                    let reply = hello_reply(backend, handed, area.is_some());
+                    if send_hello_reply(&writer, &reply, handed).is_err() {
+                        return;
+                    }
+                    timeout = Some(FRAME_WAIT);
                 }
-                let reply = hello_reply(backend, ring.is_some(), area.is_some());
-                if send_reply(&writer, &reply).is_err() {
+                _ => {
+                    let e = Error::new(
+                        ErrorKind::Invalid,
+                        format!("expected a hello of protocol version {}", protocol::VERSION),
+                    );
+                    send_error(&writer, &e);
                     return;
                 }
-                timeout = Some(FRAME_WAIT);
             }
-            _ => {
-                let e = Error::new(
-                    ErrorKind::Invalid,
-                    format!("expected a hello of protocol version {}", protocol::VERSION),
-                );
-                send_error(&writer, &e);
-                return;
-            }
-        },
+        }
         Ok(None) => return,
         Err(e) => return garbage(&writer, e),
     }
@@ -518,6 +494,7 @@ fn serve(stream: UnixStream, serving: Serving) {
         spare: Vec::new(),
         area,
         alive,
+        attached: Vec::new(),
     };
     // Replies not written yet: those to requests the client sent together go out in one
     // write once the last of them is handled, so the client takes them in one read.
@@ -548,6 +525,8 @@ fn serve(stream: UnixStream, serving: Serving) {
                 return;
             }
         };
+        // What came attached to this request's bytes (anything else attached is closed).
+        session.attached = reader.get_mut().take_fds();
         match session.handle(&frame) {
             // A small reply waits for the others; one in the reply area goes at once (the
             // next request may write the area again), and so does a large one (not copied).

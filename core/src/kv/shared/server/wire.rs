@@ -4,8 +4,10 @@
 
 use super::FRAME_WAIT;
 use crate::error::Error;
+use crate::kv::shared::area;
 use crate::kv::shared::{protocol, waits};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,6 +85,37 @@ pub(super) fn send_reply(sock: &UnixStream, reply: &[u8]) -> std::io::Result<()>
     Ok(())
 }
 
+/// A connection's reading side that keeps the descriptors attached to what it reads
+/// (`SCM_RIGHTS`; plain reads would close them): a lock request brings one.
+pub(super) struct FdReader {
+    sock: UnixStream,
+    fds: Vec<OwnedFd>,
+}
+
+impl FdReader {
+    pub(super) fn new(sock: UnixStream) -> FdReader {
+        FdReader { sock, fds: Vec::new() }
+    }
+
+    /// The descriptors received since the last call.
+    pub(super) fn take_fds(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.fds)
+    }
+}
+
+impl Read for FdReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let (n, fds) = area::recv_with_fds(self.sock.as_raw_fd(), buf)?;
+        // A peer cannot pile descriptors up here: a few at most are kept.
+        for fd in fds {
+            if self.fds.len() < area::MAX_FDS {
+                self.fds.push(fd);
+            }
+        }
+        Ok(n)
+    }
+}
+
 /// What [`next_frame`] got.
 pub(super) enum Next {
     /// A whole request.
@@ -98,7 +131,7 @@ pub(super) enum Next {
 /// [`FRAME_WAIT`]. `timeout` is the socket's read timeout, set only when it changes.
 /// An InvalidData error: a bad frame length.
 pub(super) fn next_frame(
-    reader: &mut BufReader<UnixStream>,
+    reader: &mut BufReader<FdReader>,
     sock: &UnixStream,
     idle: Option<Duration>,
     timeout: &mut Option<Duration>,
