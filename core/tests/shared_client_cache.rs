@@ -209,3 +209,31 @@ fn large_range_replies_in_reused_memory_are_exact() {
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", owner.pid())).unwrap();
     assert!(maps.contains("txvfs-reply-area"), "the owner maps no reply area");
 }
+
+#[test]
+fn a_client_s_cached_blocks_follow_the_owner_s_writes() {
+    // A file of several 64 KiB blocks: a client's read fills its cache with them (from the
+    // owner's range reply), its next read copies them from there, and every write of the
+    // owner's is seen whole by the next read.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    let s = txvfs::Store::open(&uri).unwrap();
+    let mut hits_seen = 0;
+    for round in 0..30usize {
+        let c = (b'a' + (round % 26) as u8) as char;
+        let n = 200_000 + 7_919 * round;
+        assert_eq!(owner.ask(&format!("fill /big {c} {n}")), "ok");
+        for pass in 0..2 {
+            let before = s.backend().read_cache().unwrap().stats().unwrap().hits;
+            let data = s.read_file("/big").unwrap();
+            assert_eq!(data.len(), n, "round {round} pass {pass}");
+            assert!(data.iter().all(|&b| b == c as u8), "round {round} pass {pass}: stale bytes");
+            let after = s.backend().read_cache().unwrap().stats().unwrap().hits;
+            if pass == 1 {
+                hits_seen += after - before;
+            }
+        }
+    }
+    assert!(hits_seen >= 30 * 4, "the second reads came from the cache ({hits_seen} hits)");
+}

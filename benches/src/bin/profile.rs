@@ -19,7 +19,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
     else {
-        eprintln!("usage: txvfs-profile create|stat|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
+        eprintln!("usage: txvfs-profile create|writefile|stat|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -49,6 +49,13 @@ fn main() {
                 let f = store.create(format!("/d/f{i}")).unwrap();
                 f.write(&data).unwrap();
                 f.close().unwrap();
+            }
+        }
+        "writefile" => {
+            // write_file of new names, one call and one commit each.
+            start = Instant::now();
+            for i in 0..n {
+                store.write_file(format!("/d/f{i}"), &data).unwrap();
             }
         }
         "stat" | "read" => {

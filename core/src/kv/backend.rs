@@ -320,6 +320,15 @@ pub trait Txn: Send {
     fn local_reads(&self) -> bool {
         false
     }
+    /// Reads `key` like [`Txn::get_with`] where this process can answer without a round trip
+    /// (the transaction's own writes, the process's read cache); `None` otherwise, having
+    /// read nothing. The default answers only where [`Txn::local_reads`].
+    fn cached_get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<Option<bool>> {
+        if self.local_reads() {
+            return self.get_with(key, read).map(Some);
+        }
+        Ok(None)
+    }
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
     /// or descending from `end` when `reverse`. Adds the range actually covered to the read
     /// conflict set, so a later insert into it conflicts (no phantoms).

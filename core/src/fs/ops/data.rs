@@ -323,10 +323,31 @@ impl Operation<'_> {
             }
             others
         } else {
+            // A remote owner (a client of a shared store): the blocks this process's cache
+            // holds are copied from it, from the first it lacks on they are read as a range.
+            let mut from = first;
+            let mut others = Vec::new();
+            while from <= last {
+                let k = schema::block_key(ino, from);
+                let mut other = None;
+                let hit = self.tx.cached_get_with(&k, &mut |v| match v.split_first() {
+                    Some((0, data)) => copy_block(out, covered, off, end, from * bs, data),
+                    _ => other = Some(v.to_vec()),
+                })?;
+                if hit.is_none() {
+                    break;
+                }
+                if let Some(v) = other {
+                    others.push((k, v));
+                }
+                from += 1;
+            }
+            if from > last {
+                return self.copy_stored_blocks(ino, bs, others, off, end, out, covered);
+            }
             // Blocks of data are copied straight from the backend's values; chunk references
             // (rare: large transactions) are collected and resolved below.
-            let (s, _) = schema::block_range(ino, first);
-            let mut others = Vec::new();
+            let (s, _) = schema::block_range(ino, from);
             let mut bad = None;
             self.tx.visit_range(&s, &schema::block_key(ino, last + 1), &mut |k, v| match (
                 v.split_first(),

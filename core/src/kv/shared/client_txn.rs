@@ -248,6 +248,14 @@ impl ClientTxn {
             .u64(limit as u64)
             .u8(reverse as u8);
         let reply = self.call(frame, false)?;
+        // What the owner lent fills the cache too (a file's blocks: the next read of them is
+        // answered here), as a point read's value does: each is its value at the owner's read
+        // version, unless this transaction wrote.
+        let client = self.client.clone();
+        let fill = match (self.begun, self.writes, &client.cache) {
+            (Some((epoch, at @ 1..)), false, Some(cache)) => Some((epoch, at, cache)),
+            _ => None,
+        };
         let (code, mut f) = Fields::of(&reply)?;
         let mut f = match (code, &self.conn) {
             // A large reply, in the connection's reply area (its length here).
@@ -263,6 +271,9 @@ impl ClientTxn {
         for _ in 0..f.u64()? {
             let (k, v) = (f.bytes()?, f.bytes()?);
             visit(k, v);
+            if let Some((epoch, at, cache)) = &fill {
+                cache.lock().fill(*epoch, *at, k, Some(v));
+            }
         }
         if let Some(conn) = &mut self.conn {
             conn.recycle(reply);
@@ -329,6 +340,20 @@ impl Txn for ClientTxn {
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
         self.range_op(start, end, 0, false, false, visit)
+    }
+    fn cached_get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<Option<bool>> {
+        self.check_key(key)?;
+        if let Some(v) = self.own.get(key) {
+            return Ok(Some(v.as_deref().map(read).is_some()));
+        }
+        if let (Some(l), Some(cache)) = (&mut self.local, &self.client.cache) {
+            let cached = cache.lock().get(l.at, key);
+            if let Some(v) = cached {
+                l.points.push(key.to_vec());
+                return Ok(Some(v.as_deref().map(read).is_some()));
+            }
+        }
+        Ok(None)
     }
     fn snapshot_get_range(
         &mut self,
