@@ -64,18 +64,13 @@ impl CallScope {
                     TxState::Done => return Err(finished()),
                 };
                 let store = &t.store;
-                let mut op = Operation {
-                    tx: &mut **kv,
-                    inner: &store.inner,
-                    cred: store.cred.as_deref(),
-                    read_only: store.per_open.read_only,
-                    wrote: false,
-                    orphaned: Vec::new(),
-                    freed: Vec::new(),
-                    staging: Some(staging),
-                    changes: Vec::new(),
-                    prefetched: Vec::new(),
-                };
+                let mut op = Operation::new(
+                    &mut **kv,
+                    &store.inner,
+                    store.cred.as_deref(),
+                    store.per_open.read_only,
+                    Some(staging),
+                );
                 // A panic leaves the transaction as half an operation, like an error after a
                 // write: poison it, then let the panic go on (the bindings turn it into an error).
                 let r = match panic::catch_unwind(AssertUnwindSafe(|| f(&mut op))) {
@@ -133,18 +128,7 @@ impl StoreState {
         mut f: impl FnMut(&mut Operation<'_>) -> Result<R>,
     ) -> Result<R> {
         if let Some(mut tx) = self.backend.begin_cached() {
-            let mut op = Operation {
-                tx: &mut *tx,
-                inner: self,
-                cred,
-                read_only: mode.read_only,
-                wrote: false,
-                orphaned: Vec::new(),
-                freed: Vec::new(),
-                staging: None,
-                changes: Vec::new(),
-                prefetched: Vec::new(),
-            };
+            let mut op = Operation::new(&mut *tx, self, cred, mode.read_only, None);
             let r = f(&mut op);
             drop(op);
             // A failed commit means a read missed the cache (or `f` tried to write, which the
@@ -168,18 +152,7 @@ impl StoreState {
             mode.max_retries,
             || self.backend.begin(),
             |mut tx| {
-                let mut op = Operation {
-                    tx: &mut *tx,
-                    inner: self,
-                    cred,
-                    read_only: mode.read_only,
-                    wrote: false,
-                    orphaned: Vec::new(),
-                    freed: Vec::new(),
-                    staging: None,
-                    changes: Vec::new(),
-                    prefetched: Vec::new(),
-                };
+                let mut op = Operation::new(&mut *tx, self, cred, mode.read_only, None);
                 let r = f(&mut op)?;
                 orphaned = std::mem::take(&mut op.orphaned);
                 let freed = std::mem::take(&mut op.freed);

@@ -58,6 +58,29 @@ pub struct Operation<'a> {
 }
 
 impl<'a> Operation<'a> {
+    /// An operation on `tx` for an open of the store with credentials `cred`; `staging` is an
+    /// explicit transaction's write-ahead state.
+    pub(crate) fn new(
+        tx: &'a mut dyn Txn,
+        inner: &'a StoreState,
+        cred: Option<&'a Credential>,
+        read_only: bool,
+        staging: Option<&'a mut Staging>,
+    ) -> Self {
+        Operation {
+            tx,
+            inner,
+            cred,
+            read_only,
+            wrote: false,
+            orphaned: Vec::new(),
+            freed: Vec::new(),
+            staging,
+            changes: Vec::new(),
+            prefetched: Vec::new(),
+        }
+    }
+
     fn set(&mut self, k: &[u8], v: &[u8]) -> Result<()> {
         self.writable()?;
         self.wrote(k, None);
