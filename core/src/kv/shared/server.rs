@@ -234,7 +234,7 @@ struct Session<'a> {
     area: Option<Area>,
     /// A liveness probe, for lock requests.
     alive: Option<Arc<Alive>>,
-    /// The descriptors attached to the request being handled (a lock request's: the
+    /// The descriptors attached to the requests read and not yet handled (a lock request's: the
     /// client's own descriptor of the store's liveness file, `alive.rs`).
     attached: Vec<OwnedFd>,
 }
@@ -406,7 +406,9 @@ impl Session<'_> {
                 // byte of txvfs.alive, through the descriptor attached to the request (closed
                 // once checked: kept, it would keep a dead client's locks alive). It never
                 // releases or overwrites another process's locks.
-                let (probe, theirs) = (&self.alive, self.attached.pop());
+                // The oldest descriptor not yet taken: they come in the order of the requests.
+                let theirs = (!self.attached.is_empty()).then(|| self.attached.remove(0));
+                let probe = &self.alive;
                 let ours = |fd: &OwnedFd| probe.as_ref().is_some_and(|a| a.same_file(fd));
                 let theirs = theirs.filter(ours);
                 let mut holds = |p: u64| {
@@ -525,8 +527,12 @@ fn serve(stream: UnixStream, serving: Serving) {
                 return;
             }
         };
-        // What came attached to this request's bytes (anything else attached is closed).
-        session.attached = reader.get_mut().take_fds();
+        // What came attached to the bytes read so far, kept for the lock requests they belong
+        // to: the buffered reader may take several requests' bytes (and their descriptors) in
+        // one read, before the request that brought them is parsed. A few at most are kept.
+        session.attached.extend(reader.get_mut().take_fds());
+        let extra = session.attached.len().saturating_sub(super::area::MAX_FDS);
+        session.attached.drain(..extra);
         match session.handle(&frame) {
             // A small reply waits for the others; one in the reply area goes at once (the
             // next request may write the area again), and so does a large one (not copied).
