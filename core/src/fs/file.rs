@@ -66,6 +66,11 @@ impl File {
         // Handles opened outside a transaction rely on this process's open mark of the file
         // in the store (fs/handle_marks.rs); a transaction's handles read at its snapshot.
         let marks = inner.marks_handles() && matches!(scope, CallScope::AutoCommit(_));
+        let may_write = options.write
+            || options.append
+            || options.truncate
+            || options.create
+            || options.create_new;
         let (ino, kind) = loop {
             // Before the snapshot: a file freed after this point may still be in it.
             let ticket = inner.open_files.begin_open();
@@ -79,8 +84,9 @@ impl File {
                 }
             };
             // A read-only open of a file already marked (or on a store that needs no marks)
-            // writes nothing: it is answered from the read cache where it can be.
-            let r = scope.read(|op| {
+            // writes nothing: it is answered from the read cache where it can be. An open that
+            // may write goes straight to a transaction (a cached try would be work twice).
+            let body = |op: &mut Operation<'_>| {
                 if let Some(ino) = counted.take() {
                     undo(ino);
                 }
@@ -93,7 +99,8 @@ impl File {
                     op.mark_open(ino)?;
                 }
                 Ok((ino, kind))
-            });
+            };
+            let r = if may_write { scope.run(body) } else { scope.read(body) };
             match r {
                 Ok((ino, kind)) => {
                     if marks {
