@@ -201,9 +201,11 @@ impl LeaseTable {
         if self.backend.alone() {
             return Ok(Vec::new());
         }
-        let held: Vec<_> = self.held.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
+        // Held throughout, as `publish` holds it: a lock released (its record deleted) or
+        // taken again between a copy of the list and its renewal would be taken for lost.
+        let mut held = self.held.lock();
         let mut lost = Vec::new();
-        for ((ino, owner), locks) in held {
+        for (&(ino, owner), locks) in held.iter() {
             let key = schema::lock_key(ino, self.process, owner);
             let kept = self.transact(|tx, now| {
                 // Where the backend tells liveness, nobody takes a live holder's lock, so its
@@ -225,11 +227,13 @@ impl LeaseTable {
                 Ok(alive)
             })?;
             if !kept {
-                self.held.lock().remove(&(ino, owner));
-                self.lost.lock().insert(owner, ino);
-                self.any_lost.store(true, Ordering::SeqCst);
                 lost.push((ino, owner));
             }
+        }
+        for (ino, owner) in &lost {
+            held.remove(&(*ino, *owner));
+            self.lost.lock().insert(*owner, *ino);
+            self.any_lost.store(true, Ordering::SeqCst);
         }
         Ok(lost)
     }
