@@ -64,6 +64,9 @@ pub enum ProblemKind {
     StrayStagedIndex,
     /// An extended attribute of a missing inode.
     StrayXattr,
+    /// An extended attribute of an inode marked as never having had one (its deletion would
+    /// leave the attribute behind).
+    UnmarkedXattr,
     /// The store's inode or byte counter differs from what the store holds.
     Counter,
 }
@@ -246,6 +249,7 @@ struct InodeSummary {
     nlink: u32,
     size: u64,
     is_inline: bool,
+    no_xattrs: bool,
     /// The file's block size (its own or the store's).
     block_size: u64,
 }
@@ -291,6 +295,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
                             nlink: i.nlink,
                             size: i.size,
                             is_inline: i.is_inline,
+                            no_xattrs: i.no_xattrs,
                             block_size: i.block_size(block_size as u32),
                         },
                     );
@@ -547,8 +552,12 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         Ok(())
     })?;
     // Extended attributes.
+    let mut unmarked = std::collections::BTreeSet::new();
     rd.scan(Scope::Xattrs, |_, k, _| {
         match schema::parse_xattr_key(&k) {
+            Ok((ino, _)) if inodes.get(&ino).is_some_and(|i| i.no_xattrs) => {
+                unmarked.insert(ino);
+            }
             Ok((ino, _)) if inodes.contains_key(&ino) => {}
             Ok((ino, name)) => {
                 let msg =
@@ -559,6 +568,11 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         }
         Ok(())
     })?;
+    for ino in unmarked {
+        let msg = format!("inode {ino} has extended attributes but is marked as having none");
+        let fixed = changed_inode(rd, ino, |i| i.no_xattrs = false)?;
+        r.problem(P::UnmarkedXattr, msg, vec![Fix::Set(schema::inode_key(ino), fixed)]);
+    }
     // Counters.
     for (meta, what, want) in
         [(Meta::Inodes, "inode", inodes.len() as u64), (Meta::Bytes, "byte", live_bytes)]

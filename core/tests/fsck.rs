@@ -10,7 +10,7 @@ use std::time::Duration;
 use txvfs::fsck::{self, CheckReport, ProblemKind as P};
 use txvfs::kv::{self, Backend, Limits, Txn};
 use txvfs::schema::{self, Block, Dentry, DirAttr, FileType, Inode, Meta, ROOT_INO};
-use txvfs::{FileSystem, Options, Store, XattrFlags};
+use txvfs::{FileSystem, InodeFileSystem, Options, Store, XattrFlags};
 
 /// Bytes of `/big`: more than a quarter of FoundationDB's transaction limit, so its blocks
 /// are written ahead as chunks.
@@ -131,6 +131,8 @@ fn repairable_damage_is_found_then_repaired() {
         tx.set(&schema::chunk_key(999_999, 0, 1), b"stray").unwrap();
         tx.set(&schema::staged_key(12_345, mid, 0, 1), b"").unwrap();
         tx.set(&schema::xattr_key(888_888, b"user.x"), b"v").unwrap();
+        // An attribute of a file marked as never having had one.
+        tx.set(&schema::xattr_key(mid, b"user.unmarked"), b"v").unwrap();
         tx.atomic_add(&schema::meta_key(Meta::Inodes), 7).unwrap();
     });
     let r = check(&backend);
@@ -145,6 +147,7 @@ fn repairable_damage_is_found_then_repaired() {
         P::StrayChunk,
         P::StrayStagedIndex,
         P::StrayXattr,
+        P::UnmarkedXattr,
         P::Counter,
     ]
     .into();
@@ -166,6 +169,7 @@ fn repairable_damage_is_found_then_repaired() {
         "chunk of inode 999999 that no block or staging record refers to".into(),
         "staged-index entry of transaction 12345, which has no staging record".into(),
         "xattr \"user.x\" of missing inode 888888".into(),
+        format!("inode {mid} has extended attributes but is marked as having none"),
         "inode counter says".into(),
     ] {
         assert!(t.contains(&needle), "missing {needle:?} in:\n{t}");
@@ -189,12 +193,44 @@ fn repairable_damage_is_found_then_repaired() {
     assert!(check(&backend).is_clean());
     assert_eq!(store.read_file("/big").unwrap(), big_data());
     assert_eq!(store.read_file("/mid").unwrap(), vec![9u8; 20_000]);
+    assert_eq!(store.getxattr("/mid", "user.unmarked").unwrap(), b"v");
     assert_eq!(store.lstat("/d/b").unwrap().kind, FileType::File);
     assert_eq!(store.lstat("/d/a").unwrap().nlink, 2);
     assert_eq!(store.lstat("/d").unwrap().nlink, 3);
     // The repaired parent key is the one a rename walks up: /d cannot move below /d/sub.
     assert_eq!(store.rename("/d", "/d/sub/d").unwrap_err().kind(), txvfs::ErrorKind::Invalid);
     assert!(store.lstat("/victim").is_err());
+}
+
+#[test]
+fn deleted_inodes_leave_no_extended_attributes() {
+    // A deletion looks for attributes only where the inode says it ever had one: every way
+    // of giving an inode attributes must say so (checked by fsck's stray-xattr scan).
+    let (backend, store) = populated();
+    store.write_file("/f", b"x").unwrap();
+    store.setxattr("/f", "user.a", b"1", XattrFlags::Any).unwrap();
+    store.mkdir("/dir", 0o755).unwrap();
+    store.setxattr("/dir", "user.a", b"1", XattrFlags::Any).unwrap();
+    // Removed again: the inode still looks at deletion (the flag is never set back).
+    store.write_file("/g", b"x").unwrap();
+    store.setxattr("/g", "user.a", b"1", XattrFlags::Any).unwrap();
+    store.setxattr("/g", "user.b", b"2", XattrFlags::Any).unwrap();
+    store.removexattr("/g", "user.a").unwrap();
+    // By inode, through a handle, and in one transaction with the file's creation.
+    store.write_file("/h", b"x").unwrap();
+    let h = ino(&store, "/h");
+    store.setxattr_ino(h, "user.a", b"1", XattrFlags::Any).unwrap();
+    let tx = store.begin().unwrap();
+    tx.create("/t").unwrap().close().unwrap();
+    tx.setxattr("/t", "user.a", b"1", XattrFlags::Any).unwrap();
+    tx.commit().unwrap();
+    assert!(check(&backend).is_clean(), "{}", check(&backend));
+    for p in ["/f", "/g", "/h", "/t", "/d/a", "/d/b"] {
+        store.unlink(p).unwrap();
+    }
+    store.rmdir("/dir").unwrap();
+    let r = check(&backend);
+    assert!(r.is_clean(), "{r}");
 }
 
 #[test]

@@ -50,6 +50,7 @@ pub(crate) fn format_or_read(
             is_inline: true,
             has_chunks: false,
             block_shift: 0,
+            no_xattrs: false,
             inline: Vec::new(),
         };
         tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;

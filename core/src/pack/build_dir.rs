@@ -110,6 +110,7 @@ pub fn pack_dir(
             is_inline: !kind.is_special() && !blocks,
             has_chunks: false,
             block_shift: 0,
+            no_xattrs: false,
             inline: data,
         };
         let mut all = vec![inline(scope::INODE, &[], inode.encode())];

@@ -305,10 +305,13 @@ mod tests {
             is_inline: true,
             has_chunks: true,
             block_shift: 0,
+            no_xattrs: false,
             inline: b"abc".to_vec(),
         };
         assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
         // A file with its own block size keeps it; an inode without one is encoded as before.
+        let marked = Inode { no_xattrs: true, ..ino.clone() };
+        assert_eq!(Inode::decode(&marked.encode()).unwrap(), marked);
         let own = Inode { block_shift: 12, ..ino.clone() };
         assert_eq!(Inode::decode(&own.encode()).unwrap(), own);
         assert_eq!(own.encode().len(), ino.encode().len() + 1);

@@ -305,6 +305,11 @@ pub struct Inode {
     /// file was created; 0 means the store's block size. A SQLite database gets its page size,
     /// so writing a page rewrites one block of that size, not a 64 KiB one.
     pub block_shift: u8,
+    /// True while the inode has had no extended attribute since it was created, so deleting
+    /// it need not look for any (a range read per delete). Set at creation, cleared by the
+    /// first `setxattr` and never set again; inodes written before the flag existed lack it
+    /// and are looked through.
+    pub no_xattrs: bool,
     /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
     /// A device node keeps its device number here (8 bytes, little-endian, not inline).
     pub inline: Vec<u8>,
@@ -344,7 +349,8 @@ impl Inode {
         v.push(
             self.is_inline as u8
                 | (self.has_chunks as u8) << 1
-                | ((self.block_shift != 0) as u8) << 2,
+                | ((self.block_shift != 0) as u8) << 2
+                | (self.no_xattrs as u8) << 3,
         );
         if self.block_shift != 0 {
             v.push(self.block_shift);
@@ -373,7 +379,7 @@ impl Inode {
         let size = r.u64()?;
         let (atime, mtime, ctime) = (r.i64()?, r.i64()?, r.i64()?);
         let flags = r.u8()?;
-        let (is_inline, has_chunks) = (flags & 1 != 0, flags & 2 != 0);
+        let (is_inline, has_chunks, no_xattrs) = (flags & 1 != 0, flags & 2 != 0, flags & 8 != 0);
         let block_shift = if flags & 4 != 0 { r.u8()? } else { 0 };
         if flags & 4 != 0 && !(MIN_BLOCK_SHIFT..=MAX_BLOCK_SHIFT).contains(&block_shift) {
             return Err(corrupt("inode block size out of range"));
@@ -397,6 +403,7 @@ impl Inode {
                 is_inline,
                 has_chunks,
                 block_shift,
+                no_xattrs,
                 inline,
             },
             data,

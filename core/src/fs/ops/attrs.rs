@@ -273,6 +273,7 @@ impl Operation<'_> {
             _ => {}
         }
         self.set(&key, value)?;
+        self.mark_xattrs(ino)?;
         self.touch_ctime(ino, now_ns())?;
         self.note_xattr(ino, p)
     }
@@ -304,6 +305,17 @@ impl Operation<'_> {
         self.clear(&key)?;
         self.touch_ctime(ino, now_ns())?;
         self.note_xattr(ino, p)
+    }
+
+    /// Clears the inode's `no_xattrs` flag (once: it is never set again), so that deleting the
+    /// inode looks for its attributes.
+    fn mark_xattrs(&mut self, ino: u64) -> Result<()> {
+        let mut inode = self.inode(ino)?;
+        if !inode.no_xattrs {
+            return Ok(());
+        }
+        inode.no_xattrs = false;
+        self.store_inode(ino, &inode)
     }
 
     /// Notes an xattr change for the change feed (a call by inode has an empty `p`).

@@ -52,6 +52,7 @@ impl Operation<'_> {
             is_inline: !kind.is_special(),
             has_chunks: false,
             block_shift: 0,
+            no_xattrs: true,
             inline: if device {
                 rdev.to_le_bytes().to_vec()
             } else if kind.is_special() {

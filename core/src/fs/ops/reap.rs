@@ -26,7 +26,9 @@ impl Operation<'_> {
             self.clear_range(schema::block_range(ino, 0))?;
         }
         let (s, e) = schema::xattr_range(ino);
-        if self.tx.batches_reads() {
+        if inode.no_xattrs {
+            // Never had one: nothing to look for.
+        } else if self.tx.batches_reads() {
             // A remote backend: one range clear, where reading the keys first would cost a
             // round trip per inode (RocksDB's range tombstones, the reason for the loop below,
             // are not FoundationDB's).
