@@ -52,6 +52,9 @@ pub use rocks::{wal_syncs, RocksBackend};
 #[doc(hidden)]
 pub use shared::replies_sent;
 #[cfg(feature = "rocksdb")]
+#[doc(hidden)]
+pub use shared::spin_counts;
+#[cfg(feature = "rocksdb")]
 pub use shared::{
     round_trips, SharedBackend, DEFAULT_OWNER_TIMEOUT, RECOVERY_TIMEOUT, SOCKET_FILE,
 };

@@ -11,7 +11,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How long a kept snapshot lives at least (see `OccStore::kept`).
 const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(2);
@@ -46,6 +46,16 @@ pub(crate) struct OccStore<E: Engine> {
     pub(super) cache: Mutex<ReadCache>,
     /// Highest version known durable (group commit: one fsync covers every earlier commit).
     pub(super) synced: Mutex<u64>,
+    /// Durable commits resolved and not yet synced, and how many of them wait in `sync_to`:
+    /// the fsync's leader waits a moment for the others (see `OccStore::gather`).
+    pub(super) durable_in_flight: AtomicUsize,
+    pub(super) at_sync: AtomicUsize,
+    /// The last fsync's duration, in nanoseconds.
+    pub(super) last_sync_ns: AtomicU64,
+    /// The longest a leader waits ([`MAX_GATHER`]; tests change it), and how many times it
+    /// did wait.
+    pub(super) max_gather_ns: AtomicU64,
+    pub(super) gather_waits: AtomicU64,
     /// Set when an fsync failed. After a failed fsync the kernel may have dropped the dirty
     /// pages it could not write and report success to the next fsync (PostgreSQL learned this
     /// in 2018), so nothing written since the last good sync can be trusted to be durable:
@@ -99,6 +109,11 @@ impl<E: Engine> OccStore<E> {
             pipeline_moved: Condvar::new(),
             cache: Mutex::new(ReadCache::new(0, 0)),
             synced: Mutex::new(0),
+            durable_in_flight: AtomicUsize::new(0),
+            at_sync: AtomicUsize::new(0),
+            last_sync_ns: AtomicU64::new(0),
+            max_gather_ns: AtomicU64::new(MAX_GATHER.as_nanos() as u64),
+            gather_waits: AtomicU64::new(0),
             failed: Mutex::new(None),
             stopped: std::sync::atomic::AtomicBool::new(false),
             stamp: Mutex::new(None),
@@ -246,18 +261,53 @@ impl<E: Engine> OccStore<E> {
     /// by all callers waiting at the same time.
     /// A failed fsync stops the store (see `failed`).
     pub(crate) fn sync_to(&self, version: u64) -> Result<()> {
+        self.at_sync.fetch_add(1, Ordering::SeqCst);
+        let result = self.sync_to_counted(version);
+        self.at_sync.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn sync_to_counted(&self, version: u64) -> Result<()> {
         let mut synced = self.synced.lock();
         self.check_healthy()?;
         if *synced >= version {
             return Ok(());
         }
+        self.gather();
         let target = self.visible_now.load(Ordering::SeqCst);
+        let start = Instant::now();
         if let Err(e) = self.engine.sync() {
             self.stop(e.message());
             return Err(e);
         }
+        self.last_sync_ns.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         *synced = target;
         Ok(())
+    }
+
+    /// Commit delay (PostgreSQL's `commit_delay`, chosen by what is in flight): before its
+    /// fsync, the leader waits while other durable commits are resolved but have not reached
+    /// `sync_to` yet (they are being applied), at most half an fsync and [`MAX_GATHER`], so
+    /// that the one fsync covers them too. A lone committer never waits.
+    fn gather(&self) {
+        let others =
+            || self.durable_in_flight.load(Ordering::SeqCst) > self.at_sync.load(Ordering::SeqCst);
+        if !others() {
+            return;
+        }
+        self.gather_waits.fetch_add(1, Ordering::Relaxed);
+        let limit = (self.last_sync_ns.load(Ordering::Relaxed) / 2)
+            .min(self.max_gather_ns.load(Ordering::Relaxed));
+        let start = Instant::now();
+        while others() && (start.elapsed().as_nanos() as u64) < limit {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Counts a durable commit from its resolution until its sync ended (see `gather`).
+    pub(super) fn durable_commit(&self) -> DurableCommit<'_, E> {
+        self.durable_in_flight.fetch_add(1, Ordering::SeqCst);
+        DurableCommit(self)
     }
 
     pub(crate) fn sync_all(&self) -> Result<()> {
@@ -271,6 +321,18 @@ impl<E: Engine> OccStore<E> {
             Some(v) => self.sync_to(v),
             None => self.sync_all(),
         }
+    }
+}
+
+/// The longest a commit's fsync waits for others (see `OccStore::gather`).
+const MAX_GATHER: Duration = Duration::from_micros(200);
+
+/// A durable commit in flight (see [`OccStore::durable_commit`]).
+pub(super) struct DurableCommit<'a, E: Engine>(&'a OccStore<E>);
+
+impl<E: Engine> Drop for DurableCommit<'_, E> {
+    fn drop(&mut self) {
+        self.0.durable_in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -19,6 +19,8 @@ struct FlakyDisk {
     in_apply: std::sync::atomic::AtomicBool,
     /// How many fsyncs were asked for.
     syncs: std::sync::atomic::AtomicUsize,
+    /// Milliseconds every `apply` takes.
+    apply_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Engine for FlakyDisk {
@@ -56,6 +58,8 @@ impl Engine for FlakyDisk {
             }
             self.in_apply.store(false, std::sync::atomic::Ordering::SeqCst);
         }
+        let ms = self.apply_ms.load(std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
         let mut map = self.map.lock();
         for m in batch {
             match m {
@@ -122,6 +126,42 @@ fn a_failed_fsync_is_an_unknown_outcome_and_stops_the_store() {
     let e = store.begin().err().expect("refused after a failed fsync");
     assert!(e.message().contains("failed fsync"), "{e}");
     assert!(store.sync_all().is_err());
+}
+
+#[test]
+fn a_durable_commit_waits_for_those_in_flight_and_shares_their_fsync() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = OccStore::new(FlakyDisk::default(), Limits::UNLIMITED);
+    // Waits are bounded by half the last fsync and by the maximum: both made long here.
+    let long = || store.last_sync_ns.store(60_000_000_000, SeqCst);
+    store.max_gather_ns.store(30_000_000_000, SeqCst);
+    long();
+    // A lone committer never waits.
+    let mut tx = store.begin().unwrap();
+    tx.set(b"alone", b"1").unwrap();
+    tx.commit(true).unwrap();
+    assert_eq!(store.gather_waits.load(SeqCst), 0, "a lone durable commit waited");
+    assert_eq!(store.engine.syncs.load(SeqCst), 1);
+    // Two committers, each applying for 50 ms: whichever reaches its fsync first waits for the
+    // other, so one fsync covers both (without the wait, the first synced alone).
+    store.engine.apply_ms.store(50, SeqCst);
+    long();
+    // (Both begin first: a transaction cannot begin while a commit is being applied.)
+    let ready = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let threads: Vec<_> = (0..2u8)
+        .map(|i| {
+            let (store, ready) = (store.clone(), ready.clone());
+            std::thread::spawn(move || {
+                let mut tx = store.begin().unwrap();
+                tx.set(&[b'k', i], b"v").unwrap();
+                ready.wait();
+                tx.commit(true).unwrap();
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(store.engine.syncs.load(SeqCst), 2, "the two commits did not share an fsync");
+    assert_eq!(store.gather_waits.load(SeqCst), 1);
 }
 
 #[test]

@@ -576,6 +576,7 @@ impl<E: Engine> Txn for OccTxn<E> {
             r.check(self.read_version, &self.read_points, &read_ranges)?;
             r.assign(ws, store.oldest.load(Ordering::SeqCst))
         };
+        let _in_flight = durable.then(|| store.durable_commit());
         store.publish(version, Staged { batch, atomics, stamped })?;
         if durable {
             // Applied and visible to others: a failure now cannot be "nothing changed".

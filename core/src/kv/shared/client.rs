@@ -109,6 +109,9 @@ impl Conn {
 
     /// Reads the reply to a request already sent (see [`Conn::call`]).
     pub(super) fn reply(&mut self) -> std::result::Result<Result<Vec<u8>>, Fail> {
+        if self.reader.buffer().is_empty() {
+            super::spin::SPINNER.until_readable(self.stream.as_raw_fd());
+        }
         let reply = match protocol::read_frame_into(&mut self.reader, &mut self.spare) {
             Ok(Some(r)) => r,
             Ok(None) => return Err(Fail::Lost { sent: true }),

@@ -33,11 +33,13 @@ mod receipts;
 mod ring;
 mod server;
 mod snapshot;
+mod spin;
 mod waits;
 
 pub use client::round_trips;
 #[doc(hidden)]
 pub use server::replies_sent;
+pub use spin::spin_counts;
 pub use waits::DEFAULT_OWNER_TIMEOUT;
 
 use super::owner::{fork_generation, owner_info};

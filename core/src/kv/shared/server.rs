@@ -511,6 +511,11 @@ fn serve(stream: UnixStream, serving: Serving) {
         // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
         // request gets the error; the connection stays for the client's next transaction.
         let idle = session.txn.is_some().then_some(limit);
+        // Within a transaction its next request is likely microseconds away: wait for it
+        // awake a while (an idle connection's next request may never come).
+        if idle.is_some() && reader.buffer().is_empty() {
+            super::spin::SERVER_SPINNER.until_readable(writer.as_raw_fd());
+        }
         let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
             Ok(Next::Frame(f)) => f,
             Ok(Next::Idle) => {
