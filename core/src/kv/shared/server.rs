@@ -513,7 +513,7 @@ fn serve(stream: UnixStream, serving: Serving) {
         let idle = session.txn.is_some().then_some(limit);
         // Within a transaction its next request is likely microseconds away: wait for it
         // awake a while (an idle connection's next request may never come).
-        if idle.is_some() && reader.buffer().is_empty() {
+        if reader.buffer().is_empty() {
             super::spin::SERVER_SPINNER.until_readable(writer.as_raw_fd());
         }
         let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
