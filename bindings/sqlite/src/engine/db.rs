@@ -219,11 +219,11 @@ impl Db {
         self.lends.give_back(p)
     }
 
-    /// SQLITE_FCNTL_MMAP_SIZE: sets the limit of what is lent when `bytes` is given; returns
-    /// the limit before.
+    /// SQLITE_FCNTL_MMAP_SIZE: sets the limit of what is lent when `bytes` is given and no
+    /// lend is outstanding (as the unix VFS remaps only then); returns the limit before.
     pub fn mmap_limit(&mut self, bytes: Option<u64>) -> u64 {
         let old = self.lends.limit();
-        if let Some(b) = bytes {
+        if let (Some(b), 0) = (bytes, self.lends.outstanding()) {
             self.lends.set_limit(b);
         }
         old

@@ -22,6 +22,8 @@ enum Kind {
         name: Option<String>,
         delete_on_close: bool,
         level: c_int,
+        /// SQLITE_FCNTL_MMAP_SIZE's limit, only answered back: memory files lend nothing.
+        mmap: i64,
     },
 }
 
@@ -121,6 +123,7 @@ pub(super) unsafe extern "C" fn x_open(
                 name: zname.map(str::to_string),
                 delete_on_close,
                 level: ffi::SQLITE_LOCK_NONE,
+                mmap: 0,
             }
         };
         let tf = file as *mut TxFile;
@@ -395,8 +398,14 @@ unsafe extern "C" fn x_file_control(
     guard(ffi::SQLITE_IOERR, || {
         let db = match kind(file) {
             Kind::Db(db) => db,
-            Kind::Mem { level, .. } => {
+            Kind::Mem { level, mmap, .. } => {
                 return match op {
+                    ffi::SQLITE_FCNTL_MMAP_SIZE => {
+                        let p = arg as *mut i64;
+                        let new = (*p).min(engine::lends::MAX_MMAP_SIZE as i64);
+                        (*p, *mmap) = (*mmap, if new >= 0 { new } else { *mmap });
+                        ffi::SQLITE_OK
+                    }
                     ffi::SQLITE_FCNTL_LOCKSTATE => {
                         *(arg as *mut c_int) = *level;
                         ffi::SQLITE_OK
