@@ -208,7 +208,10 @@ impl Db {
             if !m.overlay.passes_through(off, off + len as u64) {
                 return None;
             }
-            self.source().lend(off, len).ok().flatten()?
+            match &self.snap {
+                Some(s) if self.reading_snapshot() => s.lend(off, len)?,
+                _ => self.file.lend(off, len).ok().flatten()?,
+            }
         };
         Some(self.lends.keep(lent))
     }

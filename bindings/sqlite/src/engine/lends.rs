@@ -105,13 +105,13 @@ mod tests {
         assert_eq!(page(p), buf);
         assert_eq!(a.fetch(12288, 8192), None, "past the end of the file");
         // b commits over the page while a reads its snapshot: the lent page does not change,
-        // and a new fetch of a's snapshot gives the same bytes.
+        // and a new fetch in a's snapshot gives the same page.
         write_pages(&mut b, 20);
         assert_eq!(page(p), vec![11; 4096]);
-        if let Some(q) = a.fetch(4096, 4096) {
-            assert_eq!(page(q), vec![11; 4096]);
-            assert!(a.unfetch(q));
-        }
+        let q = a.fetch(4096, 4096).expect("lent again");
+        assert_eq!(q, p, "the snapshot lends the page it lent before");
+        assert_eq!(a.lent_out(), 2);
+        assert!(a.unfetch(q));
         a.unlock(Level::None).unwrap();
         assert_eq!(page(p), vec![11; 4096], "valid until xUnfetch, past the transaction");
         assert!(a.unfetch(p));
