@@ -20,21 +20,28 @@ gcc -O2 -o "$C/speedtest1" benches/sqlite/speedtest1_txvfs.c "$C/speedtest1.o" -
 W="$C/run"; rm -rf "$W"; mkdir -p "$W"
 
 total() { grep -E '^ *TOTAL' | grep -oE '[0-9]+\.[0-9]+s' | tr -d s; }
-echo "speedtest1 --size $size (seconds, TOTAL; ratio = txvfs / unix, lower is better)"
-echo "| synchronous | unix VFS | txvfs | txvfs / unix |"
-echo "|---|---|---|---|"
+# rss FILE: the max RSS (MiB) that /usr/bin/time wrote to FILE, "-" without /usr/bin/time.
+TIME=(); [ -x /usr/bin/time ] && TIME=(/usr/bin/time -f %M -o "$W/rss")
+rss() { if [ -s "$W/rss" ]; then echo "$(( $(tail -1 "$W/rss") / 1024 ))"; else echo -; fi; rm -f "$W/rss"; }
+echo "speedtest1 --size $size (seconds, TOTAL; ratio = txvfs / unix, lower is better; max RSS in MiB)"
+echo "| synchronous | unix VFS | txvfs | txvfs / unix | unix RSS | txvfs RSS |"
+echo "|---|---|---|---|---|---|"
 R=benches/results
 mkdir -p "$R"
 csv="workload,system,role,seconds,per"
 # full and off in the default (rollback journal) mode; full-wal: synchronous=FULL with
-# --journal wal (stock SQLite's WAL on unix; on txvfs the VFS answers journal_mode=WAL).
-for sync in full off full-wal; do
+# --journal wal (stock SQLite's WAL on unix; on txvfs the VFS answers journal_mode=WAL);
+# full-mmap: synchronous=FULL with mmap_size 256 MiB (txvfs lends pages instead of copying).
+for sync in full off full-wal full-mmap; do
   flags=()
   [ "$sync" = off ] && flags=(--nosync)
   [ "$sync" = full-wal ] && flags=(--journal wal)
-  u=$("$C/speedtest1" --size "$size" "${flags[@]}" "$W/unix-$sync.db" | total)
-  x=$(SPEEDTEST_TXVFS=1 TXVFS_SQLITE_STORE="$W/store-$sync" "$C/speedtest1" --size "$size" "${flags[@]}" "/speed-$sync.db" | total)
-  echo "| $sync | $u | $x | $(python3 -c "print(f'{$x/$u:.2f}x')") |"
+  [ "$sync" = full-mmap ] && flags=(--mmap 268435456)
+  u=$("${TIME[@]}" "$C/speedtest1" --size "$size" "${flags[@]}" "$W/unix-$sync.db" | total)
+  ur=$(rss)
+  x=$(SPEEDTEST_TXVFS=1 TXVFS_SQLITE_STORE="$W/store-$sync" "${TIME[@]}" "$C/speedtest1" --size "$size" "${flags[@]}" "/speed-$sync.db" | total)
+  xr=$(rss)
+  echo "| $sync | $u | $x | $(python3 -c "print(f'{$x/$u:.2f}x')") | $ur | $xr |"
   csv+=$'\n'"speedtest1 --size $size synchronous=$sync,unix VFS,baseline,$u,run"
   csv+=$'\n'"speedtest1 --size $size synchronous=$sync,txvfs,txvfs,$x,run"
 done

@@ -3,7 +3,7 @@
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::ops::Operation;
 use super::scope::CallScope;
-use super::types::{FallocateMode, OpenOptions, Stat};
+use super::types::{FallocateMode, Lent, OpenOptions, Stat};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 use parking_lot::Mutex;
@@ -207,6 +207,18 @@ impl File {
         self.check(true, false)?;
         self.flush()?;
         self.scope.read(|op| op.read_into(self.ino, offset, buf))
+    }
+
+    /// Lends the bytes `[offset, offset + len)` instead of copying them, where they lie
+    /// within the file and inside one block that the process's read cache holds (or takes in
+    /// now): they are exactly what [`File::read_at`] would read now, and never change while the
+    /// [`Lent`] is held, whatever commits meanwhile. `None` where they cannot be lent so (read
+    /// them with [`File::read_at`]); backends without a read cache of their own (a client of
+    /// a shared store, FoundationDB) never lend.
+    pub fn lend(&self, offset: u64, len: usize) -> Result<Option<Lent>> {
+        self.check(true, false)?;
+        self.flush()?;
+        self.scope.read(|op| op.lend(self.ino, offset, len))
     }
 
     /// Writes all of `data` at the current position (at the end with append) and advances.

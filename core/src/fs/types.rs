@@ -266,3 +266,33 @@ pub enum FallocateMode {
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: the range reads as zeros afterwards.
     PunchHole,
 }
+
+/// Bytes of a file lent by [`super::File::lend`] instead of copied: a shared, immutable buffer
+/// of the process's read cache (the stored block that holds them), kept alive by this value
+/// even after the cache evicts it. The bytes never change while it is held.
+#[derive(Clone)]
+pub struct Lent {
+    pub(crate) block: std::sync::Arc<[u8]>,
+    pub(crate) start: usize,
+    pub(crate) len: usize,
+}
+
+impl Lent {
+    /// The lent bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.block[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::Deref for Lent {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for Lent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lent({} bytes)", self.len)
+    }
+}

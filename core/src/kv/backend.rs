@@ -329,6 +329,16 @@ pub trait Txn: Send {
         }
         Ok(None)
     }
+    /// The value of `key` as this transaction reads it, shared with the process's read cache
+    /// instead of copied: an immutable buffer, valid for as long as it is held (eviction
+    /// drops only the cache's reference). `None` where the value cannot be lent exactly: this
+    /// transaction wrote the key, the key is absent, the cache does not hold it (or cannot
+    /// prove it current at this snapshot), or the backend has no such cache (the default).
+    /// Counts as a read, like [`Txn::get`].
+    fn lend(&mut self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
+        let _ = key;
+        Ok(None)
+    }
     /// Reads the pairs with `start <= key < end`, at most `limit` (0: all), in ascending order,
     /// or descending from `end` when `reverse`. Adds the range actually covered to the read
     /// conflict set, so a later insert into it conflicts (no phantoms).

@@ -10,6 +10,7 @@
 //! writers in.
 
 use super::commit::{self, Group, Member, MemberRef};
+use super::lends::Lends;
 use super::lockbytes::{LockBytes, RESERVED_BYTE};
 use super::locks::{file_lock, Holder, Level, LockResult};
 use super::overlay::Overlay;
@@ -37,6 +38,8 @@ pub struct Db {
     snap: Option<Snapshot>,
     /// This connection set `journal_mode=OFF` (answered by the VFS: [`super::wal`]).
     journal_off: bool,
+    /// Pages lent to SQLite (xFetch) and not given back yet, and SQLite's mmap limit.
+    lends: Lends,
 }
 
 impl Db {
@@ -72,6 +75,7 @@ impl Db {
             batch: None,
             snap: None,
             journal_off: false,
+            lends: Lends::default(),
         };
         if let Some(g) = group {
             db.join_group(g)?;
@@ -187,6 +191,50 @@ impl Db {
             b[done..].fill(0);
             Ok(())
         })
+    }
+
+    /// xFetch: the address of `len` bytes at `off` lent from the store's read cache, exactly
+    /// what [`Db::read`] would read now and unchanged until [`Db::unfetch`] (or close), or
+    /// None (SQLite then reads with xRead): past the mmap limit, bytes the uncommitted overlay
+    /// covers or cuts short, and whatever the store cannot lend ([`txvfs::File::lend`]: across
+    /// blocks, past the end, not cached, a client of a shared store...). An error is a None too:
+    /// xRead reports it, or renews a lost snapshot.
+    pub fn fetch(&mut self, off: u64, len: usize) -> Option<*const u8> {
+        if !self.lends.allows(off, len) {
+            return None;
+        }
+        let lent = {
+            let m = self.member.lock();
+            if !m.overlay.passes_through(off, off + len as u64) {
+                return None;
+            }
+            match &self.snap {
+                Some(s) if self.reading_snapshot() => s.lend(off, len)?,
+                _ => self.file.lend(off, len).ok().flatten()?,
+            }
+        };
+        Some(self.lends.keep(lent))
+    }
+
+    /// xUnfetch of an address [`Db::fetch`] gave: the page is no longer SQLite's. False when
+    /// the address was not lent by this handle.
+    pub fn unfetch(&mut self, p: *const u8) -> bool {
+        self.lends.give_back(p)
+    }
+
+    /// SQLITE_FCNTL_MMAP_SIZE: sets the limit of what is lent when `bytes` is given and no
+    /// lend is outstanding (as the unix VFS remaps only then); returns the limit before.
+    pub fn mmap_limit(&mut self, bytes: Option<u64>) -> u64 {
+        let old = self.lends.limit();
+        if let (Some(b), 0) = (bytes, self.lends.outstanding()) {
+            self.lends.set_limit(b);
+        }
+        old
+    }
+
+    /// How many pages this handle lent that SQLite has not given back.
+    pub fn lent_out(&self) -> usize {
+        self.lends.outstanding()
     }
 
     fn committed_size(&self) -> Result<u64> {

@@ -1,12 +1,15 @@
 //! The VFS logic, free of SQLite types (the shape of mvsqlite's `mvfs`): stores and canonical
 //! names ([`stores`]), SQLite's five lock levels keyed by inode ([`locks`]) and between
 //! processes ([`lockbytes`]), database files whose writes stay in an overlay ([`overlay`],
-//! [`db`]) until SQLite commits, commits of one or several databases as one txvfs transaction
-//! ([`commit`]), the snapshots read transactions read ([`snapshot`]), and in-memory journal
-//! and temp files ([`memfile`]), and `PRAGMA journal_mode` WAL and OFF ([`wal`]). `ffi` translates SQLite's callbacks into calls on these types.
+//! [`db`]) until SQLite commits, pages lent to SQLite instead of copied ([`lends`]), commits
+//! of one or several databases as one txvfs transaction ([`commit`]), the snapshots read
+//! transactions read ([`snapshot`]), in-memory journal and temp files ([`memfile`]), and
+//! `PRAGMA journal_mode` WAL and OFF ([`wal`]). `ffi` translates SQLite's callbacks into calls
+//! on these types.
 
 pub mod commit;
 pub mod db;
+pub mod lends;
 pub mod lockbytes;
 pub mod locks;
 pub mod memfile;
@@ -39,6 +42,10 @@ pub struct Stats {
     pub grouped: AtomicU64,
     /// Rollback journals opened (kept in memory).
     pub journals: AtomicU64,
+    /// Pages lent to SQLite from the store's read cache instead of copied (xFetch).
+    pub lends: AtomicU64,
+    /// ... of which SQLite has not given back yet (xUnfetch), nor their handle closed.
+    pub lent: AtomicU64,
 }
 
 /// The process's counters.

@@ -126,6 +126,13 @@ impl Overlay {
         Ok(valid)
     }
 
+    /// True when a read of `[off, end)` comes from the committed file alone: no extent
+    /// overlaps it and the overlay's size (if it set one) does not cut it short.
+    pub fn passes_through(&self, off: u64, end: u64) -> bool {
+        self.size.is_none_or(|s| end <= s)
+            && self.ext.range(..end).next_back().is_none_or(|(&s, v)| s + v.len() as u64 <= off)
+    }
+
     /// The page size in the database header when this overlay writes one (a database's first
     /// page: "SQLite format 3", then the page size at bytes 16..18, big-endian, 1 for 65536).
     pub fn page_size(&self) -> Option<u32> {
@@ -220,6 +227,19 @@ mod tests {
         let mut b = vec![0; 4];
         assert_eq!(o.read(0, &mut b, base_zero).unwrap(), 4);
         assert_eq!(b, [7; 4], "bytes the overlay does not cover come from the base");
+    }
+
+    #[test]
+    fn passes_through_only_where_a_read_would_use_the_base_alone() {
+        let mut o = Overlay::default();
+        assert!(o.passes_through(0, 4096), "an empty overlay");
+        o.write(4096, &[1; 4096], || Ok(16384)).unwrap();
+        assert!(o.passes_through(0, 4096) && o.passes_through(8192, 12288));
+        assert!(!o.passes_through(4095, 4097) && !o.passes_through(8191, 8192));
+        assert!(!o.passes_through(0, 16384), "an extent inside the range");
+        o.truncate(12288);
+        assert!(o.passes_through(8192, 12288));
+        assert!(!o.passes_through(12288, 16384), "past the overlay's size");
     }
 
     #[test]

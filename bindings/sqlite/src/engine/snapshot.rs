@@ -18,9 +18,11 @@
 //! transaction is over and its next read fails with `SQLITE_BUSY_SNAPSHOT`.
 
 use super::lockbytes::EXCLUSIVE_MARK;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use txvfs::{
-    ErrorKind, File, FileSystem, InodeFileSystem, OpenOptions, Result, Store, Transaction,
+    ErrorKind, File, FileSystem, InodeFileSystem, Lent, OpenOptions, Result, Store, Transaction,
 };
 
 /// A read-only view of one database file at one version of the store.
@@ -34,6 +36,8 @@ pub struct Snapshot {
     /// The file carried the mark of a connection in `locking_mode=EXCLUSIVE` (see
     /// [`super::lockbytes`]) at the snapshot's version.
     marked: bool,
+    /// Pages lent from the snapshot ([`Snapshot::lend`]), by offset.
+    lent: Mutex<HashMap<u64, Lent>>,
 }
 
 /// How many times taking a snapshot is tried again after a retryable error (with the core's
@@ -61,7 +65,8 @@ impl Snapshot {
                 Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
                 Err(e) => return Err(e),
             };
-            Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked })
+            let lent = Mutex::default();
+            Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked, lent })
         })
     }
 
@@ -76,6 +81,20 @@ impl Snapshot {
     /// The file as the snapshot sees it.
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// `len` bytes at `off` lent as the snapshot holds them ([`File::lend`]), kept for the
+    /// snapshot's life: its pages never change, and SQLite fetches a page again each time it
+    /// touches it (with mmap it does not look in its own cache first), so a page lent once is
+    /// found here, not asked of the store again. None where the store cannot lend it.
+    pub fn lend(&self, off: u64, len: usize) -> Option<Lent> {
+        let mut pages = self.lent.lock();
+        if let Some(l) = pages.get(&off).filter(|l| l.len() == len) {
+            return Some(l.clone());
+        }
+        let l = self.file.lend(off, len).ok().flatten()?;
+        pages.insert(off, l.clone());
+        Some(l)
     }
 
     fn version(&self) -> Result<Version> {

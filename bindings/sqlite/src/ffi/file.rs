@@ -22,6 +22,8 @@ enum Kind {
         name: Option<String>,
         delete_on_close: bool,
         level: c_int,
+        /// SQLITE_FCNTL_MMAP_SIZE's limit, only answered back: memory files lend nothing.
+        mmap: i64,
     },
 }
 
@@ -35,8 +37,10 @@ unsafe fn kind<'a>(f: *mut ffi::sqlite3_file) -> &'a mut Kind {
     &mut *(*(f as *mut TxFile)).kind
 }
 
+/// Version 3 for xFetch/xUnfetch (pages lent, `engine::lends`); version 2's shared memory
+/// stays absent (no wal-index: see [`WAL_REFUSED`]).
 static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 1,
+    iVersion: 3,
     xClose: Some(x_close),
     xRead: Some(x_read),
     xWrite: Some(x_write),
@@ -53,8 +57,8 @@ static IO_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xShmLock: None,
     xShmBarrier: None,
     xShmUnmap: None,
-    xFetch: None,
-    xUnfetch: None,
+    xFetch: Some(x_fetch),
+    xUnfetch: Some(x_unfetch),
 };
 
 /// SQLite never opens a `-wal` file on txvfs: `PRAGMA journal_mode=WAL` is answered by the
@@ -119,6 +123,7 @@ pub(super) unsafe extern "C" fn x_open(
                 name: zname.map(str::to_string),
                 delete_on_close,
                 level: ffi::SQLITE_LOCK_NONE,
+                mmap: 0,
             }
         };
         let tf = file as *mut TxFile;
@@ -178,6 +183,42 @@ unsafe extern "C" fn x_read(
         } else {
             ffi::SQLITE_OK
         }
+    })
+}
+
+/// xFetch: a page lent from the store's read cache, or `*pp = NULL` (SQLite reads it with
+/// xRead): see [`Db::fetch`]. Journals and temp files never lend.
+unsafe extern "C" fn x_fetch(
+    file: *mut ffi::sqlite3_file,
+    off: i64,
+    amt: c_int,
+    pp: *mut *mut c_void,
+) -> c_int {
+    *pp = ptr::null_mut();
+    guard(ffi::SQLITE_IOERR_MMAP, || {
+        if let (Kind::Db(db), Ok(off), Ok(amt)) =
+            (kind(file), u64::try_from(off), usize::try_from(amt))
+        {
+            if let Some(p) = db.fetch(off, amt) {
+                *pp = p as *mut c_void;
+            }
+        }
+        ffi::SQLITE_OK
+    })
+}
+
+/// xUnfetch: SQLite gives a lent page back. With a NULL page SQLite says a mapping of the
+/// file may be stale: lends are not a mapping (each is exact at its fetch and lives until its
+/// own xUnfetch), so there is nothing to drop.
+unsafe extern "C" fn x_unfetch(file: *mut ffi::sqlite3_file, _off: i64, p: *mut c_void) -> c_int {
+    guard(ffi::SQLITE_IOERR_MMAP, || {
+        if let (Kind::Db(db), false) = (kind(file), p.is_null()) {
+            if !db.unfetch(p as *const u8) {
+                set_error(0, "txvfs: xUnfetch of a page that was not lent".into());
+                return ffi::SQLITE_IOERR_MMAP;
+            }
+        }
+        ffi::SQLITE_OK
     })
 }
 
@@ -333,12 +374,14 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
         "txvfs_stats" => {
             let s = engine::stats();
             set(&format!(
-                "commits={} durable={} batch={} grouped={} journals={} round_trips={}",
+                "commits={} durable={} batch={} grouped={} journals={} lends={} lent={} round_trips={}",
                 s.commits.load(Ordering::Relaxed),
                 s.durable.load(Ordering::Relaxed),
                 s.batch.load(Ordering::Relaxed),
                 s.grouped.load(Ordering::Relaxed),
                 s.journals.load(Ordering::Relaxed),
+                s.lends.load(Ordering::Relaxed),
+                s.lent.load(Ordering::Relaxed),
                 txvfs::round_trips()
             ));
             ffi::SQLITE_OK
@@ -355,8 +398,14 @@ unsafe extern "C" fn x_file_control(
     guard(ffi::SQLITE_IOERR, || {
         let db = match kind(file) {
             Kind::Db(db) => db,
-            Kind::Mem { level, .. } => {
+            Kind::Mem { level, mmap, .. } => {
                 return match op {
+                    ffi::SQLITE_FCNTL_MMAP_SIZE => {
+                        let p = arg as *mut i64;
+                        let new = (*p).min(engine::lends::MAX_MMAP_SIZE as i64);
+                        (*p, *mmap) = (*mmap, if new >= 0 { new } else { *mmap });
+                        ffi::SQLITE_OK
+                    }
                     ffi::SQLITE_FCNTL_LOCKSTATE => {
                         *(arg as *mut c_int) = *level;
                         ffi::SQLITE_OK
@@ -393,6 +442,14 @@ unsafe extern "C" fn x_file_control(
             },
             ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => {
                 db.rollback_batch();
+                ffi::SQLITE_OK
+            }
+            ffi::SQLITE_FCNTL_MMAP_SIZE => {
+                // In: the new limit (negative: only asking); out: the limit before, as the
+                // unix VFS answers (PRAGMA mmap_size reads it back).
+                let p = arg as *mut i64;
+                let old = db.mmap_limit(u64::try_from(*p).ok());
+                *p = old as i64;
                 ffi::SQLITE_OK
             }
             ffi::SQLITE_FCNTL_PRAGMA => pragma(db, arg),

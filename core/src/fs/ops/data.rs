@@ -5,7 +5,7 @@ use super::access::{R_OK, W_OK, X_OK};
 use super::{now_ns, Operation, Resolved};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::show;
-use crate::fs::types::OpenOptions;
+use crate::fs::types::{Lent, OpenOptions};
 use crate::kv::KeyValue;
 use crate::schema::{self, Block, FileType, Inode, Meta};
 
@@ -277,6 +277,32 @@ impl Operation<'_> {
         }
         piece_done(&mut covered, off, end, out);
         Ok(out.len())
+    }
+
+    /// Lends `[off, off + len)` of `ino` from the read cache (see [`Txn::lend`]) where that
+    /// is exactly what [`Operation::read_into`] would copy: inside the file's size and inside
+    /// one stored block of data (not inline, not a hole, not a chunk reference, long enough).
+    /// `None` otherwise.
+    ///
+    /// [`Txn::lend`]: crate::kv::Txn::lend
+    pub(crate) fn lend(&mut self, ino: u64, off: u64, len: usize) -> Result<Option<Lent>> {
+        let inode = self.file_inode(ino)?;
+        let end = off.saturating_add(len as u64);
+        if len == 0 || inode.is_inline || end > inode.size {
+            return Ok(None);
+        }
+        let bs = inode.block_size(self.inner.block_size);
+        let idx = off / bs;
+        if (end - 1) / bs != idx {
+            return Ok(None);
+        }
+        let Some(block) = self.tx.lend(&schema::block_key(ino, idx))? else { return Ok(None) };
+        // Block data is stored after a tag byte 0 (`schema::Block`).
+        let start = 1 + (off - idx * bs) as usize;
+        if block.first() != Some(&0) || block.len() < start + len {
+            return Ok(None);
+        }
+        Ok(Some(Lent { block, start, len }))
     }
 
     /// Copies the stored blocks `first..=last` of `ino` (blocks of `bs` bytes) into `out`,

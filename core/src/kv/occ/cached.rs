@@ -67,6 +67,15 @@ impl<E: Engine> Txn for CachedTxn<E> {
     fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
         self.lookup(key, |v| v.map(read).is_some())
     }
+    fn lend(&mut self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
+        // What the cache holds at this version, or no answer (not a miss: reading is the
+        // caller's fallback, and it may be answered from the cache as well).
+        let mut c = self.store.cache.lock();
+        if self.missed || !c.enabled() || c.version() != self.version {
+            return Ok(None);
+        }
+        Ok(c.get(key, self.version).flatten())
+    }
     fn local_reads(&self) -> bool {
         true
     }

@@ -16,6 +16,7 @@ mod cached;
 mod pinned;
 mod pipeline;
 mod ranges;
+mod reader;
 mod resolver;
 mod store;
 mod txn;

@@ -3,6 +3,7 @@
 
 use super::pipeline::Staged;
 use super::ranges::{coalesce, ReadKeys};
+use super::reader::Reader;
 use super::resolver::WriteSet;
 use super::{Engine, Mutation, OccStore};
 use crate::error::{Error, ErrorKind, Result};
@@ -291,36 +292,6 @@ impl<E: Engine> OccTxn<E> {
     }
 }
 
-/// [`Txn::parallel_reader`] of an optimistic transaction: its snapshot, shared.
-struct Reader<E: Engine> {
-    // Declared before `store` so the snapshot is released before the engine can go away.
-    snap: Arc<E::Snapshot>,
-    store: Arc<OccStore<E>>,
-    range: (Vec<u8>, Vec<u8>),
-}
-
-impl<E: Engine> SnapshotReader for Reader<E> {
-    fn visit_range(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<()> {
-        let start = start.max(self.range.0.as_slice());
-        let end = end.min(self.range.1.as_slice());
-        if start < end {
-            self.store.engine.scan(&self.snap, start, end, false, &mut |k, v| {
-                visit(k, v);
-                true
-            })?;
-        }
-        Ok(())
-    }
-    fn in_flight(&self) -> usize {
-        1
-    }
-}
-
 impl<E: Engine> Txn for OccTxn<E> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.read(key, true)
@@ -361,6 +332,27 @@ impl<E: Engine> Txn for OccTxn<E> {
             store.cache.lock().fill(key, at, None);
         }
         Ok(found)
+    }
+    fn lend(&mut self, key: &[u8]) -> Result<Option<Arc<[u8]>>> {
+        // The cache's own buffer of a committed value: filled from the engine on a miss, lent
+        // only if the cache kept it (then it is exactly the value at this snapshot).
+        if self.writes.contains_key(key)
+            || self.in_cleared(key)
+            || !self.store.cache.lock().enabled()
+        {
+            return Ok(None);
+        }
+        self.check_key(key)?;
+        self.check_age()?;
+        self.read_points.insert(key);
+        let (store, at) = (&self.store, self.read_version);
+        if let Some(v) = store.cache.lock().get(key, at) {
+            return Ok(v);
+        }
+        let found = store.engine.get_with(self.snap(), key, &mut |v| {
+            store.cache.lock().fill(key, at, Some(v));
+        })?;
+        Ok(if found { store.cache.lock().get(key, at).flatten() } else { None })
     }
     fn visit_range(
         &mut self,
