@@ -91,6 +91,31 @@ mod tests {
     }
 
     #[test]
+    fn a_database_cut_then_extended_in_one_transaction_commits_zeros_between() {
+        // (An overlay test, here for the engine's test helpers.) Four pages, then one
+        // transaction cuts the file to one page and writes the fourth again: pages 2 and 3
+        // must read as zeros, before and after the commit (they kept their old bytes).
+        let store = open_store(Some("memory:")).unwrap();
+        let mut db = Db::open(store.clone(), "/cut.db", true, false, None).unwrap();
+        write_pages(&mut db, 10);
+        for level in [Level::Shared, Level::Reserved, Level::Exclusive] {
+            assert_eq!(db.lock(level), LockResult::Ok);
+        }
+        db.truncate(4096).unwrap();
+        db.write(3 * 4096, &[42; 4096]).unwrap();
+        let mut buf = vec![1; 4096];
+        db.read(4096, &mut buf).unwrap();
+        assert_eq!(buf, vec![0; 4096], "a cut page read back its old bytes");
+        db.commit().unwrap();
+        db.unlock(Level::None).unwrap();
+        let on_disk = txvfs::FileSystem::read_file(&store.store, "/cut.db").unwrap();
+        assert_eq!(on_disk.len(), 4 * 4096);
+        assert_eq!(&on_disk[..4096], &[10; 4096]);
+        assert!(on_disk[4096..3 * 4096].iter().all(|&b| b == 0), "the commit kept old bytes");
+        assert_eq!(&on_disk[3 * 4096..], &[42; 4096]);
+    }
+
+    #[test]
     fn lent_pages_are_the_snapshot_and_outlive_commits_and_the_handle() {
         let store = open_store(Some("memory:")).unwrap();
         let mut a = Db::open(store.clone(), "/lend.db", true, false, None).unwrap();

@@ -10,6 +10,9 @@ use txvfs::{File, Result};
 pub struct Overlay {
     ext: BTreeMap<u64, Vec<u8>>,
     size: Option<u64>,
+    /// The smallest size the file was cut to: committed bytes from there on are gone, even
+    /// where a later write extended the file again (they read as zeros).
+    cut: Option<u64>,
 }
 
 impl Overlay {
@@ -77,6 +80,7 @@ impl Overlay {
     /// Records a truncation to `size`.
     pub fn truncate(&mut self, size: u64) {
         self.size = Some(size);
+        self.cut = Some(self.cut.map_or(size, |c| c.min(size)));
         let beyond: Vec<u64> = self.ext.range(size..).map(|(&s, _)| s).collect();
         for s in beyond {
             self.ext.remove(&s);
@@ -86,6 +90,11 @@ impl Overlay {
                 v.truncate((size - s) as usize);
             }
         }
+    }
+
+    /// The smallest size the transaction cut the file to, if it cut it.
+    pub fn cut(&self) -> Option<u64> {
+        self.cut
     }
 
     /// The logical size, if the overlay changed it.
@@ -107,6 +116,10 @@ impl Overlay {
             self.ext.range(..=off).next_back().is_some_and(|(&s, v)| s + v.len() as u64 >= end);
         if !covered {
             base(buf)?;
+            if let Some(cut) = self.cut {
+                let gone = cut.saturating_sub(off).min(buf.len() as u64) as usize;
+                buf[gone..].fill(0);
+            }
         }
         for (&s, v) in self.ext.range(..end).rev() {
             let e = s + v.len() as u64;
@@ -130,6 +143,7 @@ impl Overlay {
     /// overlaps it and the overlay's size (if it set one) does not cut it short.
     pub fn passes_through(&self, off: u64, end: u64) -> bool {
         self.size.is_none_or(|s| end <= s)
+            && self.cut.is_none_or(|c| end <= c)
             && self.ext.range(..end).next_back().is_none_or(|(&s, v)| s + v.len() as u64 <= off)
     }
 
@@ -150,7 +164,13 @@ impl Overlay {
     /// Applies the overlay to `f` (a handle inside the committing transaction).
     pub(super) fn apply(&self, f: &File) -> Result<()> {
         if let Some(size) = self.size {
-            if f.stat()?.size != size {
+            let mut now = f.stat()?.size;
+            if let Some(cut) = self.cut.filter(|&c| c < now && c < size) {
+                // Cut, then extended: the bytes between are zeros, not the committed ones.
+                f.set_len(cut)?;
+                now = cut;
+            }
+            if now != size {
                 f.set_len(size)?;
             }
         }
@@ -227,6 +247,30 @@ mod tests {
         let mut b = vec![0; 4];
         assert_eq!(o.read(0, &mut b, base_zero).unwrap(), 4);
         assert_eq!(b, [7; 4], "bytes the overlay does not cover come from the base");
+    }
+
+    #[test]
+    fn a_file_cut_then_extended_reads_zeros_where_it_was_cut() {
+        // Committed: 16 bytes of 7. Cut to 4, then written at 12: bytes 4..12 are zeros now,
+        // not the committed bytes the cut removed (they read as 7 before the fix).
+        let mut o = Overlay::default();
+        o.truncate(4);
+        o.write(12, &[1; 4], || Ok(16)).unwrap();
+        assert_eq!(o.size(), Some(16));
+        let mut buf = vec![9; 16];
+        assert_eq!(o.read(0, &mut buf, base_zero).unwrap(), 16);
+        assert_eq!(buf, [7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+        assert!(o.passes_through(0, 4) && !o.passes_through(0, 8) && !o.passes_through(4, 8));
+        // A later, larger cut keeps the first one: bytes past 4 stay gone.
+        o.truncate(14);
+        o.write(20, &[2; 2], || Ok(16)).unwrap();
+        let mut buf = vec![9; 22];
+        o.read(0, &mut buf, base_zero).unwrap();
+        assert_eq!(&buf[..4], &[7; 4]);
+        assert_eq!(&buf[4..12], &[0; 8]);
+        assert_eq!(&buf[12..14], &[1; 2]);
+        assert_eq!(&buf[14..20], &[0; 6]);
+        assert_eq!(o.cut(), Some(4));
     }
 
     #[test]
