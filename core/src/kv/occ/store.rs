@@ -50,6 +50,8 @@ pub(crate) struct OccStore<E: Engine> {
     /// the fsync's leader waits a moment for the others (see `OccStore::gather`).
     pub(super) durable_in_flight: AtomicUsize,
     pub(super) at_sync: AtomicUsize,
+    /// Calls of `sync_to` so far (the leader counts who came while it waited).
+    pub(super) arrivals: AtomicU64,
     /// The last fsync's duration, in nanoseconds.
     pub(super) last_sync_ns: AtomicU64,
     /// The longest a leader waits ([`MAX_GATHER`]; tests change it), and how many times it
@@ -111,6 +113,7 @@ impl<E: Engine> OccStore<E> {
             synced: Mutex::new(0),
             durable_in_flight: AtomicUsize::new(0),
             at_sync: AtomicUsize::new(0),
+            arrivals: AtomicU64::new(0),
             last_sync_ns: AtomicU64::new(0),
             max_gather_ns: AtomicU64::new(MAX_GATHER.as_nanos() as u64),
             gather_waits: AtomicU64::new(0),
@@ -262,6 +265,7 @@ impl<E: Engine> OccStore<E> {
     /// A failed fsync stops the store (see `failed`).
     pub(crate) fn sync_to(&self, version: u64) -> Result<()> {
         self.at_sync.fetch_add(1, Ordering::SeqCst);
+        self.arrivals.fetch_add(1, Ordering::SeqCst);
         let result = self.sync_to_counted(version);
         self.at_sync.fetch_sub(1, Ordering::SeqCst);
         result
@@ -288,18 +292,23 @@ impl<E: Engine> OccStore<E> {
     /// Commit delay (PostgreSQL's `commit_delay`, chosen by what is in flight): before its
     /// fsync, the leader waits while other durable commits are resolved but have not reached
     /// `sync_to` yet (they are being applied), at most half an fsync and [`MAX_GATHER`], so
-    /// that the one fsync covers them too. A lone committer never waits.
+    /// that the one fsync covers them too. It waits only for those in flight when it began:
+    /// under a steady stream of commits, others keep arriving, and waiting for them all made
+    /// every fsync wait its whole limit. A lone committer never waits.
     fn gather(&self) {
-        let others =
-            || self.durable_in_flight.load(Ordering::SeqCst) > self.at_sync.load(Ordering::SeqCst);
-        if !others() {
+        let in_flight = self.durable_in_flight.load(Ordering::SeqCst);
+        let others = in_flight.saturating_sub(self.at_sync.load(Ordering::SeqCst)) as u64;
+        if others == 0 {
             return;
         }
         self.gather_waits.fetch_add(1, Ordering::Relaxed);
         let limit = (self.last_sync_ns.load(Ordering::Relaxed) / 2)
             .min(self.max_gather_ns.load(Ordering::Relaxed));
-        let start = Instant::now();
-        while others() && (start.elapsed().as_nanos() as u64) < limit {
+        let (start, arrived) = (Instant::now(), self.arrivals.load(Ordering::SeqCst));
+        while self.arrivals.load(Ordering::SeqCst) - arrived < others
+            && self.durable_in_flight.load(Ordering::SeqCst) > self.at_sync.load(Ordering::SeqCst)
+            && (start.elapsed().as_nanos() as u64) < limit
+        {
             std::thread::yield_now();
         }
     }
