@@ -142,24 +142,36 @@ fn a_durable_commit_waits_for_those_in_flight_and_shares_their_fsync() {
     tx.commit(true).unwrap();
     assert_eq!(store.gather_waits.load(SeqCst), 0, "a lone durable commit waited");
     assert_eq!(store.engine.syncs.load(SeqCst), 1);
-    // Two committers, each applying for 50 ms: whichever reaches its fsync first waits for the
-    // other, so one fsync covers both (without the wait, the first synced alone).
+    // Two committers: the first is held in its engine write until the second was resolved
+    // (and waits behind it); each write then takes 50 ms. The first to reach its fsync waits
+    // for the other, so one fsync covers both (without the wait, the first synced alone).
+    // Both begin first: a transaction cannot begin while a commit is being applied.
     store.engine.apply_ms.store(50, SeqCst);
     long();
-    // (Both begin first: a transaction cannot begin while a commit is being applied.)
-    let ready = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let threads: Vec<_> = (0..2u8)
+    let mut txs: Vec<_> = (0..2u8)
         .map(|i| {
-            let (store, ready) = (store.clone(), ready.clone());
-            std::thread::spawn(move || {
-                let mut tx = store.begin().unwrap();
-                tx.set(&[b'k', i], b"v").unwrap();
-                ready.wait();
-                tx.commit(true).unwrap();
-            })
+            let mut tx = store.begin().unwrap();
+            tx.set(&[b'k', i], b"v").unwrap();
+            tx
         })
         .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
+    *store.engine.hold_apply.lock() = true;
+    let commit = |tx: Box<dyn Txn>| std::thread::spawn(move || tx.commit(true).unwrap());
+    let wait_for = |what: &dyn Fn() -> bool| {
+        let start = std::time::Instant::now();
+        while !what() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30), "stuck");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    let first = commit(txs.remove(0));
+    wait_for(&|| store.engine.in_apply.load(SeqCst));
+    let second = commit(txs.remove(0));
+    wait_for(&|| store.durable_in_flight.load(SeqCst) == 2);
+    *store.engine.hold_apply.lock() = false;
+    store.engine.released.notify_all();
+    first.join().unwrap();
+    second.join().unwrap();
     assert_eq!(store.engine.syncs.load(SeqCst), 2, "the two commits did not share an fsync");
     assert_eq!(store.gather_waits.load(SeqCst), 1);
 }
