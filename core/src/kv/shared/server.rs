@@ -511,8 +511,9 @@ fn serve(stream: UnixStream, serving: Serving) {
         // A transaction idle for longer than IDLE_TXN is ended (rolled back): its next
         // request gets the error; the connection stays for the client's next transaction.
         let idle = session.txn.is_some().then_some(limit);
-        // Within a transaction its next request is likely microseconds away: wait for it
-        // awake a while (an idle connection's next request may never come).
+        // A client's next request is often microseconds away (the next call of a loop, the
+        // commit after a read): wait for it awake a while; the budget adapts, so connections
+        // whose next request does not come soon stop the spinning (`spin.rs`).
         if reader.buffer().is_empty() {
             super::spin::SERVER_SPINNER.until_readable(writer.as_raw_fd());
         }
