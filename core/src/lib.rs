@@ -38,6 +38,8 @@ pub mod pack;
 pub mod schema;
 
 pub use error::{Error, ErrorKind, Result};
+#[doc(hidden)]
+pub use fs::Published;
 pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,

@@ -56,6 +56,25 @@ fn create_clone(py: Python<'_>, lower: String, upper: String) -> PyResult<()> {
     errors::detached(py, move || txvfs::Store::prepare_clone(&lower, &upper))
 }
 
+/// The error with which the commit of the SQLite transaction whose file transaction was
+/// published as `token` failed (SQLite reports only an I/O error), as `(errno, message,
+/// retryable)`, or None. See `txvfs.sqlite`.
+#[pyfunction]
+fn joined_commit_error(token: &str) -> Option<(i32, String, bool)> {
+    txvfs::Transaction::joined_commit_error(token)
+        .map(|e| (e.code(), e.message().to_string(), e.is_retryable()))
+}
+
+/// Registers txvfs's SQLite VFS (`txvfs`, this copy of txvfs) with the SQLite that the loaded
+/// shared object `library` (Python's `_sqlite3` module) links to. See `txvfs.sqlite`.
+#[pyfunction]
+fn register_sqlite(library: std::path::PathBuf) -> PyResult<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(library.as_os_str().as_bytes())
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("library path holds a NUL byte"))?;
+    txvfs_sqlite::register_with_library(&c).map_err(pyo3::exceptions::PyRuntimeError::new_err)
+}
+
 /// The native module `txvfs._txvfs`.
 #[pymodule]
 fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -72,6 +91,8 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strerror, m)?)?;
     m.add_function(wrap_pyfunction!(fsck::fsck, m)?)?;
     m.add_function(wrap_pyfunction!(backoff, m)?)?;
+    m.add_function(wrap_pyfunction!(joined_commit_error, m)?)?;
+    m.add_function(wrap_pyfunction!(register_sqlite, m)?)?;
     m.add_function(wrap_pyfunction!(create_clone, m)?)?;
     m.add_class::<fsck::FsckReport>()?;
     m.add_class::<watch::Watcher>()?;

@@ -80,6 +80,41 @@ fn ffi_register(api: HostApi, make_default: bool) -> c_int {
     ffi::register(api, make_default)
 }
 
+/// Registers VFS `txvfs` with the SQLite that the already loaded shared object `library`
+/// carries or links to (a path as `dlopen` takes it: Python's `_sqlite3` module,
+/// `libsqlite3.so.0`), not as the default: for hosts that load SQLite at run time and cannot
+/// load extensions. Errors name what is missing.
+pub fn register_with_library(library: &std::ffi::CStr) -> Result<(), String> {
+    // SAFETY: dlopen/dlsym with valid C strings; the handle is kept (the library stays loaded
+    // for the life of the process, as the VFS must).
+    unsafe {
+        let h = libc::dlopen(library.as_ptr(), libc::RTLD_NOW);
+        if h.is_null() {
+            return Err(format!("cannot open {library:?} to find SQLite in it"));
+        }
+        let sym = |name: &std::ffi::CStr| {
+            let p = libc::dlsym(h, name.as_ptr());
+            (!p.is_null()).then_some(p)
+        };
+        let (Some(reg), Some(find)) = (sym(c"sqlite3_vfs_register"), sym(c"sqlite3_vfs_find"))
+        else {
+            return Err(format!("{library:?} exports no SQLite (sqlite3_vfs_register)"));
+        };
+        let api = HostApi {
+            vfs_register: Some(std::mem::transmute::<*mut libc::c_void, _>(reg)),
+            vfs_find: Some(std::mem::transmute::<*mut libc::c_void, _>(find)),
+            uri_parameter: sym(c"sqlite3_uri_parameter").map(|p| std::mem::transmute(p)),
+            mprintf: sym(c"sqlite3_mprintf").map(|p| std::mem::transmute(p)),
+            libversion_number: sym(c"sqlite3_libversion_number").map(|p| std::mem::transmute(p)),
+            compileoption_used: sym(c"sqlite3_compileoption_used").map(|p| std::mem::transmute(p)),
+        };
+        match ffi_register(api, false) {
+            0 => Ok(()),
+            rc => Err(format!("registering the VFS with {library:?} failed (SQLite error {rc})")),
+        }
+    }
+}
+
 /// Registers VFS `txvfs` with the SQLite linked into this program (not as the default).
 /// Returns `SQLITE_OK`, or `SQLITE_ERROR` when no SQLite is linked. Safe to call any number
 /// of times (for example as `SQLITE_EXTRA_INIT`, which runs after every `sqlite3_initialize`).

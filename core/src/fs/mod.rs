@@ -9,6 +9,7 @@ mod filesystem;
 mod format;
 mod handle_marks;
 mod inodes;
+mod joined;
 pub mod leases;
 mod locks;
 mod open_files;
@@ -30,6 +31,8 @@ pub use feed::Retention;
 pub use file::File;
 pub use filesystem::FileSystem;
 pub use inodes::{InodeFileSystem, SetAttr};
+#[doc(hidden)]
+pub use joined::Published;
 pub use locks::{FlockOp, RangeLock, RangeLockKind};
 pub use ops::{MAX_FILE_SIZE, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub use options::{default_cache_size, Options, DEFAULT_CACHE_SIZE, MAX_DEFAULT_CACHE_SIZE};

@@ -32,6 +32,7 @@ impl Store {
             None => backend.begin()?,
         };
         Ok(Transaction {
+            joined: false,
             shared: Arc::new(TxShared {
                 store: self.clone(),
                 state: Mutex::new(TxState::Active(kv, Staging::new(limits))),
@@ -101,6 +102,8 @@ pub struct TxShared {
 /// then everything at once. Dropping it rolls back.
 pub struct Transaction {
     pub(crate) shared: Arc<TxShared>,
+    /// A handle from [`Transaction::joined`]: it works in the transaction but cannot end it.
+    pub(crate) joined: bool,
 }
 
 impl Transaction {
@@ -121,6 +124,7 @@ impl Transaction {
     /// [`Store::sync`] or durable commit (like an auto-commit call). The SQLite VFS maps
     /// `PRAGMA synchronous=OFF` to `false`.
     pub fn commit_durable(&self, durable: bool) -> Result<()> {
+        self.check_owner("commit")?;
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
             TxState::Active(mut kv, staging) => {
@@ -161,7 +165,23 @@ impl Transaction {
 
     /// Discards every change of the transaction (nothing happens if it already ended).
     pub fn rollback(&self) {
-        self.end();
+        if !self.joined {
+            self.end();
+        }
+    }
+
+    /// Fails for a handle from [`Transaction::joined`]: its owner ends the transaction.
+    fn check_owner(&self, verb: &str) -> Result<()> {
+        if self.joined {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "cannot {verb} a joined transaction: it commits with its SQLite transaction \
+                     (COMMIT or ROLLBACK on the connection)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Ends the transaction without committing; frees what it wrote ahead (a failure leaves
@@ -198,7 +218,9 @@ fn finish_stage(kv: &mut dyn Txn, txid: u64) -> Result<()> {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        self.end();
+        if !self.joined {
+            self.end();
+        }
     }
 }
 

@@ -411,8 +411,10 @@ class Transaction(_PathOps, _txvfs.Transaction):
     exception. Files opened in it for writing and still open are flushed before it commits;
     once it has ended they fail (EBADF), except ``close()`` after everything was flushed."""
 
-    def __init__(self, store: Store) -> None:
-        """Begins a transaction on ``store`` (same as ``store.transaction()``)."""
+    def __init__(self, store: Store, joined: Optional[str] = None) -> None:
+        """Begins a transaction on ``store`` (same as ``store.transaction()``); with
+        ``joined``, joins the file transaction of a SQLite transaction instead (see
+        :mod:`txvfs.sqlite`, which does this)."""
         self.store = store
         # The writable files opened on this transaction, in opening order, by weak reference
         # (a file dropped by its caller closes, and flushes, by itself).

@@ -3,6 +3,9 @@
 //! (`group=NAME`), or when SQLite commits a transaction over attached databases with a
 //! super-journal: it names the super-journal to each database at phase one
 //! (`SQLITE_FCNTL_SYNC`) and deletes it at its commit point, where the set commits.
+//! A write transaction whose connection asked for its file transaction (`PRAGMA txvfs_files`,
+//! a [`Files`]) commits its pages in that transaction, with the files the application changed
+//! through it: rows and files in one commit.
 
 use super::overlay::Overlay;
 use super::stats;
@@ -11,7 +14,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
-use txvfs::{FileSystem, OpenOptions, Result};
+use txvfs::{Error, ErrorKind, FileSystem, OpenOptions, Published, Result, Transaction};
 
 /// The part of a database handle that a commit of several databases reaches.
 pub struct Member {
@@ -31,6 +34,30 @@ pub struct Member {
     pub super_journal: Option<String>,
     /// The explicit commit group.
     pub group: Option<Arc<Group>>,
+    /// The file transaction of this write transaction, once asked for.
+    pub files: Option<Files>,
+}
+
+/// The file transaction of a SQLite write transaction, published for the store's API
+/// ([`Transaction::joined`]). Dropped (rolled back) with the SQLite transaction unless it
+/// commits with it.
+pub struct Files {
+    /// Withdrawn first (fields drop in order), then the transaction rolls back if still open.
+    published: Published,
+    tx: Transaction,
+}
+
+impl Files {
+    /// A new file transaction on `store`.
+    pub fn begin(store: &txvfs::Store) -> Result<Files> {
+        let tx = store.begin()?;
+        Ok(Files { published: tx.publish(), tx })
+    }
+
+    /// Its token for [`Transaction::joined`].
+    pub fn token(&self) -> &str {
+        self.published.token()
+    }
 }
 
 impl Member {
@@ -45,6 +72,7 @@ impl Member {
             ready: false,
             super_journal: None,
             group: None,
+            files: None,
         }
     }
 
@@ -54,6 +82,7 @@ impl Member {
         self.synced = false;
         self.ready = false;
         self.super_journal = None;
+        self.files = None;
     }
 }
 
@@ -184,16 +213,14 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         sorted.into_iter().map(|m| m.lock()).collect()
     };
     let dirty = guards.iter().filter(|m| !m.overlay.is_empty()).count();
-    if dirty == 0 {
+    let mut files: Vec<Files> = guards.iter_mut().filter_map(|m| m.files.take()).collect();
+    if dirty == 0 && files.is_empty() {
         for m in guards.iter_mut() {
             m.reset();
         }
         return Ok(());
     }
-    let store = guards[0].store.store.clone();
-    // The core's retry loop: conflicts with other txvfs writers (SQLite connections are
-    // serialized by the locks) run the transaction again.
-    let result = store.transact_durable(durable, |tx| {
+    let apply = |tx: &Transaction| {
         for m in guards.iter().filter(|m| !m.overlay.is_empty()) {
             // A database file's blocks are its pages: a page write then stores one page,
             // not a 64 KiB block (the core keeps the size once the file has blocks).
@@ -206,7 +233,26 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
             f.close()?;
         }
         Ok(())
-    });
+    };
+    let result = match files.pop() {
+        // The pages join the application's file transaction, which commits once: a conflict
+        // fails SQLite's COMMIT, and the application runs the whole unit again.
+        Some(f) if files.is_empty() => {
+            let r = apply(&f.tx).and_then(|()| f.tx.commit_durable(durable));
+            if let Err(e) = &r {
+                f.published.commit_failed(e);
+            }
+            r
+        }
+        Some(_) => Err(Error::new(
+            ErrorKind::Invalid,
+            "two databases committing together each have a file transaction (PRAGMA \
+             txvfs_files): take it on one of them only",
+        )),
+        // The core's retry loop: conflicts with other txvfs writers (SQLite connections are
+        // serialized by the locks) run the transaction again.
+        None => store_of(&guards).transact_durable(durable, apply),
+    };
     for m in guards.iter_mut() {
         m.reset();
     }
@@ -221,4 +267,8 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         }
     }
     result
+}
+
+fn store_of(guards: &[parking_lot::MutexGuard<'_, Member>]) -> txvfs::Store {
+    guards[0].store.store.clone()
 }

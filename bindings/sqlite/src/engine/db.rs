@@ -322,8 +322,34 @@ impl Db {
         let members = commit::with_groups(std::slice::from_ref(&self.member));
         // One member lock at a time (other threads commit group members too).
         let sync_off = self.member.lock().sync_off;
-        let durable = !sync_off && members.iter().any(|m| m.lock().synced);
+        // A file transaction is durable as SQLite's commits are, even when SQLite changed no
+        // page (then it never calls xSync).
+        let durable = !sync_off
+            && members.iter().any(|m| {
+                let m = m.lock();
+                m.synced || m.files.is_some()
+            });
         commit::commit_members(&members, durable)
+    }
+
+    /// `PRAGMA txvfs_files`: the token of this write transaction's file transaction (begun
+    /// on first use), which the store's API joins ([`txvfs::Transaction::joined`]): what the
+    /// application does through it commits with this transaction's pages at SQLite's commit
+    /// point, or not at all. Only inside a write transaction (`BEGIN IMMEDIATE`): a read
+    /// transaction could not commit it.
+    pub fn files_token(&mut self) -> Result<String> {
+        if !self.in_write_transaction() {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "PRAGMA txvfs_files needs a write transaction on this database: run it after \
+                 BEGIN IMMEDIATE (or after a write in the transaction)",
+            ));
+        }
+        let mut m = self.member.lock();
+        if m.files.is_none() {
+            m.files = Some(commit::Files::begin(&self.store.store)?);
+        }
+        Ok(m.files.as_ref().map(|f| f.token().to_string()).unwrap_or_default())
     }
 
     /// The level this handle holds.

@@ -319,7 +319,7 @@ unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *m
 }
 
 /// SQLITE_FCNTL_PRAGMA: `PRAGMA journal_mode` WAL and OFF are answered here (see
-/// [`engine::wal`]); `txvfs_group`, `txvfs_stats` and `txvfs_last_error` are txvfs's own; `synchronous` and
+/// [`engine::wal`]); `txvfs_group`, `txvfs_files`, `txvfs_stats` and `txvfs_last_error` are txvfs's own; `synchronous` and
 /// `locking_mode` are noted (and left to SQLite).
 unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
     let args = arg as *mut *mut c_char;
@@ -364,6 +364,19 @@ unsafe fn pragma(db: &mut Db, arg: *mut c_void) -> c_int {
             set(&db.group_name().unwrap_or_default());
             ffi::SQLITE_OK
         }
+        "txvfs_files" => match db.files_token() {
+            Ok(token) => {
+                set(&token);
+                if (*args).is_null() {
+                    return ffi::SQLITE_NOMEM;
+                }
+                ffi::SQLITE_OK
+            }
+            Err(e) => {
+                set(&format!("txvfs: {e}"));
+                ffi::SQLITE_ERROR
+            }
+        },
         "txvfs_last_error" => {
             // What SQLite's messages leave out ("disk I/O error"): the last txvfs error on
             // this thread, with its errno (`sqlite3_system_errno` gives the number alone).
