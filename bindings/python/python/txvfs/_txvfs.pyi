@@ -18,6 +18,8 @@ __all__ = [
     "TransactionConflict",
     "TransactionTooLarge",
     "strerror",
+    "joined_commit_error",
+    "register_sqlite",
     "fsck",
     "FsckReport",
     "Watcher",
@@ -49,6 +51,13 @@ def backoff(attempt: int) -> None:
 
 def create_clone(lower: str, upper: str) -> None:
     """Makes the empty store ``upper`` a writable clone of the read-only store ``lower``."""
+
+def joined_commit_error(token: str) -> Optional[Tuple[int, str, bool]]:
+    """Why the COMMIT of the SQLite unit published as ``token`` failed: (errno, message,
+    retryable), or None."""
+
+def register_sqlite(library: _Path) -> None:
+    """Registers the SQLite VFS ``txvfs`` with the SQLite that ``library`` links to."""
 
 def fsck(uri: _Path, repair: bool = False) -> FsckReport:
     """Checks the store at ``uri`` key by key (and repairs what is safe with ``repair``)."""
@@ -242,11 +251,13 @@ class Store(FileSystem):
 
 class Transaction(FileSystem):
     """An explicit transaction on a store."""
-    def __new__(cls, store: Store) -> "Transaction": ...
+    def __new__(cls, store: Store, joined: Optional[str] = None) -> "Transaction": ...
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
     @property
     def active(self) -> bool: ...
+    @property
+    def joined(self) -> bool: ...
 
 @final
 class Change:
