@@ -18,11 +18,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 import rows_files_app as app  # noqa: E402
 
 APP = os.path.join(os.path.dirname(__file__), "rows_files_app.py")
+# TXVFS_ROWS_FILES_STORE: a base URI for the stores (tests/foundationdb/run gives an fdb: one
+# with a prefix, to which each store adds its own suffix); default: a directory per test.
+BASE = os.environ.get("TXVFS_ROWS_FILES_STORE")
+_stores = iter(range(1_000_000))
+
+
+def store_uri(tmp_path, name="store"):
+    if BASE:
+        return "%s-%s-%d" % (BASE, name, next(_stores))
+    return str(tmp_path / name)
 
 
 @pytest.fixture
 def store(tmp_path):
-    with txvfs.open(str(tmp_path / "store")) as s:
+    with txvfs.open(store_uri(tmp_path)) as s:
         yield s
 
 
@@ -142,7 +152,7 @@ def test_bad_uses_get_clear_errors(store, db, tmp_path):
         with db.transaction():
             pass
     token = db.execute("PRAGMA txvfs_files").fetchone()[0]
-    with txvfs.open(str(tmp_path / "other")) as other:
+    with txvfs.open(store_uri(tmp_path, "other")) as other:
         with pytest.raises(OSError, match="belongs to store"):
             txvfs.Transaction(other, joined=token)
     db.execute("ROLLBACK")
@@ -175,7 +185,7 @@ def kill_workers_at_random(tmp_path, mode, kills, seed, until_torn=False):
     the others run. Returns the photo counts checked, or (until_torn) the first tear's
     message."""
     rng = random.Random(seed)
-    path = str(tmp_path / "store")
+    path = store_uri(tmp_path, mode)
 
     def start(w, n):
         err = open(tmp_path / ("worker%d.err" % n), "w+b")  # noqa: SIM115 (kept with p)
