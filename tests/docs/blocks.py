@@ -366,6 +366,7 @@ def python_api() -> str:
         ("_txvfs.pyi", "txvfs (the native module, re-exported by the package)"),
         ("__init__.py", "txvfs"),
         ("fsspec.py", "txvfs.fsspec"),
+        ("sqlite.py", "txvfs.sqlite"),
         ("upath.py", "txvfs.upath"),
     ):
         tree = ast.parse((pkg / name).read_text())
