@@ -1,6 +1,8 @@
 """SQLite rows and store files in one commit (txvfs.sqlite, issue 40): together or not at
 all, isolated, retried whole on a conflict, and whole after processes are killed at random."""
 
+import ctypes
+import ctypes.util
 import os
 import random
 import signal
@@ -142,7 +144,7 @@ def test_bad_uses_get_clear_errors(store, db, tmp_path):
         db.execute("PRAGMA txvfs_files")
     db.execute("ROLLBACK")
     with pytest.raises(FileNotFoundError, match="no live transaction"):
-        txvfs.Transaction(store, joined="txvfs-tx-1-999999")
+        txvfs.Transaction(store, joined="txvfs-tx-1-1-999999")
     with pytest.raises(ValueError, match="memory"):
         txvfs.sqlite.connect(txvfs.open("memory:"), "/x.db")
     with pytest.raises(ValueError, match="absolute"):
@@ -156,6 +158,28 @@ def test_bad_uses_get_clear_errors(store, db, tmp_path):
         with pytest.raises(OSError, match="belongs to store"):
             txvfs.Transaction(other, joined=token)
     db.execute("ROLLBACK")
+
+
+def test_the_vfs_of_another_copy_registered_later_does_not_take_over(store, db):
+    """A program that also loads the SQLite extension (another copy of txvfs, whose tokens
+    this package cannot join): connect() makes SQLite find this package's VFS again."""
+    import _sqlite3
+
+    lib = os.environ["TXVFS_SQLITE_LIB"]  # tests/python/run gives the built one
+    # Python's SQLite first, global, so that the extension's weak references find it; then the
+    # extension registers its VFS "txvfs" with it, after this package's.
+    sqlite_lib = ctypes.CDLL(ctypes.util.find_library("sqlite3"), mode=ctypes.RTLD_GLOBAL)
+    assert sqlite_lib.sqlite3_libversion_number() == sqlite3.sqlite_version_info[0] * 1_000_000 + (
+        sqlite3.sqlite_version_info[1] * 1000 + sqlite3.sqlite_version_info[2]
+    ), "the sqlite3 library found is not the one %s uses" % _sqlite3.__file__
+    ext = ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    assert ext.txvfs_sqlite_register(None) == 0
+    other = txvfs.sqlite.connect(store, "/index.db", isolation_level=None)
+    with other.transaction() as files:
+        other.execute("INSERT INTO photos VALUES ('x')")
+        files.write_bytes("/photos/x", b"x")
+    other.close()
+    assert rows(db) == ["x"] and store.read_bytes("/photos/x") == b"x"
 
 
 def test_threads_each_with_a_connection_keep_rows_and_files_together(store, db):

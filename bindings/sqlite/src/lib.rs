@@ -100,13 +100,18 @@ pub fn register_with_library(library: &std::ffi::CStr) -> Result<(), String> {
         else {
             return Err(format!("{library:?} exports no SQLite (sqlite3_vfs_register)"));
         };
+        // A symbol's address as the function pointer type of the field it fills.
+        unsafe fn cast<F>(p: *mut libc::c_void) -> F {
+            debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of_val(&p));
+            std::mem::transmute_copy(&p)
+        }
         let api = HostApi {
-            vfs_register: Some(std::mem::transmute::<*mut libc::c_void, _>(reg)),
-            vfs_find: Some(std::mem::transmute::<*mut libc::c_void, _>(find)),
-            uri_parameter: sym(c"sqlite3_uri_parameter").map(|p| std::mem::transmute(p)),
-            mprintf: sym(c"sqlite3_mprintf").map(|p| std::mem::transmute(p)),
-            libversion_number: sym(c"sqlite3_libversion_number").map(|p| std::mem::transmute(p)),
-            compileoption_used: sym(c"sqlite3_compileoption_used").map(|p| std::mem::transmute(p)),
+            vfs_register: Some(cast(reg)),
+            vfs_find: Some(cast(find)),
+            uri_parameter: sym(c"sqlite3_uri_parameter").map(|p| cast(p)),
+            mprintf: sym(c"sqlite3_mprintf").map(|p| cast(p)),
+            libversion_number: sym(c"sqlite3_libversion_number").map(|p| cast(p)),
+            compileoption_used: sym(c"sqlite3_compileoption_used").map(|p| cast(p)),
         };
         match ffi_register(api, false) {
             0 => Ok(()),

@@ -64,7 +64,10 @@ impl Transaction {
     pub fn publish(&self) -> Published {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let token = format!("txvfs-tx-{}-{n}", std::process::id());
+        // The registry's address tells this copy of the library from another in the process
+        // (each has its own registry and counter), so a token never names another's.
+        let copy = registry() as *const _ as usize;
+        let token = format!("txvfs-tx-{}-{copy:x}-{n}", std::process::id());
         registry().lock().live.insert(token.clone(), Arc::downgrade(&self.shared));
         Published { token }
     }

@@ -37,18 +37,14 @@ __all__ = ["connect", "Connection"]
 
 T = TypeVar("T")
 
-_registered = False
-
-
 def _register_vfs() -> None:
     """Registers the VFS ``txvfs`` (this package's copy of txvfs, whose transactions the
-    store's API can join) with the SQLite library of Python's ``sqlite3`` module."""
-    global _registered
-    if not _registered:
-        import _sqlite3
+    store's API can join) with the SQLite library of Python's ``sqlite3`` module. Done at every
+    :func:`connect`: SQLite then finds this copy's VFS first even if another copy (the SQLite
+    extension ``libtxvfs_sqlite``, loaded by the program) registered its own since."""
+    import _sqlite3
 
-        _txvfs.register_sqlite(_sqlite3.__file__)
-        _registered = True
+    _txvfs.register_sqlite(_sqlite3.__file__)
 
 
 class Connection(sqlite3.Connection):
