@@ -37,6 +37,7 @@ __all__ = ["connect", "Connection"]
 
 T = TypeVar("T")
 
+
 def _register_vfs() -> None:
     """Registers the VFS ``txvfs`` (this package's copy of txvfs, whose transactions the
     store's API can join) with the SQLite library of Python's ``sqlite3`` module. Done at every
