@@ -89,6 +89,15 @@ def test_a_rollback_on_the_connection_drops_the_files(store, db):
         files.write_bytes("/photos/c.jpg", b"C")
 
 
+def test_files_left_open_in_the_block_are_flushed_into_the_unit(store, db):
+    with db.transaction() as files:
+        f = files.open("/photos/open.jpg", "wb")
+        f.write(b"buffered")  # still in the BufferedWriter when the block ends
+        db.execute("INSERT INTO photos VALUES ('open.jpg')")
+    assert store.read_bytes("/photos/open.jpg") == b"buffered"
+    f.close()
+
+
 def test_files_alone_commit_at_commit(store, db):
     with db.transaction() as files:
         files.write_bytes("/photos/only-a-file", b"x")

@@ -434,15 +434,20 @@ class Transaction(_PathOps, _txvfs.Transaction):
         ``TransactionConflict`` when another transaction changed what this one read."""
         if self.active:
             try:
-                for ref in list(self._writers.values()):
-                    f = ref()
-                    if f is not None and not f.closed:
-                        f.flush()
+                self._flush_writers()
             except BaseException:
                 self.rollback()
                 raise
-            self._writers.clear()
         super().commit()
+
+    def _flush_writers(self) -> None:
+        """Flushes the files opened on the transaction for writing that are still open (their
+        buffered bytes belong to it); :mod:`txvfs.sqlite` calls it before ``COMMIT``."""
+        for ref in list(self._writers.values()):
+            f = ref()
+            if f is not None and not f.closed:
+                f.flush()
+        self._writers.clear()
 
     def __enter__(self) -> "Transaction":
         return self

@@ -57,7 +57,9 @@ class Connection(sqlite3.Connection):
     def files(self) -> Transaction:
         """The file transaction of the write transaction this connection is in (begun with
         ``BEGIN IMMEDIATE``): calls on it commit with the rows at ``COMMIT`` and are discarded
-        by ``ROLLBACK``. It cannot commit or roll back itself. Raises
+        by ``ROLLBACK``. It cannot commit or roll back itself. Close (or flush) the files you
+        open through it before ``COMMIT``: bytes still in a file object's buffer are not part
+        of the commit (:meth:`transaction` flushes them for you). Raises
         :class:`sqlite3.OperationalError` outside a write transaction."""
         token = self.execute("PRAGMA txvfs_files").fetchone()[0]
         return Transaction(self.store, joined=token)
@@ -76,7 +78,10 @@ class Connection(sqlite3.Connection):
         self.execute("BEGIN IMMEDIATE")
         try:
             token = self.execute("PRAGMA txvfs_files").fetchone()[0]
-            yield Transaction(self.store, joined=token)
+            files = Transaction(self.store, joined=token)
+            yield files
+            # Bytes still buffered in files opened for writing belong to the unit.
+            files._flush_writers()
         except BaseException:
             if self.in_transaction:
                 self.rollback()
