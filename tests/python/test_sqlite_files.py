@@ -98,6 +98,23 @@ def test_files_left_open_in_the_block_are_flushed_into_the_unit(store, db):
     f.close()
 
 
+def test_wal_mode_readers_keep_their_snapshot_across_a_unit(store, db):
+    """journal_mode=WAL: a reader in a read transaction keeps its snapshot while a unit
+    commits (it neither blocks it nor sees the row), then sees row and file together."""
+    assert db.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    reader = txvfs.sqlite.connect(store, "/index.db", isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM photos").fetchone()[0] == 0
+    with db.transaction() as files:
+        db.execute("INSERT INTO photos VALUES ('w.jpg')")
+        files.write_bytes("/photos/w.jpg", b"w")
+    assert reader.execute("SELECT count(*) FROM photos").fetchone()[0] == 0
+    reader.execute("COMMIT")
+    assert reader.execute("SELECT name FROM photos").fetchall() == [("w.jpg",)]
+    assert store.read_bytes("/photos/w.jpg") == b"w"
+    reader.close()
+
+
 def test_files_alone_commit_at_commit(store, db):
     with db.transaction() as files:
         files.write_bytes("/photos/only-a-file", b"x")
