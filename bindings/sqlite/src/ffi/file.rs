@@ -175,7 +175,10 @@ unsafe extern "C" fn x_read(
                     return fail_read(&e, ffi::SQLITE_IOERR_READ);
                 }
             },
-            Kind::Mem { file, .. } => file.read(off as u64, out),
+            Kind::Mem { file, .. } => match file.read(off as u64, out) {
+                Ok(n) => n,
+                Err(e) => return io_fail(&e, ffi::SQLITE_IOERR_READ),
+            },
         };
         // Short reads are zero-filled (done above): SQLite relies on it.
         if n < out.len() {
@@ -235,10 +238,10 @@ unsafe extern "C" fn x_write(
                 Ok(()) => ffi::SQLITE_OK,
                 Err(e) => fail(&e, ffi::SQLITE_IOERR_WRITE),
             },
-            Kind::Mem { file, .. } => {
-                file.write(off as u64, data);
-                ffi::SQLITE_OK
-            }
+            Kind::Mem { file, .. } => match file.write(off as u64, data) {
+                Ok(()) => ffi::SQLITE_OK,
+                Err(e) => io_fail(&e, ffi::SQLITE_IOERR_WRITE),
+            },
         }
     })
 }
@@ -249,11 +252,17 @@ unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
             Ok(()) => ffi::SQLITE_OK,
             Err(e) => fail(&e, ffi::SQLITE_IOERR_TRUNCATE),
         },
-        Kind::Mem { file, .. } => {
-            file.truncate(size as u64);
-            ffi::SQLITE_OK
-        }
+        Kind::Mem { file, .. } => match file.truncate(size as u64) {
+            Ok(()) => ffi::SQLITE_OK,
+            Err(e) => io_fail(&e, ffi::SQLITE_IOERR_TRUNCATE),
+        },
     })
+}
+
+/// A process-private file's I/O error (its temp file failed and memory could not take it).
+fn io_fail(e: &std::io::Error, ioerr: c_int) -> c_int {
+    set_error(e.raw_os_error().unwrap_or(0), format!("txvfs: journal or temp file: {e}"));
+    ioerr
 }
 
 unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_int {
