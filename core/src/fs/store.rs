@@ -380,6 +380,13 @@ impl Store {
     pub fn describe(&self) -> String {
         self.inner.backend.describe()
     }
+
+    /// True when `other` is a handle on the same open store as `self` (the same backend
+    /// instance: two opens of one RocksDB directory in this process are), whatever each
+    /// open's own options. Two `memory:` stores are never the same.
+    pub fn same_store(&self, other: &Store) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
 }
 
 impl std::fmt::Debug for Store {
