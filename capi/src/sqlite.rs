@@ -40,12 +40,8 @@ unsafe fn token<'a>(p: *const c_char) -> R<&'a str> {
 #[no_mangle]
 pub extern "C" fn txvfs_sqlite_vfs_register(make_default: bool) -> c_int {
     boundary("txvfs_sqlite_vfs_register", || {
-        let rc = if make_default {
-            txvfs_sqlite::txvfs_sqlite_register_default(std::ptr::null())
-        } else {
-            txvfs_sqlite::txvfs_sqlite_register(std::ptr::null())
-        };
-        match rc {
+        // Not through the exported `txvfs_sqlite_register`: another copy's could be bound.
+        match txvfs_sqlite::register_linked(make_default) {
             0 => Ok(()),
             SQLITE_ERROR => Err(Fail::new(
                 libc::ENOSYS,

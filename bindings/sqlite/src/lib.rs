@@ -28,7 +28,7 @@
 //! dropped by its `ROLLBACK`. A conflict with another transaction fails the `COMMIT` with an I/O
 //! error, and [`txvfs::Transaction::joined_commit_error`] says it is retryable: roll back if
 //! SQLite is still in the transaction, and run the whole unit again. The VFS must be this copy
-//! of txvfs: a Rust program links this crate and registers it with [`txvfs_sqlite_register`]
+//! of txvfs: a Rust program links this crate and registers it with [`register_linked`]
 //! (loading `libtxvfs_sqlite.so` as an extension gives another copy, whose tokens
 //! `Transaction::joined` does not know). With SQLite's C API, linked as `-lsqlite3` (the
 //! declarations and `sql`, which runs a statement and returns the first column of its first
@@ -63,7 +63,7 @@
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path().to_str().unwrap())?;
-//! assert_eq!(txvfs_sqlite::txvfs_sqlite_register(std::ptr::null()), 0);
+//! assert_eq!(txvfs_sqlite::register_linked(false), 0); // with the SQLite linked in
 //! let uri = CString::new(format!("file:/index.db?vfs=txvfs&store={}", dir.path().display()))?;
 //! let mut db = std::ptr::null_mut();
 //! assert_eq!(unsafe { sqlite3_open_v2(uri.as_ptr(), &mut db, 0x46, std::ptr::null()) }, 0);
@@ -120,6 +120,16 @@ pub unsafe extern "C" fn sqlite3_txvfs_init(
     api: *const libsqlite3_sys::sqlite3_api_routines,
 ) -> c_int {
     sqlite3_txvfssqlite_init(db, err, api)
+}
+
+/// Registers VFS `txvfs` with the SQLite linked into this program, as [`txvfs_sqlite_register`]
+/// does (and as the default with `make_default`): `SQLITE_OK`, or `SQLITE_ERROR` when no
+/// SQLite is linked. For libraries that carry this crate (libtxvfs): unlike a call to the
+/// exported C symbol, which the dynamic linker may bind to another copy's (a
+/// `libtxvfs_sqlite.so` loaded before with `RTLD_GLOBAL`, as SQLite loads extensions), this
+/// call stays in this copy.
+pub fn register_linked(make_default: bool) -> c_int {
+    register_static(make_default)
 }
 
 fn register_static(make_default: bool) -> c_int {
