@@ -452,7 +452,11 @@ public:
      * txvfs_tx_join and txvfs_sqlite.hpp): its calls commit with the rows. It cannot commit or
      * roll back itself; destroying it ends nothing.
      */
-    static transaction join(const store &s, std::string_view token);
+    static transaction join(const store &s, std::string_view token) {
+        txvfs_tx *t = nullptr;
+        detail::check(txvfs_tx_join(s.get(), detail::cstr(token), &t));
+        return transaction(s.get(), t, true);
+    }
 
 private:
     friend class store;
@@ -464,11 +468,6 @@ inline transaction store::begin() const {
     txvfs_tx *t = nullptr;
     detail::check(txvfs_tx_begin(s_, &t));
     return transaction(s_, t, true);
-}
-inline transaction transaction::join(const store &s, std::string_view token) {
-    txvfs_tx *t = nullptr;
-    detail::check(txvfs_tx_join(s.get(), detail::cstr(token), &t));
-    return transaction(s.get(), t, true);
 }
 
 /**

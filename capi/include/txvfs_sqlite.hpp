@@ -104,7 +104,7 @@ auto transact(sqlite3 *db, const store &s, F &&f, unsigned max_retries = 100)
         } catch (const txvfs::error &e) {
             rollback();
             if (!e.retryable() || attempt >= max_retries) throw;
-        } catch (const error &e) {
+        } catch (const error &) {
             rollback();
             // SQLite reports a failed commit as an I/O error; txvfs knows why.
             int why = token.empty() ? 0 : txvfs_tx_joined_commit_error(token.c_str());

@@ -66,7 +66,7 @@ txvfs_tx *join(txvfs_store *s, const std::string &token) {
 
 } // namespace
 
-TEST_CASE("sqlite: rows and files commit together; before COMMIT nobody sees either", "[sqlite]") {
+TEST_CASE("sqlite: rows and files commit together, and before COMMIT nobody sees either", "[sqlite]") {
     TempDir d;
     Store s(d.path);
     Db db(d.path), other(d.path);
@@ -118,7 +118,7 @@ TEST_CASE("sqlite: ROLLBACK drops the rows and the files", "[sqlite]") {
     REQUIRE(get(s, "/only-a-file") == "1");
 }
 
-TEST_CASE("sqlite: the joined handle cannot commit or roll back; tokens of other stores", "[sqlite]") {
+TEST_CASE("sqlite: the joined handle cannot commit or roll back, tokens of other stores", "[sqlite]") {
     TempDir d, d2;
     Store s(d.path), s2(d2.path), again(d.path);
     Db db(d.path);
