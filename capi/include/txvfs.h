@@ -1075,7 +1075,9 @@ int txvfs_clone_create(const char *lower,
  * The program's SQLite is found through weak references to its `sqlite3_*` symbols, so a
  * program that loads SQLite privately (`dlopen` with `RTLD_LOCAL`) has none here. Safe to
  * call any number of times, and again after `sqlite3_shutdown`.
- * Errors: -ENOSYS (no SQLite linked into the program), -EIO (SQLite refused the VFS).
+ * Errors: -ENOSYS (no SQLite linked into the program: under the linker's `--as-needed`, a
+ * program that calls no `sqlite3_*` function itself does not keep `-lsqlite3`), -EIO (SQLite
+ * refused the VFS).
  */
 int txvfs_sqlite_vfs_register(bool make_default);
 

@@ -36,7 +36,9 @@ unsafe fn token<'a>(p: *const c_char) -> R<&'a str> {
 /// The program's SQLite is found through weak references to its `sqlite3_*` symbols, so a
 /// program that loads SQLite privately (`dlopen` with `RTLD_LOCAL`) has none here. Safe to
 /// call any number of times, and again after `sqlite3_shutdown`.
-/// Errors: -ENOSYS (no SQLite linked into the program), -EIO (SQLite refused the VFS).
+/// Errors: -ENOSYS (no SQLite linked into the program: under the linker's `--as-needed`, a
+/// program that calls no `sqlite3_*` function itself does not keep `-lsqlite3`), -EIO (SQLite
+/// refused the VFS).
 #[no_mangle]
 pub extern "C" fn txvfs_sqlite_vfs_register(make_default: bool) -> c_int {
     boundary("txvfs_sqlite_vfs_register", || {
