@@ -6,6 +6,7 @@
 # files, which needs no configure step. C++ users still get a CMake package (find_package(txvfs)).
 #
 # PREFIX/include/txvfs.h, txvfs.hpp             C API and header-only C++17 wrapper
+# PREFIX/include/txvfs_sqlite.hpp               C++: SQLite rows and files in one commit (sqlite3.h)
 # PREFIX/lib/libtxvfs.so.VERSION (+ .so.MAJOR, .so symlinks; SONAME libtxvfs.so.MAJOR), libtxvfs.a
 # PREFIX/lib/pkgconfig/txvfs.pc                 no build-tree paths, no rpath
 # PREFIX/lib/cmake/txvfs/                       find_package(txvfs): txvfs::txvfs, txvfs::txvfs_static
@@ -39,7 +40,7 @@ install: install-c install-sqlite install-cli
 
 install-c: build
 	install -d "$(D)/include" "$(D)/lib/pkgconfig" "$(D)/lib/cmake/txvfs"
-	install -m 644 capi/include/txvfs.h capi/include/txvfs.hpp "$(D)/include/"
+	install -m 644 capi/include/txvfs.h capi/include/txvfs.hpp capi/include/txvfs_sqlite.hpp "$(D)/include/"
 	install -m 755 "$(OUT)/libtxvfs.so" "$(D)/lib/libtxvfs.so.$(VERSION)"
 	ln -sf "libtxvfs.so.$(VERSION)" "$(D)/lib/libtxvfs.so.$(MAJOR)"
 	ln -sf "libtxvfs.so.$(MAJOR)" "$(D)/lib/libtxvfs.so"
@@ -64,7 +65,8 @@ install-cli: build
 	install -m 644 "$(ASSETS)/completions/txvfs.fish" "$(D)/share/fish/vendor_completions.d/txvfs.fish"
 
 uninstall:
-	rm -f "$(D)/include/txvfs.h" "$(D)/include/txvfs.hpp" "$(D)/lib/libtxvfs.so" \
+	rm -f "$(D)/include/txvfs.h" "$(D)/include/txvfs.hpp" "$(D)/include/txvfs_sqlite.hpp" \
+	  "$(D)/lib/libtxvfs.so" \
 	  "$(D)/lib/libtxvfs.so.$(MAJOR)" "$(D)/lib/libtxvfs.so.$(VERSION)" "$(D)/lib/libtxvfs.a" \
 	  "$(D)/lib/pkgconfig/txvfs.pc" "$(D)/lib/libtxvfs_sqlite.so" "$(D)/bin/txvfs" \
 	  "$(D)"/share/man/man1/txvfs.1 "$(D)"/share/man/man1/txvfs-*.1 \

@@ -1063,6 +1063,58 @@ int txvfs_clone_create(const char *lower,
                        const char *upper);
 
 /**
+ * Registers txvfs's SQLite VFS, named "txvfs", with the SQLite linked into this program
+ * (`-lsqlite3`, or a SQLite compiled into it), and makes it SQLite's default VFS when
+ * `make_default` is true. Open databases in a store with `sqlite3_open_v2` and a URI such as
+ * `file:/app.db?vfs=txvfs&store=/path/to/store` (the database is the file `/app.db` of the
+ * store; the store is opened by its URI, so `memory:` gives the VFS a store of its own).
+ * This VFS belongs to libtxvfs's copy of txvfs: inside a write transaction (after
+ * `BEGIN IMMEDIATE`), `PRAGMA txvfs_files` on a connection through it returns the token that
+ * `txvfs_tx_join` takes, to put file changes in the same commit as the rows.
+ *
+ * The program's SQLite is found through weak references to its `sqlite3_*` symbols, so a
+ * program that loads SQLite privately (`dlopen` with `RTLD_LOCAL`) has none here. Safe to
+ * call any number of times, and again after `sqlite3_shutdown`.
+ * Errors: -ENOSYS (no SQLite linked into the program: under the linker's `--as-needed`, a
+ * program that calls no `sqlite3_*` function itself does not keep `-lsqlite3`), -EIO (SQLite
+ * refused the VFS).
+ */
+int txvfs_sqlite_vfs_register(bool make_default);
+
+/**
+ * Joins the file transaction of a SQLite write transaction: `token` is what
+ * `PRAGMA txvfs_files` returned on a connection through libtxvfs's VFS (see
+ * `txvfs_sqlite_vfs_register`) after `BEGIN IMMEDIATE`. Path operations and descriptors given
+ * `*out` (with `store`) belong to that transaction: their changes commit in the same commit as
+ * the connection's rows at its `COMMIT`, or are discarded with its `ROLLBACK` (or a failed
+ * `COMMIT`); nobody, in this process or another, sees them before.
+ *
+ * The handle cannot end the transaction: `txvfs_tx_commit` and `txvfs_tx_rollback` on it
+ * fail with -EINVAL. Once the SQLite transaction ends, every call with it fails with -EINVAL.
+ * Ownership: the caller owns `*out` and frees it with `txvfs_tx_free`, which neither commits
+ * nor rolls back; it holds a reference to the store handle like any transaction.
+ * Errors: -EINVAL (NULL argument, `token` not UTF-8), -ENOENT (no live transaction has that
+ * token in this process's libtxvfs: its SQLite transaction ended, or the connection's VFS is
+ * another copy of txvfs, such as libtxvfs_sqlite.so), -EXDEV (the transaction belongs to
+ * another store than `store`).
+ */
+int txvfs_tx_join(struct txvfs_store *store,
+                  const char *token,
+                  struct txvfs_tx **out);
+
+/**
+ * Why the `COMMIT` of the SQLite transaction whose file transaction was published as `token`
+ * failed, when it did: SQLite itself reports only an I/O error. Returns the negative code of
+ * that failure, its message in `txvfs_last_error()`: -TXVFS_ECONFLICT or -TXVFS_ETOOOLD mean
+ * another transaction changed what the unit read, so run the whole unit again (BEGIN
+ * IMMEDIATE, token, files and rows, COMMIT), after `ROLLBACK` if `sqlite3_get_autocommit`
+ * says the connection is still in the transaction. Returns 0 when no failure is known for
+ * the token (it committed, it rolled back, or it is one of more than 64 failures since).
+ * Errors: -EINVAL (NULL `token`, not UTF-8; also a commit that failed with -EINVAL).
+ */
+int txvfs_tx_joined_commit_error(const char *token);
+
+/**
  * Opens the store named by `uri`: `memory:` (a new, private in-memory store),
  * `rocksdb:/path/to/dir` or a bare path (RocksDB, created if missing), or
  * `pack:/path/to/image` (a read-only pack image, see `txvfs_pack`). `options` may be NULL
@@ -1142,21 +1194,23 @@ int txvfs_tx_begin(struct txvfs_store *store,
  * do. The transaction is finished either way: later calls with it fail with -EINVAL, its
  * descriptors with -EBADF; it still has to be freed.
  * Errors: -TXVFS_ECONFLICT (another transaction changed something this one read: run it
- * again, see `txvfs_transact`), -EINVAL (NULL, already finished, or owned by
- * `txvfs_transact`), the error of an earlier call that failed part-way (or panicked),
- * -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store refuses
- * every further transaction until reopened), -TXVFS_EBACKEND.
+ * again, see `txvfs_transact`), -EINVAL (NULL, already finished, owned by `txvfs_transact`,
+ * or joined with `txvfs_tx_join`), the error of an earlier call that failed part-way (or
+ * panicked), -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store
+ * refuses every further transaction until reopened), -TXVFS_EBACKEND.
  */
 int txvfs_tx_commit(struct txvfs_tx *tx);
 
 /**
  * Discards every change of the transaction; it is finished afterwards (free it).
- * Errors: -EINVAL (NULL, already finished, or owned by `txvfs_transact`).
+ * Errors: -EINVAL (NULL, already finished, owned by `txvfs_transact`, or joined with
+ * `txvfs_tx_join`).
  */
 int txvfs_tx_rollback(struct txvfs_tx *tx);
 
 /**
- * Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
+ * Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open (a handle
+ * from `txvfs_tx_join` is freed without ending its transaction); it must be
  * the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. It
  * drops the transaction's reference to the store handle, so it may close and free the store
  * (when `txvfs_store_free` was called and nothing else is open on it). NULL,

@@ -447,6 +447,16 @@ public:
 
     /** A non-owning view of a transaction owned elsewhere (the argument of txvfs_transact's callback). */
     static transaction borrow(txvfs_store *s, txvfs_tx *t) noexcept { return transaction(s, t, false); }
+    /**
+     * Joins the file transaction of a SQLite write transaction (token: PRAGMA txvfs_files, see
+     * txvfs_tx_join and txvfs_sqlite.hpp): its calls commit with the rows. It cannot commit or
+     * roll back itself; destroying it ends nothing.
+     */
+    static transaction join(const store &s, std::string_view token) {
+        txvfs_tx *t = nullptr;
+        detail::check(txvfs_tx_join(s.get(), detail::cstr(token), &t));
+        return transaction(s.get(), t, true);
+    }
 
 private:
     friend class store;

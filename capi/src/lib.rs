@@ -13,8 +13,9 @@
 //! One module per kind of thing: [`boundary`] (panic boundary, errors, argument checks),
 //! [`types`] (C structs and constants), [`options`], [`store`], [`tx`] (transactions),
 //! [`paths`] (path operations), `handles` (the descriptor table), [`files`] (calls on
-//! descriptors). Imports go one way: boundary and types at the bottom, then handles, store,
-//! tx, and paths and files on top; [`watch`] (the change feed) beside them.
+//! descriptors), [`sqlite`] (the SQLite VFS, joined transactions). Imports go one way:
+//! boundary and types at the bottom, then handles, store, tx, and paths, files and sqlite on
+//! top; [`watch`] (the change feed) beside them.
 #![allow(non_camel_case_types)]
 #![warn(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the safety contract of each function is in the header
@@ -26,6 +27,7 @@ mod handles;
 pub mod options;
 pub mod paths;
 pub mod snapshots;
+pub mod sqlite;
 pub mod store;
 pub mod tx;
 pub mod types;

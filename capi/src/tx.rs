@@ -36,6 +36,12 @@ impl txvfs_tx {
         txvfs_tx { tx, ended: AtomicBool::new(false), store: store.counted() }
     }
 
+    /// A handle on a joined transaction (`txvfs_tx_join`): owned by the caller, who frees it,
+    /// but ended by its SQLite transaction.
+    pub(crate) fn joined(store: &txvfs_store, tx: Transaction) -> txvfs_tx {
+        txvfs_tx::new(store, Held::Owned(tx))
+    }
+
     /// The core transaction.
     pub(crate) fn get(&self) -> &Transaction {
         match &self.tx {
@@ -54,6 +60,12 @@ impl txvfs_tx {
         if self.managed() {
             return Err(Fail::invalid(format!(
                 "cannot {verb} a transaction owned by txvfs_transact"
+            )));
+        }
+        if self.get().is_joined() {
+            return Err(Fail::invalid(format!(
+                "cannot {verb} a joined transaction (txvfs_tx_join): it ends with its SQLite \
+                 transaction (COMMIT or ROLLBACK on the connection)"
             )));
         }
         if self.ended.swap(true, Ordering::AcqRel) {
@@ -115,17 +127,18 @@ pub unsafe extern "C" fn txvfs_tx_begin(store: *mut txvfs_store, out: *mut *mut 
 /// do. The transaction is finished either way: later calls with it fail with -EINVAL, its
 /// descriptors with -EBADF; it still has to be freed.
 /// Errors: -TXVFS_ECONFLICT (another transaction changed something this one read: run it
-/// again, see `txvfs_transact`), -EINVAL (NULL, already finished, or owned by
-/// `txvfs_transact`), the error of an earlier call that failed part-way (or panicked),
-/// -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store refuses
-/// every further transaction until reopened), -TXVFS_EBACKEND.
+/// again, see `txvfs_transact`), -EINVAL (NULL, already finished, owned by `txvfs_transact`,
+/// or joined with `txvfs_tx_join`), the error of an earlier call that failed part-way (or
+/// panicked), -TXVFS_ETOOLARGE, -TXVFS_ECOMMIT_UNKNOWN (applied but its fsync failed: the store
+/// refuses every further transaction until reopened), -TXVFS_EBACKEND.
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_tx_commit(tx: *mut txvfs_tx) -> c_int {
     boundary("txvfs_tx_commit", || Ok(obj(tx, "tx")?.end("commit")?.commit()?))
 }
 
 /// Discards every change of the transaction; it is finished afterwards (free it).
-/// Errors: -EINVAL (NULL, already finished, or owned by `txvfs_transact`).
+/// Errors: -EINVAL (NULL, already finished, owned by `txvfs_transact`, or joined with
+/// `txvfs_tx_join`).
 #[no_mangle]
 pub unsafe extern "C" fn txvfs_tx_rollback(tx: *mut txvfs_tx) -> c_int {
     boundary("txvfs_tx_rollback", || {
@@ -134,7 +147,8 @@ pub unsafe extern "C" fn txvfs_tx_rollback(tx: *mut txvfs_tx) -> c_int {
     })
 }
 
-/// Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open; it must be
+/// Frees a transaction from `txvfs_tx_begin`, rolling it back if it is still open (a handle
+/// from `txvfs_tx_join` is freed without ending its transaction); it must be
 /// the last call with it. Its descriptors stay open (and fail with -EBADF) until closed. It
 /// drops the transaction's reference to the store handle, so it may close and free the store
 /// (when `txvfs_store_free` was called and nothing else is open on it). NULL,

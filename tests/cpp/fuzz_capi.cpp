@@ -1,6 +1,7 @@
 // Seeded random driver for the C API: long random sequences of calls with valid and invalid
 // arguments (NULL pointers, bad paths, stale/forged/foreign descriptors, finished/foreign
-// transactions, odd flags and sizes). It checks the ABI's promises on every call:
+// transactions, unknown and garbage tokens to join, odd flags and sizes). It checks the ABI's
+// promises on every call:
 //   - the return is 0 or negative, and txvfs_last_error() is never NULL;
 //   - out-parameters are untouched when a call fails;
 //   - no crash, no leak (built with ASan/UBSan by CMake; LeakSanitizer runs at exit);
@@ -76,6 +77,16 @@ struct World {
 const std::vector<std::string> base_paths = {
     "/", "/a", "/b", "/d", "/d/x", "/d/y", "/d/e", "/d/e/z", "/l", "/a/", "/d/../a", "/./b", "/nope/x",
     "", "rel", "//d//x", "/d/e/../../a"};
+
+/** A token for txvfs_tx_join: the shape the SQLite VFS gives them, or garbage. */
+std::string random_token() {
+    switch (pick(4)) {
+    case 0: return "txvfs-tx-" + std::to_string(pick(100000)) + "-" + std::to_string(pick(100));
+    case 1: return "";
+    case 2: return std::string("txvfs-tx-\xff\xfe");
+    default: return std::string(pick(5000), 'x');
+    }
+}
 
 std::string random_path() {
     switch (pick(20)) {
@@ -290,11 +301,24 @@ void step(World &w, int si) {
     case 38: { CallbackState st{&w, si, (int)pick(6)}; CALL(txvfs_transact, s, chance(5) ? nullptr : callback, &st); break; }
     default: { // odds and ends
         Sentinel<uint32_t> v;
-        switch (pick(4)) {
+        switch (pick(7)) {
         case 0: rc = CALL(txvfs_store_block_size, s, &v.v); EXPECT_UNTOUCHED(rc, v, "txvfs_store_block_size"); break;
         case 1: rc = CALL(txvfs_store_inline_limit, s, &v.v); EXPECT_UNTOUCHED(rc, v, "txvfs_store_inline_limit"); break;
         case 2: CALL(txvfs_store_sync, s); break;
         case 3: if (chance(20)) free_store_first(w, si); break;
+        case 4: { // no SQLite transaction is open here: every token is unknown or bad
+            Sentinel<txvfs_tx *> t;
+            std::string token = chance(50) ? random_token() : random_path();
+            rc = CALL(txvfs_tx_join, s, chance(5) ? nullptr : token.c_str(), chance(5) ? nullptr : &t.v);
+            EXPECT_UNTOUCHED(rc, t, "txvfs_tx_join");
+            if (rc == 0) die("txvfs_tx_join joined a token nobody published");
+            break;
+        }
+        case 5: {
+            std::string token = random_token();
+            CALL(txvfs_tx_joined_commit_error, chance(5) ? nullptr : token.c_str());
+            break;
+        }
         default:
             if (txvfs_strerror((int)rng()) == nullptr || txvfs_version() == nullptr) die("NULL static string");
         }

@@ -226,3 +226,24 @@ TEST_CASE("bad input: finished and foreign transactions", "[bad][tx]") {
     OK(txvfs_exists(s, nullptr, "/late", &e));
     REQUIRE_FALSE(e);
 }
+
+TEST_CASE("bad input: tokens to join (txvfs_tx_join, txvfs_tx_joined_commit_error)", "[bad][tx]") {
+    Store s;
+    txvfs_tx *tx = nullptr;
+    REQUIRE(txvfs_tx_join(nullptr, "txvfs-tx-1-1", &tx) == -EINVAL);
+    REQUIRE(txvfs_tx_join(s, nullptr, &tx) == -EINVAL);
+    REQUIRE(std::string(txvfs_last_error()).find("`token`") != std::string::npos);
+    REQUIRE(txvfs_tx_join(s, "txvfs-tx-1-1", nullptr) == -EINVAL);
+    REQUIRE(txvfs_tx_join(s, "txvfs-tx-\xff\xfe", &tx) == -EINVAL);
+    REQUIRE(std::string(txvfs_last_error()).find("UTF-8") != std::string::npos);
+    // Well-formed and garbage tokens nobody published: -ENOENT, with the reason.
+    for (std::string t : {std::string("txvfs-tx-1-1"), std::string(), std::string(10000, 'x'),
+                          std::string("txvfs-tx-") + std::to_string(getpid()) + "-1"}) {
+        REQUIRE(txvfs_tx_join(s, t.c_str(), &tx) == -ENOENT);
+        REQUIRE(std::string(txvfs_last_error()).find("no live transaction") != std::string::npos);
+        REQUIRE(txvfs_tx_joined_commit_error(t.c_str()) == 0); // no failure known
+    }
+    REQUIRE(tx == nullptr);
+    REQUIRE(txvfs_tx_joined_commit_error(nullptr) == -EINVAL);
+    REQUIRE(txvfs_tx_joined_commit_error("\xff") == -EINVAL);
+}

@@ -16,7 +16,8 @@ Rust blocks are doc tests: core/src/lib.rs includes every chapter in a #[cfg(doc
 and rustdoc compiles and runs them with its own attributes (no_run: compiled only; ignore).
 A C or C++ block without a main() runs inside one that opened `store` on a fresh RocksDB store
 in the working directory (C: `txvfs_store *store` and a CHECK macro that returns on a negative
-result; C++: `txvfs::store store`). sh blocks run with bash -e in a fresh directory with the
+result; C++: `txvfs::store store`); one that includes sqlite3.h or txvfs_sqlite.hpp also links
+-lsqlite3. sh blocks run with bash -e in a fresh directory with the
 txvfs CLI on PATH; sql blocks through the sqlite3 shell with the txvfs extension loaded.
 
 Environment (set by tests/docs/run): TXVFS_BIN (the cargo release directory, with txvfs and
@@ -194,6 +195,8 @@ def command_for(b: Block, work: Path) -> list[str]:
         src.write_text(code)
         compiler = ["cc", "-std=c11"] if c else ["c++", "-std=c++17"]
         build = compiler + ["-Wall", "-Werror", f"-I{include}", str(src), f"-L{lib}", "-ltxvfs"]
+        if re.search(r"#include [<\"](sqlite3\.h|txvfs_sqlite\.hpp)", code):
+            build.append("-lsqlite3")  # rows and files in one commit (docs/sqlite.md)
         build += [f"-Wl,-rpath,{lib}", "-o", str(work / "block")]
         subprocess.run(build, check=True, cwd=work, timeout=TIMEOUT)
         return [str(work / "block")]

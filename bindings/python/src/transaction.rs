@@ -29,7 +29,7 @@ impl Transaction {
             None => s.begin(),
             Some(token) => {
                 let tx = CoreTransaction::joined(&token)?;
-                if tx.store().describe() != s.describe() {
+                if !tx.store().same_store(&s) {
                     return Err(Error::new(
                         ErrorKind::Invalid,
                         format!(

@@ -21,6 +21,66 @@
 //!   and at xClose at the latest.
 //! - Locks belong to the file's identity (store, inode): every name of a database shares them.
 //!
+//! Rows and files in one commit: inside a write transaction (after `BEGIN IMMEDIATE`),
+//! `PRAGMA txvfs_files` returns the token of the connection's file transaction, which the
+//! store's API joins ([`txvfs::Transaction::joined`]); what the program does through that
+//! handle commits with the rows at the connection's `COMMIT`, in one txvfs commit, and is
+//! dropped by its `ROLLBACK`. A conflict with another transaction fails the `COMMIT` with an I/O
+//! error, and [`txvfs::Transaction::joined_commit_error`] says it is retryable: roll back if
+//! SQLite is still in the transaction, and run the whole unit again. The VFS must be this copy
+//! of txvfs: a Rust program links this crate and registers it with [`register_linked`]
+//! (loading `libtxvfs_sqlite.so` as an extension gives another copy, whose tokens
+//! `Transaction::joined` does not know). With SQLite's C API, linked as `-lsqlite3` (the
+//! declarations and `sql`, which runs a statement and returns the first column of its first
+//! row, are hidden; `tests/rows_and_files.rs` has them in full, and a conflict retried):
+//!
+//! ```
+//! # use std::ffi::{c_char, c_int, c_void, CStr, CString};
+//! # #[link(name = "sqlite3")]
+//! # extern "C" {
+//! #     fn sqlite3_open_v2(f: *const c_char, db: *mut *mut c_void, fl: c_int, v: *const c_char) -> c_int;
+//! #     fn sqlite3_prepare_v2(db: *mut c_void, sql: *const c_char, n: c_int,
+//! #         st: *mut *mut c_void, tail: *mut *const c_char) -> c_int;
+//! #     fn sqlite3_step(st: *mut c_void) -> c_int;
+//! #     fn sqlite3_column_text(st: *mut c_void, i: c_int) -> *const c_char;
+//! #     fn sqlite3_finalize(st: *mut c_void) -> c_int;
+//! #     fn sqlite3_close(db: *mut c_void) -> c_int;
+//! # }
+//! # fn sql(db: *mut c_void, q: &str) -> String {
+//! #     let q = CString::new(q).unwrap();
+//! #     let mut st = std::ptr::null_mut();
+//! #     unsafe {
+//! #         assert_eq!(sqlite3_prepare_v2(db, q.as_ptr(), -1, &mut st, std::ptr::null_mut()), 0);
+//! #         let rc = sqlite3_step(st);
+//! #         assert!(rc == 100 || rc == 101, "{q:?}: SQLite error {rc}");
+//! #         let t = if rc == 100 { sqlite3_column_text(st, 0) } else { std::ptr::null() };
+//! #         let out = if t.is_null() { String::new() } else { CStr::from_ptr(t).to_str().unwrap().into() };
+//! #         sqlite3_finalize(st);
+//! #         out
+//! #     }
+//! # }
+//! use txvfs::{FileSystem, Store, Transaction};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path().to_str().unwrap())?;
+//! assert_eq!(txvfs_sqlite::register_linked(false), 0); // with the SQLite linked in
+//! let uri = CString::new(format!("file:/index.db?vfs=txvfs&store={}", dir.path().display()))?;
+//! let mut db = std::ptr::null_mut();
+//! assert_eq!(unsafe { sqlite3_open_v2(uri.as_ptr(), &mut db, 0x46, std::ptr::null()) }, 0);
+//! sql(db, "CREATE TABLE photos(name TEXT)");
+//!
+//! sql(db, "BEGIN IMMEDIATE");
+//! let files = Transaction::joined(&sql(db, "PRAGMA txvfs_files"))?;
+//! files.write_file("/a.jpg", b"JPEG")?;
+//! sql(db, "INSERT INTO photos VALUES ('a.jpg')");
+//! assert!(store.read_file("/a.jpg").is_err()); // nobody sees the file (or the row) yet
+//! sql(db, "COMMIT"); // the row and the file, in one commit
+//! assert_eq!(store.read_file("/a.jpg")?, b"JPEG");
+//! assert_eq!(sql(db, "SELECT count(*) FROM photos"), "1");
+//! # unsafe { sqlite3_close(db) };
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The logic lives in [`engine`] (no SQLite types); `ffi` is the SQLite edge.
 #![warn(missing_docs)]
 
@@ -60,6 +120,16 @@ pub unsafe extern "C" fn sqlite3_txvfs_init(
     api: *const libsqlite3_sys::sqlite3_api_routines,
 ) -> c_int {
     sqlite3_txvfssqlite_init(db, err, api)
+}
+
+/// Registers VFS `txvfs` with the SQLite linked into this program, as [`txvfs_sqlite_register`]
+/// does (and as the default with `make_default`): `SQLITE_OK`, or `SQLITE_ERROR` when no
+/// SQLite is linked. For libraries that carry this crate (libtxvfs): unlike a call to the
+/// exported C symbol, which the dynamic linker may bind to another copy's (a
+/// `libtxvfs_sqlite.so` loaded before with `RTLD_GLOBAL`, as SQLite loads extensions), this
+/// call stays in this copy.
+pub fn register_linked(make_default: bool) -> c_int {
+    register_static(make_default)
 }
 
 fn register_static(make_default: bool) -> c_int {

@@ -380,6 +380,18 @@ impl Store {
     pub fn describe(&self) -> String {
         self.inner.backend.describe()
     }
+
+    /// True when `other` is a handle on the same store as `self`, whatever each open's own
+    /// options: the same backend instance (two opens of one RocksDB directory in this process
+    /// share one), or the same stored tree by its description (two opens of one `fdb:`
+    /// cluster and prefix). Two `memory:` stores are never the same.
+    pub fn same_store(&self, other: &Store) -> bool {
+        if Arc::ptr_eq(&self.inner, &other.inner) {
+            return true;
+        }
+        let (a, b) = (self.describe(), other.describe());
+        !a.starts_with("memory") && a == b
+    }
 }
 
 impl std::fmt::Debug for Store {

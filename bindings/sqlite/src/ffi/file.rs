@@ -82,14 +82,16 @@ pub(super) unsafe extern "C" fn x_open(
                 return ffi::SQLITE_CANTOPEN;
             };
             let store_uri = uri_param(name, c"store");
-            let group = uri_param(name, c"group");
+            // Empty is no group (filtered while an Option<String>: as an Option<&str>, LLVM
+            // read the length of a None and valgrind reported the read).
+            let group = uri_param(name, c"group").filter(|g| !g.is_empty());
             let store = match engine::open_store(store_uri.as_deref()) {
                 Ok(s) => s,
                 Err(e) => return fail(&e, ffi::SQLITE_CANTOPEN),
             };
             let create = flags & ffi::SQLITE_OPEN_CREATE != 0;
             let read_only = flags & ffi::SQLITE_OPEN_READONLY != 0;
-            let group = group.as_deref().filter(|g| !g.is_empty());
+            let group = group.as_deref();
             let opened = match Db::open(store.clone(), &path, create, read_only, group) {
                 // A read-only store (a snapshot): open read-only and say so, as SQLite's unix
                 // VFS does on a read-only file system; SQLite then refuses writes itself.
