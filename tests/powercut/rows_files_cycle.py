@@ -8,13 +8,17 @@ check: at one snapshot, every row has its file with the size and digest the row 
        every file has its row (rows_files_app.check), and every photo acknowledged in ACKLOG
        is there. Exit 3 when an acknowledged photo is missing, 4 for anything else.
 cycle: check, then add photos (each a row and a file, one commit, synchronous=FULL) until
-       killed, appending `ack NAME` to ACKLOG, fsynced, after each commit returns. Prints
-       `running from N` once the first photo after the check committed.
+       killed, in this process and in WRITERS-1 more (default 3 in all, sharing the store: the
+       first to open it serves the others), each appending `ack NAME` to ACKLOG, fsynced,
+       after each commit returns. Prints `running from N` once the first photo after the
+       check committed. The harness starts it in a process group of its own and kills the
+       group, so the cut finds every writer dead.
 """
 
 import hashlib
 import os
 import random
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
@@ -48,16 +52,25 @@ def check(store, acklog):
 def main():
     mode, store_dir, acklog = sys.argv[1:4]
     store = txvfs.open(store_dir)
+    if mode == "writer":
+        write(store, acklog, None)
     n = check(store, acklog)
     if mode == "check":
         print(f"photos {n}, acknowledged {len(acked(acklog))}")
         return
     store.makedirs(app.DIR, exist_ok=True)
+    for _ in range(int(os.environ.get("TXVFS_ROWS_FILES_WRITERS", "3")) - 1):
+        subprocess.Popen([sys.executable, __file__, "writer", store_dir, acklog])
+    write(store, acklog, n)
+
+
+def write(store, acklog, n):
+    """Adds photos until killed; prints `running from N` after the first (when N is given)."""
     db = app.connect(store)
     db.execute("PRAGMA synchronous=FULL")
     rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-    log = open(acklog, "a")  # noqa: SIM115 (open until killed)
-    first = True
+    log = open(acklog, "a")  # noqa: SIM115 (open until killed); O_APPEND: whole lines
+    first = n is not None
     while True:
         name = f"p{os.getpid()}-{rng.getrandbits(40)}.jpg"
         size = rng.choice([0, 100, 4096, 70_000, 200_000])
