@@ -471,6 +471,11 @@ impl Operation<'_> {
             || Error::new(ErrorKind::FileTooBig, "write beyond the maximum file size"),
         )?;
         let old_size = inode.size;
+        if end > old_size {
+            // Checked before anything is written.
+            let grow = super::quota::Usage { bytes: (end - old_size) as i64, inodes: 0 };
+            self.charge(inode.quota, grow)?;
+        }
         if inode.is_inline && end > self.inner.inline_limit as u64 {
             self.spill_inline(ino, &mut inode)?;
         }

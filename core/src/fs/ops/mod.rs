@@ -11,6 +11,7 @@ mod data;
 mod fetch;
 mod namespace;
 mod prefetch;
+mod quota;
 mod reap;
 mod resize;
 mod resolve;
@@ -20,6 +21,7 @@ pub(crate) use chunks::open_disk_cache;
 pub(crate) use data::check_block_size;
 pub use data::MAX_FILE_SIZE;
 pub(crate) use prefetch::EntryGuesses;
+pub use quota::MAX_QUOTA_WALK;
 pub(crate) use resolve::{FileRef, Resolved};
 
 use super::staging::Staging;

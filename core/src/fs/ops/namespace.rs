@@ -1,6 +1,7 @@
 //! Namespace operations: creating, linking, listing, removing and renaming names.
 
 use super::access::{R_OK, W_OK, X_OK};
+use super::quota::Usage;
 use super::{now_ns, Operation, Resolved};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
@@ -34,6 +35,10 @@ impl Operation<'_> {
         data: &[u8],
         rdev: u64,
     ) -> Result<u64> {
+        // The new inode joins its directory's quota tree; checked before anything is written.
+        let quota = self.inode_meta(parent)?.quota;
+        let size = if kind.is_special() { 0 } else { data.len() as u64 };
+        self.charge(quota, Usage::of(kind, size, 1))?;
         let ino = self.alloc_ino()?;
         let now = now_ns();
         let (uid, gid) = self.new_owner();
@@ -44,7 +49,7 @@ impl Operation<'_> {
             uid,
             gid,
             nlink: if kind == FileType::Dir { 2 } else { 1 },
-            size: if kind.is_special() { 0 } else { data.len() as u64 },
+            size,
             atime: now,
             mtime: now,
             ctime: now,
@@ -53,6 +58,7 @@ impl Operation<'_> {
             has_chunks: false,
             block_shift: 0,
             no_xattrs: true,
+            quota,
             inline: if device {
                 rdev.to_le_bytes().to_vec()
             } else if kind.is_special() {
@@ -164,6 +170,12 @@ impl Operation<'_> {
             return Err(Error::new(
                 ErrorKind::NotPermitted,
                 format!("{}: cannot hard-link a directory", show(from)),
+            ));
+        }
+        if inode.quota != self.inode_meta(parent)?.quota {
+            return Err(Error::new(
+                ErrorKind::CrossDevice,
+                format!("{}: a hard link cannot cross a quota tree's boundary", show(from)),
             ));
         }
         inode.nlink += 1;
@@ -404,6 +416,7 @@ impl Operation<'_> {
         }
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
+        self.same_quota_tree(s.parent, d.parent, from, to)?;
         let into_itself = || {
             Error::new(
                 ErrorKind::Invalid,
