@@ -172,12 +172,7 @@ impl Operation<'_> {
                 format!("{}: cannot hard-link a directory", show(from)),
             ));
         }
-        if inode.quota != self.inode_meta(parent)?.quota {
-            return Err(Error::new(
-                ErrorKind::CrossDevice,
-                format!("{}: a hard link cannot cross a quota tree's boundary", show(from)),
-            ));
-        }
+        self.link_in_quota_tree(&inode, parent, from)?;
         inode.nlink += 1;
         inode.ctime = now_ns();
         self.store_inode(ino, &inode)?;

@@ -289,6 +289,23 @@ impl Operation<'_> {
         ))
     }
 
+    /// Fails with EXDEV unless `inode` is in the quota tree of directory `dir`, where a hard
+    /// link to it is to be made.
+    pub(super) fn link_in_quota_tree(
+        &mut self,
+        inode: &Inode,
+        dir: u64,
+        from: &[u8],
+    ) -> Result<()> {
+        if inode.quota == self.inode_meta(dir)?.quota {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::CrossDevice,
+            format!("{}: a hard link cannot cross a quota tree's boundary", show(from)),
+        ))
+    }
+
     fn quota_admin(&self, p: &[u8]) -> Result<()> {
         self.writable()?;
         if self.cred.is_some_and(|c| c.uid != 0) {
