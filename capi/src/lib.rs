@@ -25,6 +25,7 @@ pub mod fsck;
 mod handles;
 pub mod options;
 pub mod paths;
+pub mod quota;
 pub mod snapshots;
 pub mod store;
 pub mod tx;

@@ -86,6 +86,8 @@ mod book {
     mod limits {}
     #[doc = include_str!("../../docs/python.md")]
     mod python {}
+    #[doc = include_str!("../../docs/quotas.md")]
+    mod quotas {}
     #[doc = include_str!("../../docs/rust.md")]
     mod rust {}
     #[doc = include_str!("../../docs/sharing.md")]
