@@ -14,7 +14,7 @@ mod quota_common;
 use quota_common::{assert_recount, check_tree, make_tree, writer, LIMITS, TREE};
 use rand::{Rng, SeedableRng};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use txvfs::{FileSystem, Store};
 
@@ -49,8 +49,9 @@ fn within_limits(s: &Store) {
 
 fn spawn(test: &str, uri: &str, who: &str, seed: u64, ops: usize) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1", "-q"])
+        .args(["--exact", test, "--include-ignored", "--nocapture", "--test-threads=1", "-q"])
         .env(ROLE, format!("{uri}|{who}|{seed}|{ops}"))
+        .stdout(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -60,19 +61,42 @@ fn processes_racing_at_the_limit_never_pass_it() {
     if let Ok(spec) = std::env::var(ROLE) {
         worker(&spec);
     }
-    let seed = seed();
-    println!("quota processes: seed {seed} (TXVFS_QUOTA_SEED)");
     let d = tempfile::tempdir().unwrap();
-    let uri = d.path().to_str().unwrap().to_string();
+    race_processes(d.path().to_str().unwrap(), "processes_racing_at_the_limit_never_pass_it");
+}
+
+/// The same race with every process a client of a FoundationDB cluster (as separate machines
+/// would be); `tests/foundationdb/run` runs it.
+#[test]
+#[ignore = "needs a FoundationDB cluster: tests/foundationdb/run"]
+fn processes_racing_at_the_limit_foundationdb() {
+    if let Ok(spec) = std::env::var(ROLE) {
+        worker(&spec);
+    }
+    let cluster = std::env::var("TXVFS_FDB_CLUSTER_FILE")
+        .expect("the FoundationDB tests need a cluster: run tests/foundationdb/run");
+    let run =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let uri = format!("fdb:{cluster}?prefix=quota-processes-{run}");
+    race_processes(&uri, "processes_racing_at_the_limit_foundationdb");
+}
+
+/// Three worker processes and this thread race in the tree of the store at `uri`.
+fn race_processes(uri: &str, test: &str) {
+    let seed = seed();
+    println!("quota processes: seed {seed} (TXVFS_QUOTA_SEED), {uri}");
+    let uri = uri.to_string();
     let s = Store::open(&uri).unwrap();
     make_tree(&s);
-    let test = "processes_racing_at_the_limit_never_pass_it";
     let children: Vec<Child> =
         (0..3).map(|i| spawn(test, &uri, &format!("p{i}"), seed + i, 300)).collect();
     let edquot = writer(&s, "main", seed + 100, 300, || within_limits(&s));
     println!("main: {edquot} EDQUOT");
-    for mut c in children {
-        assert!(c.wait().unwrap().success(), "a worker failed");
+    for (i, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        print!("{out}");
+        assert!(out.contains(&format!("@@ p{i} done")), "worker p{i} did not run its workload");
     }
     // The counter includes files unlinked while another process may have had them open
     // (orphans, freed at the next open), as fsck's recount does.
