@@ -13,7 +13,7 @@ mod quota_common;
 use quota_common::{assert_recount, backends, fdb_store, race_threads};
 use txvfs::fsck::{self, ProblemKind};
 use txvfs::kv::Backend;
-use txvfs::schema::{self, QuotaField};
+use txvfs::schema::{self, QuotaShard};
 use txvfs::{
     Credential, ErrorKind, FileSystem, FileType, OpenOptions, QuotaLimits, RenameFlags, Store,
 };
@@ -279,15 +279,23 @@ fn assert_clean(backend: &dyn Backend) {
     assert!(r.is_clean(), "{r}");
 }
 
+/// Damages shard `shard` of `tree` with `change`, behind the store's back.
+fn change_shard(backend: &dyn Backend, tree: u64, shard: u8, change: impl FnOnce(&mut QuotaShard)) {
+    let key = schema::quota_shard_key(tree, shard);
+    let mut tx = backend.begin().unwrap();
+    let mut sh = QuotaShard::decode(&tx.get(&key).unwrap().unwrap()).unwrap();
+    change(&mut sh);
+    tx.set(&key, &sh.encode()).unwrap();
+    tx.commit(true).unwrap();
+}
+
 fn fsck_repairs_drift(s: &Store, backend: &dyn Backend) {
     s.mkdir("/q", 0o755).unwrap();
     s.set_quota("/q", QuotaLimits { bytes: Some(1000), inodes: Some(100) }).unwrap();
     s.write_file("/q/f", &[0; 100]).unwrap();
     assert_clean(backend);
     let tree = s.quota("/q").unwrap().unwrap().tree;
-    let mut tx = backend.begin().unwrap();
-    tx.atomic_add(&schema::quota_shard_key(tree, 5, QuotaField::UsedBytes), -40).unwrap();
-    tx.commit(true).unwrap();
+    change_shard(backend, tree, 5, |sh| sh.used_bytes -= 40);
     let r = fsck::check(backend, true, &mut |_| {}).unwrap();
     assert_eq!(r.problems.len(), 1, "{r}");
     assert_eq!(r.problems[0].kind, ProblemKind::QuotaUsage);
@@ -296,9 +304,7 @@ fn fsck_repairs_drift(s: &Store, backend: &dyn Backend) {
     assert_clean(backend);
     assert_eq!(used(s, "/q"), (100, 2));
     // Allowances that no longer add up to the limit are found and repaired too.
-    let mut tx = backend.begin().unwrap();
-    tx.atomic_add(&schema::quota_shard_key(tree, 3, QuotaField::AllowBytes), 1).unwrap();
-    tx.commit(true).unwrap();
+    change_shard(backend, tree, 3, |sh| sh.allow_bytes += 1);
     let r = fsck::check(backend, true, &mut |_| {}).unwrap();
     assert_eq!((r.problems.len(), r.repaired()), (1, 1), "{r}");
     assert_clean(backend);

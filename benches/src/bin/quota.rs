@@ -41,6 +41,7 @@ fn measure(cfg: &Config, quota: bool) -> f64 {
         store.mkdir(format!("/q/t{t}"), 0o755).unwrap();
     }
     let data = [7u8; 100];
+    let retries = txvfs::kv::retries();
     let start = Instant::now();
     std::thread::scope(|s| {
         for t in 0..cfg.threads {
@@ -53,6 +54,10 @@ fn measure(cfg: &Config, quota: bool) -> f64 {
         }
     });
     let secs = start.elapsed().as_secs_f64();
+    let retries = txvfs::kv::retries() - retries;
+    if std::env::var_os("TXVFS_BENCH_VERBOSE").is_some() {
+        eprintln!("quota {quota}: {retries} conflicts retried");
+    }
     if quota {
         let q = store.quota("/q").unwrap().unwrap();
         assert_eq!(q.inodes_used, 1 + (cfg.threads * (cfg.files + 1)) as u64);

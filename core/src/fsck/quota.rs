@@ -1,52 +1,79 @@
 //! The quota checks of fsck: every quota tree's usage, recounted from the inodes stamped with
-//! it and with the trees nested in it, equals the sum of its shard counters; each limited
-//! dimension's allowances add up to the limit and cover each shard's usage; a tree's record
-//! belongs to a live top directory (or is dissolved and still counts something); every inode's
-//! tree has a record. A repair rewrites a tree's counters from the recount.
+//! it and with the trees nested in it, equals the sum of its shards' usage; each limited
+//! dimension's allowances add up to the limit and cover each shard's usage; every shard
+//! mirrors the record (enclosing tree, limited dimensions, dissolved); a tree's record belongs
+//! to a live top directory (or is dissolved and still counts something); every inode's tree
+//! has a record. A repair rewrites a tree's shards from the recount.
 
 use super::{CheckReport, Fix, InodeSummary, ProblemKind as P, Reader};
 use crate::error::Result;
-use crate::schema::{self, quota_allowances, FileType, QuotaField as F, QuotaRecord, Scope};
-use crate::schema::{QUOTA_SHARDS, SHARDS};
+use crate::schema::{self, FileType, QuotaRecord, QuotaShard, Scope, SHARDS};
 use std::collections::BTreeMap;
 
-/// One tree's stored counters: (used bytes, used inodes, allowed bytes, allowed inodes) per
-/// shard, and every counter key seen.
+/// One tree's stored shards (`None`: missing or undecodable), and every shard key seen.
 #[derive(Default)]
-struct Counters {
-    per_shard: [[i64; 4]; SHARDS as usize],
+struct Shards {
+    shards: [Option<QuotaShard>; SHARDS as usize],
     keys: Vec<Vec<u8>>,
 }
 
-fn field_index(f: F) -> usize {
-    match f {
-        F::UsedBytes => 0,
-        F::UsedInodes => 1,
-        F::AllowBytes => 2,
-        F::AllowInodes => 3,
-    }
-}
-
-/// The fixes that give tree `t` the record `rec` and counters for `used` (bytes, inodes).
-fn rewrite(t: u64, rec: &QuotaRecord, c: &Counters, used: [i64; 2]) -> Vec<Fix> {
+/// The fixes that give tree `t` the record `rec` and fresh shards for `used` (bytes, inodes).
+fn rewrite(t: u64, rec: &QuotaRecord, c: &Shards, used: [i64; 2]) -> Vec<Fix> {
     let mut fixes: Vec<Fix> = c.keys.iter().cloned().map(Fix::Clear).collect();
     fixes.push(Fix::Set(schema::quota_key(t), rec.encode()));
-    for (i, f) in [F::UsedBytes, F::UsedInodes].into_iter().enumerate() {
-        fixes.push(Fix::Set(schema::quota_shard_key(t, 0, f), used[i].to_le_bytes().into()));
-    }
-    for (i, (limit, f)) in
-        [(rec.bytes, F::AllowBytes), (rec.inodes, F::AllowInodes)].into_iter().enumerate()
-    {
-        if limit != 0 && !rec.dissolved {
-            let mut per = [0; QUOTA_SHARDS as usize];
-            per[0] = used[i];
-            for (s, a) in quota_allowances(limit, per, 0).into_iter().enumerate() {
-                fixes
-                    .push(Fix::Set(schema::quota_shard_key(t, s as u8, f), a.to_le_bytes().into()));
-            }
-        }
+    for (s, sh) in QuotaShard::fresh(rec, used[0], used[1]).iter().enumerate() {
+        fixes.push(Fix::Set(schema::quota_shard_key(t, s as u8), sh.encode()));
     }
     fixes
+}
+
+/// What is wrong with tree `t`'s shards, given its record and the recount `used`.
+fn shards_problem(t: u64, rec: &QuotaRecord, c: &Shards, used: [i64; 2]) -> Option<String> {
+    let Some(shards) = c.shards.iter().copied().collect::<Option<Vec<QuotaShard>>>() else {
+        return Some(format!("quota tree {t} lacks a shard"));
+    };
+    let have = shards.iter().fold([0, 0], |a, s| [a[0] + s.used_bytes, a[1] + s.used_inodes]);
+    if have != used {
+        return Some(format!(
+            "quota tree {t} counts {} bytes and {} inodes, its inodes hold {} and {}",
+            have[0], have[1], used[0], used[1]
+        ));
+    }
+    let want = QuotaShard::fresh(rec, 0, 0)[0];
+    let mirrors = |s: &QuotaShard| {
+        (s.parent, s.bytes_limited, s.inodes_limited, s.dissolved)
+            == (want.parent, want.bytes_limited, want.inodes_limited, want.dissolved)
+    };
+    if !shards.iter().all(mirrors) {
+        return Some(format!("quota tree {t}: a shard disagrees with the tree's record"));
+    }
+    // Each limited dimension: (limit, what, each shard's usage and allowance).
+    let dims = [
+        (
+            want.bytes_limited,
+            rec.bytes,
+            "byte",
+            shards.iter().map(|s| (s.used_bytes, s.allow_bytes)).collect::<Vec<_>>(),
+        ),
+        (
+            want.inodes_limited,
+            rec.inodes,
+            "inode",
+            shards.iter().map(|s| (s.used_inodes, s.allow_inodes)).collect(),
+        ),
+    ];
+    for (limited, limit, what, per) in dims {
+        let total: i64 = per.iter().map(|p| p.1).sum();
+        let covered = per.iter().all(|p| p.0 <= p.1);
+        if limited && (total != limit as i64 || !covered) {
+            return Some(format!(
+                "quota tree {t}: its {what} allowances add up to {total} for a limit of \
+                 {limit}{}",
+                if covered { "" } else { ", or one is below its shard's usage" }
+            ));
+        }
+    }
+    None
 }
 
 pub(super) fn check_quotas(
@@ -55,7 +82,7 @@ pub(super) fn check_quotas(
     r: &mut CheckReport,
 ) -> Result<()> {
     let mut records: BTreeMap<u64, QuotaRecord> = BTreeMap::new();
-    let mut counters: BTreeMap<u64, Counters> = BTreeMap::new();
+    let mut stored: BTreeMap<u64, Shards> = BTreeMap::new();
     rd.scan(Scope::Quotas, |_, k, v| {
         match schema::parse_quota_key(&k) {
             Ok((t, None)) => match QuotaRecord::decode(&v) {
@@ -64,10 +91,9 @@ pub(super) fn check_quotas(
                 }
                 Err(err) => r.problem(P::Undecodable, format!("quota tree {t}: {err}"), vec![]),
             },
-            Ok((t, Some((shard, f)))) => {
-                let c = counters.entry(t).or_default();
-                c.per_shard[shard as usize][field_index(f)] =
-                    crate::kv::decode_counter(Some(&v)) as i64;
+            Ok((t, Some(shard))) => {
+                let c = stored.entry(t).or_default();
+                c.shards[shard as usize] = QuotaShard::decode(&v).ok();
                 c.keys.push(k);
             }
             Err(err) => super::malformed(r, "quota", &k, err),
@@ -91,11 +117,14 @@ pub(super) fn check_quotas(
             t = rec.parent;
         }
     }
-    let empty = Counters::default();
+    let empty = Shards::default();
+    for (t, c) in stored.iter().filter(|(t, _)| !records.contains_key(t)) {
+        let fixes = c.keys.iter().cloned().map(Fix::Clear).collect();
+        r.problem(P::QuotaUsage, format!("quota tree {t} has shards but no record"), fixes);
+    }
     for (&t, rec) in &records {
-        let c = counters.get(&t).unwrap_or(&empty);
+        let c = stored.get(&t).unwrap_or(&empty);
         let used = want[&t];
-        let have = c.per_shard.iter().fold([0, 0], |a, s| [a[0] + s[0], a[1] + s[1]]);
         let top_live = inodes.get(&t).is_some_and(|i| i.kind == FileType::Dir && i.quota == t);
         if used == [0, 0] && (rec.dissolved || !top_live) {
             let mut fixes: Vec<Fix> = c.keys.iter().cloned().map(Fix::Clear).collect();
@@ -106,26 +135,8 @@ pub(super) fn check_quotas(
             let dissolved = QuotaRecord { bytes: 0, inodes: 0, dissolved: true, ..*rec };
             let msg = format!("quota tree {t} has no top directory but is not dissolved");
             r.problem(P::QuotaUsage, msg, rewrite(t, &dissolved, c, used));
-        } else if have != used {
-            let msg = format!(
-                "quota tree {t} counts {} bytes and {} inodes, its inodes hold {} and {}",
-                have[0], have[1], used[0], used[1]
-            );
+        } else if let Some(msg) = shards_problem(t, rec, c, used) {
             r.problem(P::QuotaUsage, msg, rewrite(t, rec, c, used));
-        } else if !rec.dissolved {
-            for (limit, u, a, what) in [(rec.bytes, 0, 2, "byte"), (rec.inodes, 1, 3, "inode")] {
-                let total: i64 = c.per_shard.iter().map(|s| s[a]).sum();
-                let covered = c.per_shard.iter().all(|s| s[u] <= s[a]);
-                if limit != 0 && (total != limit as i64 || !covered) {
-                    let msg = format!(
-                        "quota tree {t}: its {what} allowances add up to {total} for a limit of \
-                         {limit}{}",
-                        if covered { "" } else { ", or one is below its shard's usage" }
-                    );
-                    r.problem(P::QuotaUsage, msg, rewrite(t, rec, c, used));
-                    break;
-                }
-            }
         }
     }
     Ok(())

@@ -23,6 +23,15 @@ thread_local! {
     static RETRIES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Retries [`retry_loop`] made in this process (the quota benchmark reports them).
+static RETRIES_TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of retries [`retry_loop`] has made in this process.
+#[doc(hidden)]
+pub fn retries() -> u64 {
+    RETRIES_TOTAL.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The number of retries [`retry_loop`] has made on this thread.
 pub(crate) fn retries_on_this_thread() -> u64 {
     RETRIES.with(|r| r.get())
@@ -44,6 +53,7 @@ pub fn retry_loop<T, R>(
         match attempt(tx) {
             Err(e) if e.is_retryable() && retries < max_retries => {
                 RETRIES.with(|r| r.set(r.get() + 1));
+                RETRIES_TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 backoff(retries)
             }
             r => return r,

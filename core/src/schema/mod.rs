@@ -20,7 +20,7 @@
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
 //! | `Q` | `Q` tree | a quota tree's record: limits, enclosing tree (`quota.rs`; the tree is its top directory's ino) |
-//! | `Q` | `Q` tree `s` shard field | one escrow shard's usage or allowance counter (8 bytes, atomic add) |
+//! | `Q` | `Q` tree `s` shard | one escrow shard: its usage and allowance, and the record's enclosing tree and flags |
 //! | `W` | `W` versionstamp | the change feed: one record per committed transaction, in commit order (`changes.rs`) |
 //! | `R` | `R` time process sequence (FoundationDB: `R` time random16) | a commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores' client commits, every FoundationDB commit that writes; empty value: resolved as not applied) |
 //!

@@ -21,9 +21,8 @@ use super::Operation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::show;
 use crate::fs::types::{Quota, QuotaLimits};
-use crate::kv::decode_counter;
 use crate::schema::{self, quota_allowances as allowances, Dentry, FileType, Inode};
-use crate::schema::{QuotaField as F, QuotaRecord, SHARDS};
+use crate::schema::{QuotaRecord, QuotaShard, SHARDS};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,16 +52,8 @@ impl Usage {
     }
 }
 
-/// The counters of one shard.
-#[derive(Clone, Copy, Default)]
-struct Shard {
-    used: Usage,
-    allow: Usage,
-}
-
 /// A write planned by a charge, applied once every tree has been checked.
 enum Write {
-    Add(Vec<u8>, i64),
     Set(Vec<u8>, Vec<u8>),
     ClearTree(u64),
 }
@@ -76,6 +67,10 @@ fn this_shard() -> u8 {
     }
     let seed = SEED.with(|s| *s);
     ((seed + crate::kv::retries_on_this_thread()) % SHARDS as u64) as u8
+}
+
+fn used(s: &QuotaShard) -> Usage {
+    Usage { bytes: s.used_bytes, inodes: s.used_inodes }
 }
 
 fn check_limits(p: &[u8], l: QuotaLimits) -> Result<()> {
@@ -101,32 +96,31 @@ impl Operation<'_> {
         self.tx.get(&schema::quota_key(tree))?.map(|v| QuotaRecord::decode(&v)).transpose()
     }
 
-    fn read_shards(&mut self, tree: u64, only: Option<u8>) -> Result<[Shard; SHARDS as usize]> {
-        let (s, e) = match only {
-            Some(shard) => schema::quota_shard_range(tree, shard),
-            None => schema::quota_shards_range(tree),
-        };
-        let mut out = [Shard::default(); SHARDS as usize];
+    /// Shard `shard` of `tree`, read so that any change of it conflicts.
+    fn read_shard(&mut self, tree: u64, shard: u8) -> Result<Option<QuotaShard>> {
+        let v = self.tx.get(&schema::quota_shard_key(tree, shard))?;
+        v.map(|v| QuotaShard::decode(&v)).transpose()
+    }
+
+    /// Every shard of `tree` (one range read: it conflicts with every change of the tree).
+    fn read_shards(&mut self, tree: u64) -> Result<[QuotaShard; SHARDS as usize]> {
+        let (s, e) = schema::quota_shards_range(tree);
+        let mut out = [QuotaShard::default(); SHARDS as usize];
         for (k, v) in self.tx.get_range(&s, &e, 0, false)? {
-            let (_, Some((shard, field))) = schema::parse_quota_key(&k)? else { continue };
-            let n = decode_counter(Some(&v)) as i64;
-            let sh = &mut out[shard as usize];
-            match field {
-                F::UsedBytes => sh.used.bytes = n,
-                F::UsedInodes => sh.used.inodes = n,
-                F::AllowBytes => sh.allow.bytes = n,
-                F::AllowInodes => sh.allow.inodes = n,
+            if let (_, Some(shard)) = schema::parse_quota_key(&k)? {
+                out[shard as usize] = QuotaShard::decode(&v)?;
             }
         }
         Ok(out)
     }
 
     fn total_used(&mut self, tree: u64) -> Result<Usage> {
-        Ok(self.read_shards(tree, None)?.iter().fold(Usage::default(), |a, s| a.add(s.used)))
+        Ok(self.read_shards(tree)?.iter().fold(Usage::default(), |a, s| a.add(used(s))))
     }
 
     /// Counts `delta` toward quota tree `tree` (0: none) and every tree enclosing it; fails
-    /// with EDQUOT, before writing anything, if a limit would be passed.
+    /// with EDQUOT, before writing anything, if a limit would be passed. Far from the limits
+    /// this reads and writes one shard per tree.
     pub(crate) fn charge(&mut self, tree: u64, delta: Usage) -> Result<()> {
         if tree == 0 || delta.is_zero() {
             return Ok(());
@@ -136,16 +130,13 @@ impl Operation<'_> {
         let mut t = tree;
         // More levels than a path can have means a loop of records: stop (fsck reports it).
         for _ in 0..=crate::fs::PATH_MAX / 2 {
-            let Some(rec) = self.quota_record(t)? else { break };
-            self.plan_charge(t, &rec, delta, &mut writes)?;
-            if rec.parent == 0 {
-                break;
+            match self.plan_charge(t, delta, &mut writes)? {
+                Some(parent) if parent != 0 => t = parent,
+                _ => break,
             }
-            t = rec.parent;
         }
         for w in writes {
             match w {
-                Write::Add(k, d) => self.atomic_add(&k, d)?,
                 Write::Set(k, v) => self.set(&k, &v)?,
                 Write::ClearTree(t) => self.clear_range(schema::quota_tree_range(t))?,
             }
@@ -153,98 +144,94 @@ impl Operation<'_> {
         Ok(())
     }
 
-    fn plan_charge(
-        &mut self,
-        t: u64,
-        rec: &QuotaRecord,
-        d: Usage,
-        w: &mut Vec<Write>,
-    ) -> Result<()> {
+    /// Plans charging `d` to tree `t`; returns the enclosing tree (`None`: `t` has no shards,
+    /// which fsck reports).
+    fn plan_charge(&mut self, t: u64, d: Usage, w: &mut Vec<Write>) -> Result<Option<u64>> {
         let shard = this_shard();
-        let need_b = d.bytes > 0 && rec.bytes != 0 && !rec.dissolved;
-        let need_i = d.inodes > 0 && rec.inodes != 0 && !rec.dissolved;
-        if rec.dissolved && (d.bytes < 0 || d.inodes < 0) {
+        let Some(mut sh) = self.read_shard(t, shard)? else { return Ok(None) };
+        let parent = sh.parent;
+        let need_b = d.bytes > 0 && sh.bytes_limited && !sh.dissolved;
+        let need_i = d.inodes > 0 && sh.inodes_limited && !sh.dissolved;
+        if sh.dissolved && (d.bytes < 0 || d.inodes < 0) {
             // A dissolved tree goes once nothing counts toward it any more.
             if self.total_used(t)?.add(d).is_zero() {
                 w.push(Write::ClearTree(t));
-                return Ok(());
+                return Ok(Some(parent));
             }
-        } else if need_b || need_i {
-            let s = self.read_shards(t, Some(shard))?[shard as usize];
-            let fits = (!need_b || s.used.bytes + d.bytes <= s.allow.bytes)
-                && (!need_i || s.used.inodes + d.inodes <= s.allow.inodes);
-            if !fits {
-                self.plan_rebalance(t, rec, shard, d, w)?;
-            }
+        } else if need_b && sh.used_bytes + d.bytes > sh.allow_bytes
+            || need_i && sh.used_inodes + d.inodes > sh.allow_inodes
+        {
+            self.plan_rebalance(t, shard, d, w)?;
+            return Ok(Some(parent));
         }
-        for (field, n) in [(F::UsedBytes, d.bytes), (F::UsedInodes, d.inodes)] {
-            if n != 0 {
-                w.push(Write::Add(schema::quota_shard_key(t, shard, field), n));
-            }
-        }
-        Ok(())
+        sh.used_bytes += d.bytes;
+        sh.used_inodes += d.inodes;
+        w.push(Write::Set(schema::quota_shard_key(t, shard), sh.encode()));
+        Ok(Some(parent))
     }
 
-    /// Reads every shard of `t` and spreads what the limits leave spare after `d` (charged
-    /// to `shard`) evenly again; EDQUOT if a limit cannot take `d`.
-    fn plan_rebalance(
-        &mut self,
-        t: u64,
-        rec: &QuotaRecord,
-        shard: u8,
-        d: Usage,
-        w: &mut Vec<Write>,
-    ) -> Result<()> {
-        let shards = self.read_shards(t, None)?;
-        let dims = [
-            (rec.bytes, d.bytes, F::AllowBytes, "bytes"),
-            (rec.inodes, d.inodes, F::AllowInodes, "inodes"),
-        ];
-        for (limit, delta, field, what) in dims {
+    /// Reads every shard of `t`, charges `d` to `shard` and spreads what the limits leave
+    /// spare evenly again; EDQUOT if a limit cannot take `d`.
+    fn plan_rebalance(&mut self, t: u64, shard: u8, d: Usage, w: &mut Vec<Write>) -> Result<()> {
+        let rec = self.quota_record(t)?.ok_or_else(|| {
+            Error::new(ErrorKind::Corrupt, format!("corrupt store: quota tree {t} has no record"))
+        })?;
+        let mut shards = self.read_shards(t)?;
+        shards[shard as usize].used_bytes += d.bytes;
+        shards[shard as usize].used_inodes += d.inodes;
+        let dims = [(rec.bytes, d.bytes, true, "bytes"), (rec.inodes, d.inodes, false, "inodes")];
+        for (limit, delta, bytes, what) in dims {
             if limit == 0 {
                 continue;
             }
-            let pick =
-                |s: &Shard| if field == F::AllowBytes { s.used.bytes } else { s.used.inodes };
-            let mut used: [i64; SHARDS as usize] = std::array::from_fn(|i| pick(&shards[i]));
+            let used: [i64; SHARDS as usize] = std::array::from_fn(|i| {
+                if bytes {
+                    shards[i].used_bytes
+                } else {
+                    shards[i].used_inodes
+                }
+            });
             let total: i64 = used.iter().sum();
-            if delta > 0 && total + delta > limit as i64 {
+            if delta > 0 && total > limit as i64 {
                 let tree = self.dir_path(t)?.map_or(format!("inode {t}"), |p| show(&p));
+                let had = total - delta;
                 return Err(Error::new(
                     ErrorKind::QuotaExceeded,
                     format!(
-                        "{tree}: disk quota exceeded: the quota tree holds {total} of its \
+                        "{tree}: disk quota exceeded: the quota tree holds {had} of its \
                          {limit} {what}, this change needs {delta} more"
                     ),
                 ));
             }
-            used[shard as usize] += delta;
             for (s, a) in allowances(limit, used, shard).into_iter().enumerate() {
-                w.push(Write::Set(
-                    schema::quota_shard_key(t, s as u8, field),
-                    a.to_le_bytes().into(),
-                ));
+                if bytes {
+                    shards[s].allow_bytes = a;
+                } else {
+                    shards[s].allow_inodes = a;
+                }
             }
+        }
+        for (s, sh) in shards.iter().enumerate() {
+            w.push(Write::Set(schema::quota_shard_key(t, s as u8), sh.encode()));
         }
         Ok(())
     }
 
-    /// Writes tree `t`'s shards afresh: `used` in shard 0, allowances for `rec`'s limits.
+    /// Writes tree `t`'s shards afresh for `rec`: `used` in shard 0, the limits spread evenly.
     fn reset_shards(&mut self, t: u64, rec: &QuotaRecord, used: Usage) -> Result<()> {
-        self.clear_range(schema::quota_shards_range(t))?;
-        for (field, n) in [(F::UsedBytes, used.bytes), (F::UsedInodes, used.inodes)] {
-            self.set(&schema::quota_shard_key(t, 0, field), &n.to_le_bytes())?;
+        for (s, sh) in QuotaShard::fresh(rec, used.bytes, used.inodes).iter().enumerate() {
+            self.set(&schema::quota_shard_key(t, s as u8), &sh.encode())?;
         }
-        for (limit, n, field) in
-            [(rec.bytes, used.bytes, F::AllowBytes), (rec.inodes, used.inodes, F::AllowInodes)]
-        {
-            if limit != 0 && !rec.dissolved {
-                let mut per = [0; SHARDS as usize];
-                per[0] = n;
-                for (s, a) in allowances(limit, per, 0).into_iter().enumerate() {
-                    self.set(&schema::quota_shard_key(t, s as u8, field), &a.to_le_bytes())?;
-                }
-            }
+        Ok(())
+    }
+
+    /// Makes `parent` tree `t`'s enclosing tree, in its record and every shard.
+    fn reparent(&mut self, t: u64, rec: &mut QuotaRecord, parent: u64) -> Result<()> {
+        rec.parent = parent;
+        self.set(&schema::quota_key(t), &rec.encode())?;
+        for (s, mut sh) in self.read_shards(t)?.into_iter().enumerate() {
+            sh.parent = parent;
+            self.set(&schema::quota_shard_key(t, s as u8), &sh.encode())?;
         }
         Ok(())
     }
@@ -416,8 +403,7 @@ impl Operation<'_> {
                 if d.ino != top && inode.kind == FileType::Dir && inode.quota == d.ino {
                     // A nested tree: it moves under `to` as a whole.
                     if let Some(mut rec) = self.quota_record(d.ino)? {
-                        rec.parent = to;
-                        self.set(&schema::quota_key(d.ino), &rec.encode())?;
+                        self.reparent(d.ino, &mut rec, to)?;
                         usage = usage.add(self.total_used(d.ino)?);
                         continue;
                     }
