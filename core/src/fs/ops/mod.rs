@@ -57,6 +57,9 @@ pub struct Operation<'a> {
     /// Keys read ahead in one batch (path resolution, removal), with their values, until used
     /// or until this operation writes them (see `prefetch.rs`).
     pub(crate) prefetched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Quota shards this operation read and wrote back (tree, shard, value), so that a second
+    /// change of one tree in the operation (a file created, then written) reads it no more.
+    pub(crate) quota_shards: Vec<(u64, u8, crate::schema::QuotaShard)>,
 }
 
 impl<'a> Operation<'a> {
@@ -80,6 +83,7 @@ impl<'a> Operation<'a> {
             staging,
             changes: Vec::new(),
             prefetched: Vec::new(),
+            quota_shards: Vec::new(),
         }
     }
 

@@ -54,6 +54,9 @@ impl Usage {
 
 /// A write planned by a charge, applied once every tree has been checked.
 enum Write {
+    /// One shard written back by the fast path (kept for later charges of the operation).
+    Shard(u64, u8, QuotaShard),
+    /// Every shard rewritten by a rebalance.
     Set(Vec<u8>, Vec<u8>),
     ClearTree(u64),
 }
@@ -96,8 +99,12 @@ impl Operation<'_> {
         self.tx.get(&schema::quota_key(tree))?.map(|v| QuotaRecord::decode(&v)).transpose()
     }
 
-    /// Shard `shard` of `tree`, read so that any change of it conflicts.
+    /// Shard `shard` of `tree`, read so that any change of it conflicts (or as this operation
+    /// last wrote it).
     fn read_shard(&mut self, tree: u64, shard: u8) -> Result<Option<QuotaShard>> {
+        if let Some((_, _, sh)) = self.quota_shards.iter().find(|c| (c.0, c.1) == (tree, shard)) {
+            return Ok(Some(*sh));
+        }
         let v = self.tx.get(&schema::quota_shard_key(tree, shard))?;
         v.map(|v| QuotaShard::decode(&v)).transpose()
     }
@@ -137,8 +144,19 @@ impl Operation<'_> {
         }
         for w in writes {
             match w {
-                Write::Set(k, v) => self.set(&k, &v)?,
-                Write::ClearTree(t) => self.clear_range(schema::quota_tree_range(t))?,
+                Write::Shard(t, s, sh) => {
+                    self.set(&schema::quota_shard_key(t, s), &sh.encode())?;
+                    self.quota_shards.retain(|c| (c.0, c.1) != (t, s));
+                    self.quota_shards.push((t, s, sh));
+                }
+                Write::Set(k, v) => {
+                    self.quota_shards.clear();
+                    self.set(&k, &v)?
+                }
+                Write::ClearTree(t) => {
+                    self.quota_shards.clear();
+                    self.clear_range(schema::quota_tree_range(t))?
+                }
             }
         }
         Ok(())
@@ -166,7 +184,7 @@ impl Operation<'_> {
         }
         sh.used_bytes += d.bytes;
         sh.used_inodes += d.inodes;
-        w.push(Write::Set(schema::quota_shard_key(t, shard), sh.encode()));
+        w.push(Write::Shard(t, shard, sh));
         Ok(Some(parent))
     }
 
@@ -219,6 +237,7 @@ impl Operation<'_> {
 
     /// Writes tree `t`'s shards afresh for `rec`: `used` in shard 0, the limits spread evenly.
     fn reset_shards(&mut self, t: u64, rec: &QuotaRecord, used: Usage) -> Result<()> {
+        self.quota_shards.clear();
         for (s, sh) in QuotaShard::fresh(rec, used.bytes, used.inodes).iter().enumerate() {
             self.set(&schema::quota_shard_key(t, s as u8), &sh.encode())?;
         }
@@ -227,6 +246,7 @@ impl Operation<'_> {
 
     /// Makes `parent` tree `t`'s enclosing tree, in its record and every shard.
     fn reparent(&mut self, t: u64, rec: &mut QuotaRecord, parent: u64) -> Result<()> {
+        self.quota_shards.clear();
         rec.parent = parent;
         self.set(&schema::quota_key(t), &rec.encode())?;
         for (s, mut sh) in self.read_shards(t)?.into_iter().enumerate() {
@@ -251,6 +271,7 @@ impl Operation<'_> {
     /// Ends tree `t` after `d` (already counted in its enclosing trees): its records go if no
     /// usage is left, else it stays dissolved and counts what is left.
     fn dissolve(&mut self, t: u64, rec: &mut QuotaRecord, d: Usage) -> Result<()> {
+        self.quota_shards.clear();
         let left = self.total_used(t)?.add(d);
         if left.is_zero() {
             return self.clear_range(schema::quota_tree_range(t));
