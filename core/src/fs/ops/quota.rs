@@ -4,15 +4,14 @@
 //! Every inode carries the number of the innermost quota tree it is in ([`Inode::quota`],
 //! inherited from the parent directory at creation); a tree's record names the tree that
 //! encloses it, so a change counts toward every enclosing tree. A tree's usage is split in
-//! [`SHARDS`] escrow shards, each with its own usage and allowance; the allowances add up to
-//! the limit, and no shard's usage exceeds its allowance, so neither does the sum. A change
-//! that grows the usage charges one shard (this thread's, moved after a conflict) and reads
-//! that shard's counters, so two writers conflict only when they share a shard. When the
-//! shard's allowance is too small, the commit reads every shard and spreads the spare
+//! [`SHARDS`] escrow shards, each one key with its own usage and allowance; the allowances add
+//! up to the limit, and no shard's usage exceeds its allowance, so neither does the sum. A
+//! change reads one shard (this thread's, moved after a conflict) with a conflicting read,
+//! checks it, and writes it back, so two writers conflict only when they share a shard. When
+//! the shard's allowance is too small, the commit reads every shard and spreads the spare
 //! allowance again (a rebalance, which conflicts with every writer of the tree: only near the
-//! limit), or fails with EDQUOT when the tree as a whole cannot take the change. Frees add to a
-//! shard without reading it. All of it is plain serializable reads and writes, exact on every
-//! backend.
+//! limit), or fails with EDQUOT when the tree as a whole cannot take the change. All of it is
+//! plain serializable reads and writes, exact on every backend.
 //!
 //! A change first reads and checks every tree it counts toward, then writes: a failure leaves
 //! the operation without writes, so an explicit transaction stays usable after EDQUOT.
