@@ -481,6 +481,11 @@ fn main() {
             bad.push(format!("{p}: reading the store failed: {e}"));
         }
         steps.push(current_step(&store, &p).unwrap_or(0));
+        // Step 1 made the lane's directory and its quota together.
+        let quota = matches!(store.quota(&p), Ok(Some(q)) if q.path == p.as_bytes());
+        if store.exists(&p).unwrap_or(false) && !quota {
+            bad.push(format!("{p} is not a quota tree"));
+        }
     }
     match orphan_records(&*raw) {
         Ok(0) => {}
