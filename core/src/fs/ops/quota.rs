@@ -296,15 +296,23 @@ impl Operation<'_> {
         ))
     }
 
-    /// Fails with EXDEV unless `inode` is in the quota tree of directory `dir`, where a hard
-    /// link to it is to be made.
+    /// The quota tree of directory `dir`: `known` if the caller read it, else read now.
+    pub(super) fn dir_quota(&mut self, dir: u64, known: Option<u64>) -> Result<u64> {
+        match known {
+            Some(q) => Ok(q),
+            None => Ok(self.inode_meta(dir)?.quota),
+        }
+    }
+
+    /// Fails with EXDEV unless `inode` is in the quota tree of directory `dir` (`quota`, if the
+    /// caller read it), where a hard link to it is to be made.
     pub(super) fn link_in_quota_tree(
         &mut self,
         inode: &Inode,
-        dir: u64,
+        (dir, quota): (u64, Option<u64>),
         from: &[u8],
     ) -> Result<()> {
-        if inode.quota == self.inode_meta(dir)?.quota {
+        if inode.quota == self.dir_quota(dir, quota)? {
             return Ok(());
         }
         Err(Error::new(
