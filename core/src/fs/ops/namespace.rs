@@ -333,8 +333,8 @@ impl Operation<'_> {
                 "rename: no_replace and exchange exclude each other",
             ));
         }
-        let s = self.resolve(from, false)?;
-        let d = self.resolve(to, false)?;
+        let s = self.resolve_with(from, false, true)?;
+        let d = self.resolve_with(to, false, true)?;
         let (moved, other) = (s.entry, d.entry);
         self.rename_resolved(s, d, from, to, flags)?;
         if let Some(e) = moved {
@@ -412,7 +412,7 @@ impl Operation<'_> {
         }
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
-        self.same_quota_tree(s.parent, d.parent, from, to)?;
+        self.same_quota_tree((s.parent, s.parent_quota), (d.parent, d.parent_quota), from, to)?;
         let into_itself = || {
             Error::new(
                 ErrorKind::Invalid,

@@ -280,10 +280,18 @@ impl Operation<'_> {
         self.reset_shards(t, rec, left)
     }
 
-    /// Fails with EXDEV unless directories `a` and `b` lie in the same innermost quota tree:
-    /// a name moves or links only within one tree (as with XFS project quotas).
-    pub(super) fn same_quota_tree(&mut self, a: u64, b: u64, from: &[u8], to: &[u8]) -> Result<()> {
-        if a == b || self.inode_meta(a)?.quota == self.inode_meta(b)?.quota {
+    /// Fails with EXDEV unless directories `a` and `b` lie in the same innermost quota tree
+    /// (`qa`, `qb` where the caller read them: a rename's resolution reads each directory's
+    /// inode before its lookup): a name moves only within one tree (as with XFS project
+    /// quotas).
+    pub(super) fn same_quota_tree(
+        &mut self,
+        (a, qa): (u64, Option<u64>),
+        (b, qb): (u64, Option<u64>),
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<()> {
+        if a == b || self.dir_quota(a, qa)? == self.dir_quota(b, qb)? {
             return Ok(());
         }
         Err(Error::new(
