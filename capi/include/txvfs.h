@@ -454,6 +454,36 @@ typedef struct txvfs_usage {
 } txvfs_usage;
 
 /**
+ * A quota tree's limits and usage, as `txvfs_quota_get` fills it. A limit of 0 means none.
+ */
+typedef struct txvfs_quota {
+    /**
+     * The inode number of the tree's top directory (what identifies the tree).
+     */
+    uint64_t tree;
+    /**
+     * Byte limit (0: not limited).
+     */
+    uint64_t bytes_limit;
+    /**
+     * Inode limit (0: not limited).
+     */
+    uint64_t inodes_limit;
+    /**
+     * Bytes of regular files in the tree, nested trees included.
+     */
+    uint64_t bytes_used;
+    /**
+     * Inodes in the tree, nested trees and the top directory included.
+     */
+    uint64_t inodes_used;
+    /**
+     * The enclosing quota tree's top directory (0: none).
+     */
+    uint64_t parent;
+} txvfs_quota;
+
+/**
  * The callback of `txvfs_transact`: does the transaction's work with `tx` and returns 0 to
  * commit, or a negative code to roll back and return that code (a retryable code,
  * -TXVFS_ECONFLICT or -TXVFS_ETOOOLD, runs the callback again). It must not commit, roll back
@@ -1018,6 +1048,39 @@ int txvfs_removexattr(struct txvfs_store *store,
 int txvfs_statfs(struct txvfs_store *store,
                  struct txvfs_tx *tx,
                  struct txvfs_usage *out);
+
+/**
+ * Sets (or changes) the quota of the directory tree at `path`: at most `bytes_limit` bytes
+ * of regular files and `inodes_limit` inodes (0: that one is not limited; at least one must
+ * be set, each at most INT64_MAX). A new quota counts what the tree already holds (at most
+ * 10,000 inodes walked in one transaction, else -TXVFS_ETOOLARGE). Errors: -EINVAL (no
+ * limit, a limit too large), -ENOTDIR, -EDQUOT (the tree already holds more), -EXDEV (a file
+ * in the tree has hard links outside it), -EPERM (a credential other than root), -EBUSY
+ * (files of an earlier quota tree there are still open).
+ */
+int txvfs_quota_set(struct txvfs_store *store,
+                    struct txvfs_tx *tx,
+                    const char *path,
+                    uint64_t bytes_limit,
+                    uint64_t inodes_limit);
+
+/**
+ * The innermost quota tree that `path` is in: `*found` = whether there is one, and if so
+ * `*out` = its limits and usage (untouched otherwise).
+ */
+int txvfs_quota_get(struct txvfs_store *store,
+                    struct txvfs_tx *tx,
+                    const char *path,
+                    bool *found,
+                    struct txvfs_quota *out);
+
+/**
+ * Removes the quota of the tree whose top directory is `path`: its files then count toward
+ * the enclosing tree only. Errors: -ENOENT (no quota set there), -EPERM.
+ */
+int txvfs_quota_remove(struct txvfs_store *store,
+                       struct txvfs_tx *tx,
+                       const char *path);
 
 /**
  * Opens a read-only snapshot of `store`: a view of the whole tree as it is now, which later

@@ -241,6 +241,22 @@ public:
         detail::check(txvfs_statfs(s_, t_, &u));
         return u;
     }
+    /** Sets or changes the quota of the tree at `path` (0: that limit not set); a commit that
+        would pass a limit fails with EDQUOT, a rename or link across trees with EXDEV. */
+    void quota_set(std::string_view path, std::uint64_t bytes_limit, std::uint64_t inodes_limit) const {
+        detail::check(txvfs_quota_set(s_, t_, detail::cstr(path), bytes_limit, inodes_limit));
+    }
+    /** The innermost quota tree `path` is in, if any. */
+    std::optional<txvfs_quota> quota(std::string_view path) const {
+        bool found = false;
+        txvfs_quota q{};
+        detail::check(txvfs_quota_get(s_, t_, detail::cstr(path), &found, &q));
+        return found ? std::optional<txvfs_quota>(q) : std::nullopt;
+    }
+    /** Removes the quota of the tree whose top is `path` (ENOENT if none). */
+    void quota_remove(std::string_view path) const {
+        detail::check(txvfs_quota_remove(s_, t_, detail::cstr(path)));
+    }
     /** Opens with POSIX open(2) flags (O_RDONLY, O_CREAT, ... | TXVFS_O_WRITE_BACK). */
     file open(std::string_view path, int flags, std::uint32_t mode = 0644) const;
 

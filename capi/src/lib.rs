@@ -26,6 +26,7 @@ pub mod fsck;
 mod handles;
 pub mod options;
 pub mod paths;
+pub mod quota;
 pub mod snapshots;
 pub mod sqlite;
 pub mod store;

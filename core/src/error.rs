@@ -65,6 +65,9 @@ pub enum ErrorKind {
     TooBig,
     /// EDEADLK: waiting for the lock would deadlock.
     Deadlock,
+    /// EDQUOT: the change would take a quota tree past its byte or inode limit (the message
+    /// names the tree); nothing was changed.
+    QuotaExceeded,
     /// EIO: what the call needs is out of reach for good: a handle whose locks were lost
     /// (their lease ran out while this process could not renew it; NFS reports lost locks
     /// the same way), a snapshot whose owner process went away.
@@ -110,6 +113,7 @@ impl ErrorKind {
             FileTooBig => libc::EFBIG,
             TooBig => libc::E2BIG,
             Deadlock => libc::EDEADLK,
+            QuotaExceeded => libc::EDQUOT,
             Io => libc::EIO,
             Conflict => code::CONFLICT,
             TooOld => code::TOO_OLD,
@@ -150,6 +154,7 @@ impl ErrorKind {
             FileTooBig => "file too large",
             TooBig => "argument too big",
             Deadlock => "lock wait would deadlock",
+            QuotaExceeded => "disk quota exceeded",
             Io => "input/output error",
             Conflict => "transaction conflict (retryable)",
             TooOld => "transaction too old (retryable)",
@@ -185,6 +190,7 @@ const ALL_KINDS: &[ErrorKind] = {
         FileTooBig,
         TooBig,
         Deadlock,
+        QuotaExceeded,
         Io,
         Conflict,
         TooOld,

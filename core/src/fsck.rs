@@ -10,7 +10,7 @@
 //! and xattrs belong to live inodes; no block lies beyond its file's size or in an inline
 //! file; every chunk a block refers to exists; every chunk belongs to a block or a staging
 //! record; staged-index entries (`U`) have their staging record (`T`); the inode and byte
-//! counters match.
+//! counters match; every quota tree's usage counters match its inodes (`fsck/quota.rs`).
 //!
 //! The store is read in pages at one snapshot. On a backend whose transactions have a time
 //! limit (FoundationDB: 5 s), the check moves to a fresh snapshot when half of it is spent:
@@ -24,6 +24,8 @@ use crate::schema::{
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
+
+mod quota;
 
 /// Keys read per backend call (block values can be a block size each).
 const PAGE: usize = 1000;
@@ -69,6 +71,10 @@ pub enum ProblemKind {
     UnmarkedXattr,
     /// The store's inode or byte counter differs from what the store holds.
     Counter,
+    /// A quota tree's usage counters differ from what its inodes hold, or its allowances do
+    /// not add up to its limit, or its record outlived its top directory, or an inode names a
+    /// quota tree without a record (`fsck/quota.rs`).
+    QuotaUsage,
 }
 
 /// A change that repairs a problem.
@@ -252,6 +258,8 @@ struct InodeSummary {
     no_xattrs: bool,
     /// The file's block size (its own or the store's).
     block_size: u64,
+    /// The innermost quota tree it is in (0: none).
+    quota: u64,
 }
 
 /// The stored inode `ino`, with `change` applied, encoded: for fixes.
@@ -297,6 +305,7 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
                             is_inline: i.is_inline,
                             no_xattrs: i.no_xattrs,
                             block_size: i.block_size(block_size as u32),
+                            quota: i.quota,
                         },
                     );
                 }
@@ -584,5 +593,6 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
             r.problem(P::Counter, msg, vec![Fix::Set(key, want.to_le_bytes().to_vec())]);
         }
     }
+    quota::check_quotas(rd, &inodes, &mut r)?;
     Ok(r)
 }

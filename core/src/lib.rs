@@ -43,8 +43,8 @@ pub use fs::Published;
 pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
-    InodeFileSystem, Lent, OpenOptions, Options, RangeLock, RangeLockKind, RenameFlags, SetAttr,
-    SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
+    InodeFileSystem, Lent, OpenOptions, Options, Quota, QuotaLimits, RangeLock, RangeLockKind,
+    RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags, MAX_QUOTA_WALK,
 };
 pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their
@@ -88,6 +88,8 @@ mod book {
     mod limits {}
     #[doc = include_str!("../../docs/python.md")]
     mod python {}
+    #[doc = include_str!("../../docs/quotas.md")]
+    mod quotas {}
     #[doc = include_str!("../../docs/rust.md")]
     mod rust {}
     #[doc = include_str!("../../docs/sharing.md")]

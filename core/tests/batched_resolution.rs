@@ -188,3 +188,14 @@ fn removing_a_directory_reads_its_files_together() {
     let report = txvfs::fsck::check(&*memory, false, &mut |_| {}).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+#[test]
+fn a_create_reads_its_directory_in_the_same_batch() {
+    // A create reads its directory's inode (the quota tree the new inode joins): with a path
+    // seen before, it comes in the batch with the entries.
+    let (store, plan, _) = two_processes();
+    store.mkdir_all("/a/b/c", 0o755).unwrap();
+    store.write_file("/a/b/c/first", b"").unwrap();
+    let (_, n) = reads(&plan, || store.mkdir("/a/b/c/new", 0o755).unwrap());
+    assert_eq!(n, 1, "mkdir /a/b/c/new: the entries and the directory's inode in one batch");
+}

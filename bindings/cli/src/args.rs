@@ -177,6 +177,13 @@ pub enum Command {
     },
     /// Show store-wide usage.
     Df,
+    /// Quotas on directory trees: limits on the bytes of regular files and on inodes, checked
+    /// in every commit (a change that would pass one fails with EDQUOT).
+    Quota {
+        /// What to do.
+        #[command(subcommand)]
+        action: QuotaAction,
+    },
     /// Build a read-only pack image from a store (read at one snapshot) or a host directory;
     /// open it with `--store pack:IMAGE`. Does not use `--store`.
     Pack {
@@ -232,6 +239,33 @@ pub enum Command {
         lower: String,
         /// The new clone: a RocksDB directory that does not exist yet (or is empty).
         upper: String,
+    },
+}
+
+/// What `txvfs quota` does.
+#[derive(Subcommand)]
+pub enum QuotaAction {
+    /// Set or change the limits of the tree at directory PATH (a new quota counts what the
+    /// tree holds already). Give at least one limit.
+    Set {
+        /// The tree's top directory.
+        path: OsString,
+        /// Most bytes of regular files in the tree.
+        #[arg(long, value_name = "N")]
+        bytes: Option<u64>,
+        /// Most inodes in the tree (the top directory counts).
+        #[arg(long, value_name = "N")]
+        inodes: Option<u64>,
+    },
+    /// Show the limits and usage of the innermost quota tree PATH is in.
+    Show {
+        /// A path in the store.
+        path: OsString,
+    },
+    /// Remove the quota of the tree whose top directory is PATH.
+    Remove {
+        /// The tree's top directory.
+        path: OsString,
     },
 }
 

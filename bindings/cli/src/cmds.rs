@@ -188,6 +188,7 @@ pub fn dispatch(uri: &str, cmd: Command) -> CliResult {
             )
             .map_err(stdout_err)?;
         }
+        Command::Quota { action } => crate::quota::run(&store, out, action)?,
         Command::Watch { path, since, json, count, idle } => crate::watch::watch(
             &store,
             path.as_ref().map(|p| p.as_bytes()),

@@ -14,6 +14,7 @@ mod error;
 mod fsck;
 mod pack;
 mod progress;
+mod quota;
 mod transfer;
 mod watch;
 

@@ -126,3 +126,21 @@ pub(crate) fn sized(reply: ReplyXattr, size: u32, data: &[u8]) {
         reply.error(Errno::from_i32(libc::ERANGE))
     }
 }
+
+/// What `statfs` reports for `ino`: the store's usage, or, inside a quota tree, the tree's
+/// limits and usage in each limited dimension (as XFS does for project quotas), so that `df`
+/// on a directory of the tree shows the tree.
+pub(crate) fn statfs_at(store: &txvfs::Store, ino: u64) -> txvfs::Result<txvfs::StatFs> {
+    use txvfs::{FileSystem, InodeFileSystem};
+    let mut s = store.statfs()?;
+    let Some(q) = store.quota_ino(ino)? else { return Ok(s) };
+    if let Some(limit) = q.limits.bytes {
+        s.blocks = limit.div_ceil(s.block_size);
+        s.blocks_free = limit.saturating_sub(q.bytes_used) / s.block_size;
+    }
+    if let Some(limit) = q.limits.inodes {
+        s.files = q.inodes_used;
+        s.files_free = limit.saturating_sub(q.inodes_used);
+    }
+    Ok(s)
+}

@@ -16,8 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use txvfs::{
-    FallocateMode, FileSystem, FileType, InodeFileSystem, RangeLockKind, RenameFlags, SetAttr,
-    XattrFlags,
+    FallocateMode, FileType, InodeFileSystem, RangeLockKind, RenameFlags, SetAttr, XattrFlags,
 };
 
 impl fuser::Filesystem for Adapter {
@@ -378,8 +377,8 @@ impl fuser::Filesystem for Adapter {
         reply_empty(reply, self.store.sync())
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.store.statfs() {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        match crate::convert::statfs_at(&self.store, ino.0) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.blocks_free,

@@ -1,7 +1,8 @@
 //! The mount through real system calls: fallocate modes, special files, chmod/chown and ns
-//! times, permissions as another user with supplementary groups, statfs, read-only mounts,
-//! unlinked open files and store changes seen through the mount, a named snapshot (read-only)
-//! and a writable clone of it. Each test mounts a fresh RocksDB store (see `common`).
+//! times, permissions as another user with supplementary groups, statfs (a quota tree's too),
+//! read-only mounts, unlinked open files and store changes seen through the mount, a named
+//! snapshot (read-only) and a writable clone of it. Each test mounts a fresh RocksDB store (see
+//! `common`).
 
 mod common;
 
@@ -333,6 +334,33 @@ fn statfs_counts_files() {
     assert!(after.f_bfree <= before.f_bfree);
     // statfs on a file of the mount answers for the whole mount.
     assert_eq!(used(&statvfs(&m.path("f0"))), used(&after));
+}
+
+/// `df` on a directory of a quota tree shows the tree's limits and usage (XFS project quota
+/// style); elsewhere the store's. Writes through the mount past the limit fail with EDQUOT,
+/// a rename out of the tree with EXDEV.
+#[test]
+fn statfs_shows_the_quota_tree() {
+    let Some(m) = default_mount() else { return };
+    m.store.mkdir("/q", 0o755).unwrap();
+    let limits = txvfs::QuotaLimits { bytes: Some(1 << 20), inodes: Some(100) };
+    m.store.set_quota("/q", limits).unwrap();
+    fs::create_dir(m.path("q/d")).unwrap();
+    fs::write(m.path("q/d/f"), noise(300_000, 3)).unwrap();
+    for p in [m.path("q"), m.path("q/d"), m.path("q/d/f")] {
+        let s = statvfs(&p);
+        assert_eq!(s.f_blocks * s.f_frsize, 1 << 20, "{}", p.display());
+        assert_eq!(s.f_bfree * s.f_frsize, ((1 << 20) - 300_000) / s.f_frsize * s.f_frsize);
+        assert_eq!((s.f_files, s.f_ffree), (100, 97), "{}", p.display());
+    }
+    let root = statvfs(m.mnt.path());
+    assert_eq!(root.f_files - root.f_ffree, m.store.statfs().unwrap().files);
+    assert!(root.f_blocks * root.f_frsize > 1 << 20);
+    let e = fs::write(m.path("q/big"), noise(800_000, 4)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EDQUOT), "{e}");
+    assert_eq!(m.store.quota("/q").unwrap().unwrap().bytes_used, 300_000);
+    let e = fs::rename(m.path("q/d/f"), m.path("f")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EXDEV), "{e}");
 }
 
 #[test]

@@ -3,14 +3,14 @@
 use crate::errors::{detached, is_txvfs_own, to_py, Fail, CLOSED_STORE, FINISHED_TX};
 use crate::handle::{read_full, Handle};
 use crate::paths::{kind_name, name_obj, path_of, PathArg};
-use crate::stat::{StatResult, StatVfsResult};
+use crate::stat::{Quota, StatResult, StatVfsResult};
 use parking_lot::Mutex;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::io::SeekFrom;
 use txvfs::{
-    Error, ErrorKind, FileSystem as _, FileType, OpenOptions, RenameFlags, SetTime,
+    Error, ErrorKind, FileSystem as _, FileType, OpenOptions, QuotaLimits, RenameFlags, SetTime,
     Store as CoreStore, Transaction as CoreTransaction, XattrFlags,
 };
 
@@ -380,6 +380,38 @@ impl FileSystem {
             f_favail: s.files_free,
             f_namemax: s.name_max,
         })
+    }
+
+    /// Sets or changes the quota of the directory tree at `path`: `bytes` of regular files and
+    /// `inodes` at most (`None`: not limited; one is needed). A commit that would pass a limit
+    /// raises `OSError(EDQUOT)` naming the tree and changes nothing; a rename or link between
+    /// trees raises `OSError(EXDEV)`.
+    #[pyo3(signature = (path, *, bytes = None, inodes = None))]
+    fn set_quota(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        bytes: Option<u64>,
+        inodes: Option<u64>,
+    ) -> PyResult<()> {
+        let (p, limits) = (path_of(path)?.bytes, QuotaLimits { bytes, inodes });
+        run!(self, py, |fs| fs.set_quota(&p, limits))
+    }
+
+    /// The innermost quota tree `path` is in (`Quota`), or `None`.
+    fn quota(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Option<Quota>> {
+        let p = path_of(path)?.bytes;
+        let Some(q) = run!(self, py, |fs| fs.quota(&p))? else { return Ok(None) };
+        let (path, l) = (name_obj(py, &q.path, false)?.unbind(), q.limits);
+        let (bytes_limit, inodes_limit, parent) = (l.bytes, l.inodes, q.parent);
+        let (bytes_used, inodes_used, tree) = (q.bytes_used, q.inodes_used, q.tree);
+        Ok(Some(Quota { tree, path, bytes_limit, inodes_limit, bytes_used, inodes_used, parent }))
+    }
+
+    /// Removes the quota of the tree whose top directory is `path` (FileNotFoundError if none).
+    fn remove_quota(&self, py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<()> {
+        let p = path_of(path)?.bytes;
+        run!(self, py, |fs| fs.remove_quota(&p))
     }
 
     /// The whole contents of a file.

@@ -85,6 +85,7 @@ fn _txvfs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Handle>()?;
     m.add_class::<StatResult>()?;
     m.add_class::<StatVfsResult>()?;
+    m.add_class::<stat::Quota>()?;
     m.add("TxvfsError", py.get_type::<TxvfsError>())?;
     m.add("TransactionConflict", py.get_type::<TransactionConflict>())?;
     m.add("TransactionTooLarge", py.get_type::<TransactionTooLarge>())?;

@@ -1,5 +1,5 @@
 //! `StatResult` and `StatVfsResult`: attributes with the field names of `os.stat_result`
-//! and `os.statvfs_result`.
+//! and `os.statvfs_result`; `Quota`: a quota tree's limits and usage.
 
 use pyo3::prelude::*;
 
@@ -118,4 +118,44 @@ pub(crate) struct StatVfsResult {
     /// Longest name.
     #[pyo3(get)]
     pub(crate) f_namemax: u64,
+}
+
+/// A quota tree's limits and usage, as `FileSystem.quota` returns them.
+#[pyclass(frozen, module = "txvfs._txvfs")]
+pub(crate) struct Quota {
+    /// The inode number of the tree's top directory (what identifies the tree).
+    #[pyo3(get)]
+    pub(crate) tree: u64,
+    /// The top directory's path (`str`; `bytes` if it is not UTF-8).
+    #[pyo3(get)]
+    pub(crate) path: Py<PyAny>,
+    /// Byte limit, or `None`.
+    #[pyo3(get)]
+    pub(crate) bytes_limit: Option<u64>,
+    /// Inode limit, or `None`.
+    #[pyo3(get)]
+    pub(crate) inodes_limit: Option<u64>,
+    /// Bytes of regular files in the tree, nested trees included.
+    #[pyo3(get)]
+    pub(crate) bytes_used: u64,
+    /// Inodes in the tree, nested trees and the top directory included.
+    #[pyo3(get)]
+    pub(crate) inodes_used: u64,
+    /// The enclosing quota tree's top directory, or `None`.
+    #[pyo3(get)]
+    pub(crate) parent: Option<u64>,
+}
+
+#[pymethods]
+impl Quota {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Quota(path={}, bytes_limit={:?}, inodes_limit={:?}, bytes_used={}, inodes_used={})",
+            self.path.bind(py).repr().map_or_else(|_| "?".into(), |r| r.to_string()),
+            self.bytes_limit,
+            self.inodes_limit,
+            self.bytes_used,
+            self.inodes_used
+        )
+    }
 }

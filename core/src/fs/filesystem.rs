@@ -6,7 +6,9 @@ use super::path;
 use super::scope::CallScope;
 use super::store::Store;
 use super::transaction::Transaction;
-use super::types::{DirEntry, OpenOptions, RenameFlags, SetTime, Stat, StatFs, XattrFlags};
+use super::types::{
+    DirEntry, OpenOptions, Quota, QuotaLimits, RenameFlags, SetTime, Stat, StatFs, XattrFlags,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 mod sealed {
@@ -201,6 +203,40 @@ pub trait FileSystem: sealed::Sealed {
     /// Store-wide usage in O(1).
     fn statfs(&self) -> Result<StatFs> {
         self.scope().read(|op| op.statfs())
+    }
+    /// Sets (or changes) the quota of the directory tree at `path` (followed if a symbolic
+    /// link): at most `limits.bytes` bytes of regular files and `limits.inodes` inodes. A
+    /// commit that would take the tree, or any tree enclosing it, past a limit fails with
+    /// EDQUOT ([`ErrorKind::QuotaExceeded`]) naming the tree, and changes nothing. A file
+    /// counts toward every enclosing tree; a rename or hard link between different trees
+    /// fails with EXDEV (`mv` then copies and deletes). A new quota counts what the tree
+    /// already holds (at most [`MAX_QUOTA_WALK`](crate::MAX_QUOTA_WALK) inodes, all in one
+    /// transaction); EDQUOT if that is over a limit. Only root (or a store opened without a
+    /// credential) sets quotas.
+    ///
+    /// ```
+    /// use txvfs::{FileSystem, QuotaLimits, Store};
+    /// let store = Store::open("memory:")?;
+    /// store.mkdir("/jobs", 0o755)?;
+    /// store.set_quota("/jobs", QuotaLimits { bytes: Some(10), inodes: None })?;
+    /// store.write_file("/jobs/a", b"0123456789")?;
+    /// let e = store.write_file("/jobs/b", b"!").unwrap_err();
+    /// assert_eq!(e.code(), libc::EDQUOT);
+    /// assert!(!store.exists("/jobs/b")?);
+    /// # Ok::<(), txvfs::Error>(())
+    /// ```
+    fn set_quota(&self, path: impl AsRef<[u8]>, limits: QuotaLimits) -> Result<()> {
+        self.scope().run(|op| op.set_quota(bytes(&path), limits))
+    }
+    /// The limits and usage of the innermost quota tree that `path` is in (the tree whose top
+    /// is `path` itself, for a top directory), or `None` outside every quota tree.
+    fn quota(&self, path: impl AsRef<[u8]>) -> Result<Option<Quota>> {
+        self.scope().read(|op| op.quota(bytes(&path)))
+    }
+    /// Removes the quota of the tree whose top directory is `path` (ENOENT if it has none):
+    /// its files then count toward the enclosing tree only.
+    fn remove_quota(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.scope().run(|op| op.remove_quota(bytes(&path)))
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) fn format_or_read(
             has_chunks: false,
             block_shift: 0,
             no_xattrs: false,
+            quota: 0,
             inline: Vec::new(),
         };
         tx.set(&schema::inode_key(ROOT_INO), &root.encode())?;

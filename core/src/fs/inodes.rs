@@ -199,6 +199,10 @@ pub trait InodeFileSystem: FileSystem {
     fn removexattr_ino(&self, ino: u64, name: impl AsRef<[u8]>) -> Result<()> {
         self.scope().run(|op| op.removexattr(FileRef::Ino(ino), name.as_ref()))
     }
+    /// The innermost quota tree inode `ino` is in, if any (what a mount's `statfs` shows).
+    fn quota_ino(&self, ino: u64) -> Result<Option<super::types::Quota>> {
+        self.scope().read(|op| op.quota_ino(ino))
+    }
 }
 
 impl InodeFileSystem for super::Store {}

@@ -296,3 +296,33 @@ impl std::fmt::Debug for Lent {
         write!(f, "Lent({} bytes)", self.len)
     }
 }
+
+/// The limits of a quota tree (see [`FileSystem::set_quota`](super::FileSystem::set_quota)).
+/// `None` counts without limiting; at least one limit must be set, and a limit is positive
+/// and at most `i64::MAX`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuotaLimits {
+    /// Most bytes of regular files (their sizes) the tree may hold.
+    pub bytes: Option<u64>,
+    /// Most inodes (files, directories, symlinks, special files; the top directory included)
+    /// the tree may hold.
+    pub inodes: Option<u64>,
+}
+
+/// A quota tree's limits and usage, as [`FileSystem::quota`](super::FileSystem::quota)
+/// returns them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quota {
+    /// The tree's top directory (its inode number identifies the tree).
+    pub tree: u64,
+    /// The top directory's path, as this transaction sees it (empty if it cannot be found).
+    pub path: Vec<u8>,
+    /// The limits.
+    pub limits: QuotaLimits,
+    /// Bytes of regular files in the tree, nested trees included.
+    pub bytes_used: u64,
+    /// Inodes in the tree, nested trees and the top directory included.
+    pub inodes_used: u64,
+    /// The enclosing quota tree's top directory, if any.
+    pub parent: Option<u64>,
+}

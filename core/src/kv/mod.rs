@@ -45,6 +45,9 @@ pub use fdb::{FdbBackend, FdbUri};
 pub use journal::JournalTxn;
 pub use layered::{create_clone, LayeredBackend, CLONE_KEY};
 pub use memory::MemoryBackend;
+#[doc(hidden)]
+pub use retry::retries;
+pub(crate) use retry::retries_on_this_thread;
 pub use retry::{backoff, retry, retry_loop, run_with_retries};
 #[cfg(feature = "rocksdb")]
 pub use rocks::{wal_syncs, RocksBackend};

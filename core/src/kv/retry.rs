@@ -17,6 +17,26 @@ pub fn backoff(attempt: u32) {
     std::thread::sleep(Duration::from_nanos(cap.as_nanos() as u64 / 2 + jitter / 2));
 }
 
+thread_local! {
+    /// Retries this thread has made: quota accounting moves to another usage shard after a
+    /// conflict (`fs/ops/quota.rs`), without knowing what conflicted.
+    static RETRIES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Retries [`retry_loop`] made in this process (the quota benchmark reports them).
+static RETRIES_TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of retries [`retry_loop`] has made in this process.
+#[doc(hidden)]
+pub fn retries() -> u64 {
+    RETRIES_TOTAL.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The number of retries [`retry_loop`] has made on this thread.
+pub(crate) fn retries_on_this_thread() -> u64 {
+    RETRIES.with(|r| r.get())
+}
+
 /// The retry loop: begins a transaction with `begin` and runs `attempt` on it (which also
 /// commits it); when that fails with a retryable error (a conflict, a too-old snapshot),
 /// sleeps with [`backoff`] and starts over, at most `max_retries` times. An error from
@@ -31,7 +51,11 @@ pub fn retry_loop<T, R>(
     loop {
         let tx = begin()?;
         match attempt(tx) {
-            Err(e) if e.is_retryable() && retries < max_retries => backoff(retries),
+            Err(e) if e.is_retryable() && retries < max_retries => {
+                RETRIES.with(|r| r.set(r.get() + 1));
+                RETRIES_TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                backoff(retries)
+            }
             r => return r,
         }
         retries += 1;

@@ -111,6 +111,7 @@ pub fn pack_dir(
             has_chunks: false,
             block_shift: 0,
             no_xattrs: false,
+            quota: 0,
             inline: data,
         };
         let mut all = vec![inline(scope::INODE, &[], inode.encode())];

@@ -19,6 +19,8 @@
 //! | `L` | `L` ino process owner | a lock holder's locks on a file and its lease expiry (shared backends only) |
 //! | `H` | `H` ino process | the process has the file open (shared backends, processes other than the primary) |
 //! | `P` | `P` process | the process is alive until the expiry in the value, ms since the epoch, u64 LE (shared backends) |
+//! | `Q` | `Q` tree | a quota tree's record: limits, enclosing tree (`quota.rs`; the tree is its top directory's ino) |
+//! | `Q` | `Q` tree `s` shard | one escrow shard: its usage and allowance, and the record's enclosing tree and flags |
 //! | `W` | `W` versionstamp | the change feed: one record per committed transaction, in commit order (`changes.rs`) |
 //! | `R` | `R` time process sequence (FoundationDB: `R` time random16) | a commit took effect (receipt, written with it; kept 10 minutes; shared RocksDB stores' client commits, every FoundationDB commit that writes; empty value: resolved as not applied) |
 //!
@@ -28,10 +30,12 @@
 
 mod changes;
 mod parse;
+mod quota;
 mod values;
 
 pub use changes::*;
 pub use parse::*;
+pub use quota::*;
 pub use values::*;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -74,6 +78,8 @@ pub mod scope {
     /// Receipts of commits: a shared RocksDB store's client commits (`kv/shared/receipts.rs`),
     /// FoundationDB commits that write (`kv/fdb/receipts.rs`).
     pub const RECEIPT: u8 = b'R';
+    /// Quota trees: records and usage shards.
+    pub const QUOTA: u8 = b'Q';
 }
 use scope::*;
 
@@ -306,9 +312,14 @@ mod tests {
             has_chunks: true,
             block_shift: 0,
             no_xattrs: false,
+            quota: 0,
             inline: b"abc".to_vec(),
         };
         assert_eq!(Inode::decode(&ino.encode()).unwrap(), ino);
+        // A quota tree's number follows the flags (and the block shift), only where set.
+        let stamped = Inode { quota: 42, block_shift: 12, ..ino.clone() };
+        assert_eq!(Inode::decode(&stamped.encode()).unwrap(), stamped);
+        assert_eq!(stamped.encode().len(), ino.encode().len() + 9);
         // A file with its own block size keeps it; an inode without one is encoded as before.
         let marked = Inode { no_xattrs: true, ..ino.clone() };
         assert_eq!(Inode::decode(&marked.encode()).unwrap(), marked);

@@ -34,6 +34,8 @@ pub enum Scope {
     Stages = STAGE,
     /// Staged-index entries.
     Staged = STAGED,
+    /// Quota records and usage shards.
+    Quotas = super::QUOTA,
 }
 
 /// The number after the scope byte of a per-inode key (the inode, a directory entry's

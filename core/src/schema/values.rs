@@ -94,7 +94,7 @@ impl LockRecord {
     }
 }
 
-fn check_version(v: &[u8], what: &str) -> Result<()> {
+pub(super) fn check_version(v: &[u8], what: &str) -> Result<()> {
     match v.first() {
         Some(&ver) if ver >= 1 && ver <= FORMAT_VERSION => Ok(()),
         Some(&ver) => Err(Error::new(
@@ -105,9 +105,9 @@ fn check_version(v: &[u8], what: &str) -> Result<()> {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    what: &'static str,
+pub(super) struct Reader<'a> {
+    pub(super) buf: &'a [u8],
+    pub(super) what: &'static str,
 }
 
 impl<'a> Reader<'a> {
@@ -119,13 +119,13 @@ impl<'a> Reader<'a> {
         self.buf = b;
         Ok(a)
     }
-    fn u8(&mut self) -> Result<u8> {
+    pub(super) fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
-    fn u64(&mut self) -> Result<u64> {
+    pub(super) fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
     fn i64(&mut self) -> Result<i64> {
@@ -310,6 +310,11 @@ pub struct Inode {
     /// first `setxattr` and never set again; inodes written before the flag existed lack it
     /// and are looked through.
     pub no_xattrs: bool,
+    /// The innermost quota tree the inode counts toward: the inode number of that tree's top
+    /// directory (the top directory carries its own number), 0 for none. Inherited from the
+    /// parent directory at creation; set for a whole subtree by setting a quota. Inodes
+    /// without one are encoded as before quotas existed.
+    pub quota: u64,
     /// Inline data (small files) or the symlink target; `inline.len() == size` when inline.
     /// A device node keeps its device number here (8 bytes, little-endian, not inline).
     pub inline: Vec<u8>,
@@ -346,14 +351,19 @@ impl Inode {
             v.extend_from_slice(&t.to_le_bytes());
         }
         // Flag 4: a block-shift byte follows (only files with their own block size have it).
+        // Flag 16: a quota tree's number follows (8 bytes; only inodes inside a quota tree).
         v.push(
             self.is_inline as u8
                 | (self.has_chunks as u8) << 1
                 | ((self.block_shift != 0) as u8) << 2
-                | (self.no_xattrs as u8) << 3,
+                | (self.no_xattrs as u8) << 3
+                | ((self.quota != 0) as u8) << 4,
         );
         if self.block_shift != 0 {
             v.push(self.block_shift);
+        }
+        if self.quota != 0 {
+            v.extend_from_slice(&self.quota.to_le_bytes());
         }
         v.extend_from_slice(&self.inline);
         v
@@ -384,6 +394,7 @@ impl Inode {
         if flags & 4 != 0 && !(MIN_BLOCK_SHIFT..=MAX_BLOCK_SHIFT).contains(&block_shift) {
             return Err(corrupt("inode block size out of range"));
         }
+        let quota = if flags & 16 != 0 { r.u64()? } else { 0 };
         let data = r.buf;
         if is_inline && data.len() as u64 != size {
             return Err(corrupt("inline data length differs from size"));
@@ -404,6 +415,7 @@ impl Inode {
                 has_chunks,
                 block_shift,
                 no_xattrs,
+                quota,
                 inline,
             },
             data,

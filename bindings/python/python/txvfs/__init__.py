@@ -45,6 +45,7 @@ from . import _txvfs
 from ._txvfs import (
     FsckReport,
     Handle,
+    Quota,
     StatResult,
     StatVfsResult,
     TransactionConflict,
@@ -61,6 +62,7 @@ __all__ = [
     "DirEntry",
     "StatResult",
     "StatVfsResult",
+    "Quota",
     "TxvfsError",
     "TransactionConflict",
     "TransactionTooLarge",

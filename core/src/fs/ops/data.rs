@@ -49,7 +49,7 @@ impl Operation<'_> {
     /// Opens (and maybe creates or truncates) a file; returns its inode number and type.
     pub fn open(&mut self, p: &[u8], o: &OpenOptions) -> Result<(u64, FileType)> {
         Self::check_open_options(o, p)?;
-        let r = self.resolve(p, !(o.create_new || o.no_follow))?;
+        let r = self.resolve_with(p, !(o.create_new || o.no_follow), o.create || o.create_new)?;
         let existed = r.entry.is_some();
         let (ino, kind) = self.open_resolved(r, o, p)?;
         if !existed {
@@ -120,7 +120,8 @@ impl Operation<'_> {
                 }
                 let name = r.name.expect("a missing entry has a name");
                 self.access_ino(r.parent, W_OK | X_OK, p)?;
-                let ino = self.create_node(r.parent, &name, FileType::File, o.mode, &[], 0)?;
+                let parent = (r.parent, r.parent_quota);
+                let ino = self.create_node(parent, &name, FileType::File, o.mode, &[], 0)?;
                 self.apply_block_size(ino, o)?;
                 return Ok((ino, FileType::File));
             }
@@ -471,6 +472,11 @@ impl Operation<'_> {
             || Error::new(ErrorKind::FileTooBig, "write beyond the maximum file size"),
         )?;
         let old_size = inode.size;
+        if end > old_size {
+            // Checked before anything is written.
+            let grow = super::quota::Usage { bytes: (end - old_size) as i64, inodes: 0 };
+            self.charge(inode.quota, grow)?;
+        }
         if inode.is_inline && end > self.inner.inline_limit as u64 {
             self.spill_inline(ino, &mut inode)?;
         }

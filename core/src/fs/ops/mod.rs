@@ -11,6 +11,7 @@ mod data;
 mod fetch;
 mod namespace;
 mod prefetch;
+mod quota;
 mod reap;
 mod resize;
 mod resolve;
@@ -20,6 +21,7 @@ pub(crate) use chunks::open_disk_cache;
 pub(crate) use data::check_block_size;
 pub use data::MAX_FILE_SIZE;
 pub(crate) use prefetch::EntryGuesses;
+pub use quota::MAX_QUOTA_WALK;
 pub(crate) use resolve::{FileRef, Resolved};
 
 use super::staging::Staging;
@@ -55,6 +57,9 @@ pub struct Operation<'a> {
     /// Keys read ahead in one batch (path resolution, removal), with their values, until used
     /// or until this operation writes them (see `prefetch.rs`).
     pub(crate) prefetched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Quota shards this operation read and wrote back (tree, shard, value), so that a second
+    /// change of one tree in the operation (a file created, then written) reads it no more.
+    pub(crate) quota_shards: Vec<(u64, u8, crate::schema::QuotaShard)>,
 }
 
 impl<'a> Operation<'a> {
@@ -78,6 +83,7 @@ impl<'a> Operation<'a> {
             staging,
             changes: Vec::new(),
             prefetched: Vec::new(),
+            quota_shards: Vec::new(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Namespace operations: creating, linking, listing, removing and renaming names.
 
 use super::access::{R_OK, W_OK, X_OK};
+use super::quota::Usage;
 use super::{now_ns, Operation, Resolved};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
@@ -25,15 +26,20 @@ impl Operation<'_> {
         self.inner.alloc_ino()
     }
 
+    /// Creates `name` in `parent` (in quota tree `quota`, if the caller read it).
     pub(super) fn create_node(
         &mut self,
-        parent: u64,
+        (parent, quota): (u64, Option<u64>),
         name: &[u8],
         kind: FileType,
         perm: u32,
         data: &[u8],
         rdev: u64,
     ) -> Result<u64> {
+        // The new inode joins its directory's quota tree; checked before anything is written.
+        let quota = self.dir_quota(parent, quota)?;
+        let size = if kind.is_special() { 0 } else { data.len() as u64 };
+        self.charge(quota, Usage::of(kind, size, 1))?;
         let ino = self.alloc_ino()?;
         let now = now_ns();
         let (uid, gid) = self.new_owner();
@@ -44,7 +50,7 @@ impl Operation<'_> {
             uid,
             gid,
             nlink: if kind == FileType::Dir { 2 } else { 1 },
-            size: if kind.is_special() { 0 } else { data.len() as u64 },
+            size,
             atime: now,
             mtime: now,
             ctime: now,
@@ -53,6 +59,7 @@ impl Operation<'_> {
             has_chunks: false,
             block_shift: 0,
             no_xattrs: true,
+            quota,
             inline: if device {
                 rdev.to_le_bytes().to_vec()
             } else if kind.is_special() {
@@ -89,8 +96,8 @@ impl Operation<'_> {
         if kind == FileType::Symlink {
             check_symlink_target(data)?;
         }
-        self.create_check(dir, name)?;
-        let ino = self.create_node(dir, name, kind, perm, data, rdev)?;
+        let quota = self.create_check(dir, name)?;
+        let ino = self.create_node((dir, quota), name, kind, perm, data, rdev)?;
         if self.inner.feed.on() {
             let p = self.path_at(dir, name)?;
             self.note(crate::schema::ChangeKind::Created, ino, kind, &p);
@@ -100,8 +107,8 @@ impl Operation<'_> {
 
     /// Creates a directory.
     pub fn mkdir(&mut self, p: &[u8], mode: u32) -> Result<()> {
-        let (parent, name) = self.for_create(p)?;
-        let ino = self.create_node(parent, &name, FileType::Dir, mode, &[], 0)?;
+        let (parent, name, quota) = self.for_create(p)?;
+        let ino = self.create_node((parent, quota), &name, FileType::Dir, mode, &[], 0)?;
         self.note(crate::schema::ChangeKind::Created, ino, FileType::Dir, p);
         Ok(())
     }
@@ -114,8 +121,8 @@ impl Operation<'_> {
                 format!("{}: mknod makes only special files", show(p)),
             ));
         }
-        let (parent, name) = self.for_create(p)?;
-        let ino = self.create_node(parent, &name, kind, mode, &[], rdev)?;
+        let (parent, name, quota) = self.for_create(p)?;
+        let ino = self.create_node((parent, quota), &name, kind, mode, &[], rdev)?;
         self.note(crate::schema::ChangeKind::Created, ino, kind, p);
         Ok(())
     }
@@ -123,8 +130,8 @@ impl Operation<'_> {
     /// Creates a symbolic link at `link` pointing to `target`.
     pub fn symlink(&mut self, target: &[u8], link: &[u8]) -> Result<()> {
         check_symlink_target(target)?;
-        let (parent, name) = self.for_create(link)?;
-        let ino = self.create_node(parent, &name, FileType::Symlink, 0o777, target, 0)?;
+        let (parent, name, quota) = self.for_create(link)?;
+        let ino = self.create_node((parent, quota), &name, FileType::Symlink, 0o777, target, 0)?;
         self.note(crate::schema::ChangeKind::Created, ino, FileType::Symlink, link);
         Ok(())
     }
@@ -132,9 +139,9 @@ impl Operation<'_> {
     /// Creates a hard link `to` to the non-directory `from`.
     pub fn link(&mut self, from: &[u8], to: &[u8]) -> Result<()> {
         let (ino, inode) = self.existing(from, false)?;
-        let (parent, name) = self.for_create(to)?;
+        let (parent, name, quota) = self.for_create(to)?;
         let kind = inode.kind;
-        self.add_link(ino, inode, parent, &name, from)?;
+        self.add_link(ino, inode, (parent, quota), &name, from)?;
         self.note(crate::schema::ChangeKind::Linked, ino, kind, to);
         Ok(())
     }
@@ -142,9 +149,9 @@ impl Operation<'_> {
     /// Creates a hard link `name` in `dir` to the non-directory `ino`.
     pub fn link_at(&mut self, ino: u64, dir: u64, name: &[u8]) -> Result<()> {
         let inode = self.inode(ino)?;
-        self.create_check(dir, name)?;
+        let quota = self.create_check(dir, name)?;
         let kind = inode.kind;
-        self.add_link(ino, inode, dir, name, name)?;
+        self.add_link(ino, inode, (dir, quota), name, name)?;
         if self.inner.feed.on() {
             let p = self.path_at(dir, name)?;
             self.note(crate::schema::ChangeKind::Linked, ino, kind, &p);
@@ -156,7 +163,7 @@ impl Operation<'_> {
         &mut self,
         ino: u64,
         mut inode: Inode,
-        parent: u64,
+        (parent, quota): (u64, Option<u64>),
         name: &[u8],
         from: &[u8],
     ) -> Result<()> {
@@ -166,6 +173,7 @@ impl Operation<'_> {
                 format!("{}: cannot hard-link a directory", show(from)),
             ));
         }
+        self.link_in_quota_tree(&inode, (parent, quota), from)?;
         inode.nlink += 1;
         inode.ctime = now_ns();
         self.store_inode(ino, &inode)?;
@@ -325,8 +333,8 @@ impl Operation<'_> {
                 "rename: no_replace and exchange exclude each other",
             ));
         }
-        let s = self.resolve(from, false)?;
-        let d = self.resolve(to, false)?;
+        let s = self.resolve_with(from, false, true)?;
+        let d = self.resolve_with(to, false, true)?;
         let (moved, other) = (s.entry, d.entry);
         self.rename_resolved(s, d, from, to, flags)?;
         if let Some(e) = moved {
@@ -404,6 +412,7 @@ impl Operation<'_> {
         }
         self.may_delete(s.parent, se.ino, from)?;
         self.access_ino(d.parent, W_OK | X_OK, to)?;
+        self.same_quota_tree((s.parent, s.parent_quota), (d.parent, d.parent_quota), from, to)?;
         let into_itself = || {
             Error::new(
                 ErrorKind::Invalid,

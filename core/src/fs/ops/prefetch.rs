@@ -51,8 +51,9 @@ impl EntryGuesses {
 impl Operation<'_> {
     /// Reads together, in one batch, the keys that resolving `comps` (a path's components,
     /// from the root) will read, as far as the guesses reach: each directory's entry for the
-    /// next component, the inode the last guessed entry names, and, for a caller other than
-    /// root, each directory's inode (its search permission). Nothing where the backend does
+    /// next component, the inode the last guessed entry names, the inode of the directory
+    /// holding the last component (a create reads its quota tree) and, for a caller other
+    /// than root, each directory's inode (its search permission). Nothing where the backend does
     /// not batch reads, or where fewer than two keys are known.
     pub(super) fn prefetch_path(&mut self, comps: &[&[u8]]) -> Result<()> {
         if comps.is_empty() || !self.tx.batches_reads() {
@@ -67,7 +68,9 @@ impl Operation<'_> {
                 if *name == b"." || *name == b".." {
                     break;
                 }
-                if checks {
+                // The last directory's inode also for a create: the new inode joins its quota
+                // tree (`Inode::quota`).
+                if checks || i + 1 == comps.len() {
                     keys.push(schema::inode_key(dir));
                 }
                 let key = schema::dentry_key(dir, name);

@@ -15,6 +15,7 @@ impl Operation<'_> {
     /// tombstone that every later read of its range steps over, which made deleting small
     /// files slow (about 3 ms each). Only a file with data blocks deletes them as a range.
     pub(crate) fn delete_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
+        self.uncharge_deleted(ino, inode)?;
         self.drop_chunks(ino, inode, 0, None)?;
         self.clear(&schema::inode_key(ino))?;
         if inode.kind == FileType::Dir {

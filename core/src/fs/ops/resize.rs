@@ -39,6 +39,11 @@ impl Operation<'_> {
 
     pub(super) fn truncate_inode(&mut self, ino: u64, inode: &mut Inode, size: u64) -> Result<()> {
         let old = inode.size;
+        if size != old {
+            // Checked before anything is written.
+            let d = super::quota::Usage { bytes: size as i64 - old as i64, inodes: 0 };
+            self.charge(inode.quota, d)?;
+        }
         if inode.is_inline && size > self.inner.inline_limit as u64 {
             self.spill_inline(ino, inode)?;
         }

@@ -20,6 +20,10 @@ pub(crate) struct Resolved {
     pub entry: Option<Dentry>,
     /// Directories from the root down to `parent`, inclusive.
     pub ancestors: Vec<u64>,
+    /// The quota tree of `parent` (its `Inode::quota`), where resolution read its inode
+    /// before looking the name up (for a create: a shared store's client then reads it from
+    /// its cache, before the lookup's miss sends its transaction to the owner).
+    pub parent_quota: Option<u64>,
 }
 
 /// What a call names: a path (resolved from the root) or an inode.
@@ -45,7 +49,19 @@ impl Operation<'_> {
     /// Resolves `p`. Symbolic links are followed in every component but the last, and in the
     /// last one too when `follow` (or when the path ends in `/`).
     pub(crate) fn resolve(&mut self, p: &[u8], follow: bool) -> Result<Resolved> {
+        self.resolve_with(p, follow, false)
+    }
+
+    /// [`Operation::resolve`]; with `for_create`, the inode of the directory holding the last
+    /// name is read before the name is looked up ([`Resolved::parent_quota`]).
+    pub(crate) fn resolve_with(
+        &mut self,
+        p: &[u8],
+        follow: bool,
+        for_create: bool,
+    ) -> Result<Resolved> {
         let (comps, trailing_slash) = path::split(p)?;
+        let mut parent_quota = None;
         // On a remote backend, what the path will need is read in one batch (`prefetch.rs`).
         self.prefetch_path(&comps)?;
         // The path's own components are borrowed; only a symbolic link's target is copied.
@@ -66,6 +82,7 @@ impl Operation<'_> {
                     name: None,
                     entry: Some(Dentry { ino, kind: FileType::Dir }),
                     ancestors: stack,
+                    parent_quota: None,
                 });
             };
             let last = queue.is_empty();
@@ -80,6 +97,9 @@ impl Operation<'_> {
             }
             let dir = *stack.last().unwrap();
             self.access_ino(dir, X_OK, p)?;
+            if for_create && last {
+                parent_quota = Some(self.inode_meta(dir)?.quota);
+            }
             let entry = self.lookup(dir, &name)?;
             self.learn_entry(dir, &name, entry);
             match entry {
@@ -115,7 +135,13 @@ impl Operation<'_> {
                         return Err(Error::at(ErrorKind::NotDir, p));
                     }
                     let name = Some(name.into_owned());
-                    return Ok(Resolved { parent: dir, name, entry, ancestors: stack });
+                    return Ok(Resolved {
+                        parent: dir,
+                        name,
+                        entry,
+                        ancestors: stack,
+                        parent_quota,
+                    });
                 }
             }
         }
@@ -127,13 +153,14 @@ impl Operation<'_> {
         Ok((e.ino, self.inode(e.ino)?))
     }
 
-    /// Resolves the parent of a name to create; fails if the name exists.
-    pub(super) fn for_create(&mut self, p: &[u8]) -> Result<(u64, Vec<u8>)> {
-        let r = self.resolve(p, false)?;
+    /// Resolves the parent of a name to create; fails if the name exists. Returns the parent,
+    /// the name and the parent's quota tree.
+    pub(super) fn for_create(&mut self, p: &[u8]) -> Result<(u64, Vec<u8>, Option<u64>)> {
+        let r = self.resolve_with(p, false, true)?;
         match (r.name, r.entry) {
             (Some(name), None) => {
                 self.access_ino(r.parent, W_OK | X_OK, p)?;
-                Ok((r.parent, name))
+                Ok((r.parent, name, r.parent_quota))
             }
             _ => Err(Error::at(ErrorKind::Exists, p)),
         }
@@ -152,20 +179,22 @@ impl Operation<'_> {
     }
 
     /// Checks that `name` may be created in directory `dir` (it is free and the caller may
-    /// write there).
-    pub(super) fn create_check(&mut self, dir: u64, name: &[u8]) -> Result<()> {
+    /// write there); returns the directory's quota tree.
+    pub(super) fn create_check(&mut self, dir: u64, name: &[u8]) -> Result<Option<u64>> {
         let d = self.search_dir(dir, name)?;
         if self.lookup(dir, name)?.is_some() {
             return Err(Error::at(ErrorKind::Exists, name));
         }
-        self.access(&d, W_OK | X_OK).map_err(|_| Error::at(ErrorKind::Access, name))
+        self.access(&d, W_OK | X_OK).map_err(|_| Error::at(ErrorKind::Access, name))?;
+        Ok(Some(d.quota))
     }
 
     /// The entry `name` of directory `dir`, as a resolved path.
     pub(super) fn resolved_at(&mut self, dir: u64, name: &[u8]) -> Result<Resolved> {
-        self.search_dir(dir, name)?;
+        let quota = self.search_dir(dir, name)?.quota;
         let entry = self.lookup(dir, name)?;
-        Ok(Resolved { parent: dir, name: Some(name.to_vec()), entry, ancestors: vec![dir] })
+        let name = Some(name.to_vec());
+        Ok(Resolved { parent: dir, name, entry, ancestors: vec![dir], parent_quota: Some(quota) })
     }
 
     /// `lookup`: the attributes of `name` in directory `dir`.

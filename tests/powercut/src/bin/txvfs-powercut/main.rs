@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::{Arc, Mutex};
-use txvfs::{ErrorKind, File, FileSystem, OpenOptions, Store, Watcher};
+use txvfs::{ErrorKind, File, FileSystem, OpenOptions, QuotaLimits, Store, Watcher};
 
 mod feed;
 
@@ -140,7 +140,11 @@ fn run_step(
 ) -> txvfs::Result<()> {
     let tx = store.begin()?;
     if g == 1 {
-        for d in ["", "/tx", "/bank", "/auto"] {
+        tx.mkdir(p, 0o755)?;
+        // Each lane is a quota tree: every commit also counts its bytes and inodes there, and
+        // `txvfs fsck` after each cut recounts the tree and compares (docs/quotas.md).
+        tx.set_quota(p, QuotaLimits { bytes: Some(1 << 30), inodes: Some(1 << 20) })?;
+        for d in ["/tx", "/bank", "/auto"] {
             tx.mkdir(format!("{p}{d}"), 0o755)?;
         }
         for (i, b) in balances.iter().enumerate() {
@@ -477,6 +481,11 @@ fn main() {
             bad.push(format!("{p}: reading the store failed: {e}"));
         }
         steps.push(current_step(&store, &p).unwrap_or(0));
+        // Step 1 made the lane's directory and its quota together.
+        let quota = matches!(store.quota(&p), Ok(Some(q)) if q.path == p.as_bytes());
+        if store.exists(&p).unwrap_or(false) && !quota {
+            bad.push(format!("{p} is not a quota tree"));
+        }
     }
     match orphan_records(&*raw) {
         Ok(0) => {}
