@@ -269,32 +269,3 @@ fn a_clients_lock_change_is_one_round_trip_to_the_owner() {
     assert_eq!(client.ask("hunlock 0 2"), "ok");
     assert_eq!(owner.ask("lockrange /f 1 1"), "ok");
 }
-
-#[test]
-fn the_replies_to_requests_a_client_sent_together_come_in_one_write() {
-    // A client's create of a new name is two round trips: its begin (BEGIN_AT) goes with the
-    // name's lookup (a miss in its cache), then the commit. The owner wrote the begin's reply
-    // and the lookup's separately (3 writes per create): the client could wake twice for one
-    // round trip. Each count is the least of three tries (the lease renewal thread makes round
-    // trips of its own now and then).
-    let d = tempfile::tempdir().unwrap();
-    let uri = d.path().to_str().unwrap().to_string();
-    let store = Store::open(&uri).unwrap(); // this process owns the store
-    assert!(store.backend().role() != Role::Secondary);
-    let mut client = Agent::start(&uri, AGENT);
-    assert_eq!(client.role, "client");
-    assert_eq!(client.ask("write /warm x"), "ok");
-    let (mut writes, mut trips) = (u64::MAX, u64::MAX);
-    for i in 0..3 {
-        let (w0, t0) = (kv::replies_sent(), client.ask("trips").parse::<u64>().unwrap());
-        assert_eq!(client.ask(&format!("write /new{i} data")), "ok");
-        writes = writes.min(kv::replies_sent() - w0);
-        trips = trips.min(client.ask("trips").parse::<u64>().unwrap() - t0);
-    }
-    assert_eq!(
-        (trips, writes),
-        (2, 2),
-        "a create's round trips, and the owner's writes of replies"
-    );
-    assert_eq!(store.read_file("/new2").unwrap(), b"data");
-}
