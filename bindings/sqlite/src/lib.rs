@@ -129,10 +129,6 @@ pub unsafe extern "C" fn sqlite3_txvfs_init(
 /// `libtxvfs_sqlite.so` loaded before with `RTLD_GLOBAL`, as SQLite loads extensions), this
 /// call stays in this copy.
 pub fn register_linked(make_default: bool) -> c_int {
-    register_static(make_default)
-}
-
-fn register_static(make_default: bool) -> c_int {
     let mut api = HostApi {
         vfs_register: None,
         vfs_find: None,
@@ -143,10 +139,6 @@ fn register_static(make_default: bool) -> c_int {
     };
     // SAFETY: the shim only writes the struct's fields.
     unsafe { txvfs_sqlite_host_api(&mut api) };
-    ffi_register(api, make_default)
-}
-
-fn ffi_register(api: HostApi, make_default: bool) -> c_int {
     ffi::register(api, make_default)
 }
 
@@ -183,7 +175,7 @@ pub fn register_with_library(library: &std::ffi::CStr) -> Result<(), String> {
             libversion_number: sym(c"sqlite3_libversion_number").map(|p| cast(p)),
             compileoption_used: sym(c"sqlite3_compileoption_used").map(|p| cast(p)),
         };
-        match ffi_register(api, false) {
+        match ffi::register(api, false) {
             0 => Ok(()),
             rc => Err(format!("registering the VFS with {library:?} failed (SQLite error {rc})")),
         }
@@ -195,11 +187,11 @@ pub fn register_with_library(library: &std::ffi::CStr) -> Result<(), String> {
 /// of times (for example as `SQLITE_EXTRA_INIT`, which runs after every `sqlite3_initialize`).
 #[no_mangle]
 pub extern "C" fn txvfs_sqlite_register(_unused: *const c_char) -> c_int {
-    register_static(false)
+    register_linked(false)
 }
 
 /// Like [`txvfs_sqlite_register`], and makes `txvfs` the default VFS.
 #[no_mangle]
 pub extern "C" fn txvfs_sqlite_register_default(_unused: *const c_char) -> c_int {
-    register_static(true)
+    register_linked(true)
 }

@@ -251,7 +251,7 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         )),
         // The core's retry loop: conflicts with other txvfs writers (SQLite connections are
         // serialized by the locks) run the transaction again.
-        None => store_of(&guards).transact_durable(durable, apply),
+        None => guards[0].store.store.transact_durable(durable, apply),
     };
     for m in guards.iter_mut() {
         m.reset();
@@ -267,8 +267,4 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         }
     }
     result
-}
-
-fn store_of(guards: &[parking_lot::MutexGuard<'_, Member>]) -> txvfs::Store {
-    guards[0].store.store.clone()
 }
