@@ -400,12 +400,8 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         Ok(())
     })?;
     // Link counts and reachability.
-    let mut live_bytes = 0u64;
     for (&ino, i) in &inodes {
         let n = refs.get(&ino).copied().unwrap_or(0);
-        if i.kind == FileType::File {
-            live_bytes += i.size;
-        }
         if ino != ROOT_INO && n == 0 && !orphans.contains(&ino) {
             // The next open deletes orphans: files once their link count is 0, directories
             // as detached trees.
@@ -582,9 +578,12 @@ fn scan_store(rd: &mut Reader) -> Result<CheckReport> {
         let fixed = changed_inode(rd, ino, |i| i.no_xattrs = false)?;
         r.problem(P::UnmarkedXattr, msg, vec![Fix::Set(schema::inode_key(ino), fixed)]);
     }
-    // Counters.
+    // Counters: the store's count the inodes outside every quota tree (fs/ops/quota.rs).
+    let outside = || inodes.values().filter(|i| i.quota == 0);
+    let outside_inodes = outside().count() as u64;
+    let outside_bytes = outside().filter(|i| i.kind == FileType::File).map(|i| i.size).sum::<u64>();
     for (meta, what, want) in
-        [(Meta::Inodes, "inode", inodes.len() as u64), (Meta::Bytes, "byte", live_bytes)]
+        [(Meta::Inodes, "inode", outside_inodes), (Meta::Bytes, "byte", outside_bytes)]
     {
         let key = schema::meta_key(meta);
         let have = kv::decode_counter(rd.get(&key)?.as_deref());

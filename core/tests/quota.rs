@@ -10,7 +10,7 @@
 
 mod quota_common;
 
-use quota_common::{assert_recount, backends, fdb_store, race_threads};
+use quota_common::{assert_recount, assert_statfs, backends, fdb_store, race_threads};
 use txvfs::fsck::{self, ProblemKind};
 use txvfs::kv::Backend;
 use txvfs::schema::{self, QuotaShard};
@@ -319,6 +319,7 @@ fn each(case: fn(&Store)) {
         let s = Store::with_backend(backend.clone(), txvfs::Options::default(), None).unwrap();
         case(&s);
         assert_recount(&*backend);
+        assert_statfs(&s);
     }
 }
 
@@ -328,6 +329,7 @@ fn each_raw(case: fn(&Store, &dyn Backend)) {
         let s = Store::with_backend(backend.clone(), txvfs::Options::default(), None).unwrap();
         case(&s, &*backend);
         assert_recount(&*backend);
+        assert_statfs(&s);
     }
 }
 
@@ -397,6 +399,7 @@ fn quota_foundationdb() {
         let (s, backend) = fdb_store(name);
         case(&s);
         assert_recount(&*backend);
+        assert_statfs(&s);
     }
     let (s, backend) = fdb_store("race");
     race_threads(&s, 4, 20261129);

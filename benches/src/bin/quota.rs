@@ -7,7 +7,7 @@
 //! inode. Rounds alternate the order of the two; the medians are compared.
 //!
 //! ```text
-//! txvfs-bench-quota [--quick] [--threads N] [--files N] [--rounds N] [--memory]
+//! txvfs-bench-quota [--quick] [--threads N] [--files N] [--rounds N] [--memory] [--only quota|plain]
 //! ```
 
 use std::time::Instant;
@@ -18,6 +18,8 @@ struct Config {
     files: usize,
     rounds: usize,
     memory: bool,
+    /// `--only quota` or `--only plain`: one side alone (for `perf record`).
+    only: Option<bool>,
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
@@ -78,11 +80,15 @@ fn main() {
         files: arg(&args, "--files").unwrap_or(if quick { 300 } else { 5000 }),
         rounds: arg(&args, "--rounds").unwrap_or(if quick { 1 } else { 5 }),
         memory: args.iter().any(|a| a == "--memory"),
+        only: arg::<String>(&args, "--only").map(|s| s == "quota"),
     };
     let (mut plain, mut quota) = (Vec::new(), Vec::new());
     for round in 0..cfg.rounds {
         // Alternate which goes first, so that drift over the run falls on both.
         for with_quota in [round % 2 == 0, round % 2 != 0] {
+            if cfg.only.is_some_and(|q| q != with_quota) {
+                continue;
+            }
             let r = measure(&cfg, with_quota);
             if with_quota {
                 quota.push(r);
@@ -90,6 +96,11 @@ fn main() {
                 plain.push(r);
             }
         }
+    }
+    if cfg.only.is_some() {
+        let (side, v) = if quota.is_empty() { ("no quota", plain) } else { ("quota", quota) };
+        println!("{side}: {:.0} creates/s", median(v));
+        return;
     }
     let (p, q) = (median(plain), median(quota));
     let backend = if cfg.memory { "memory" } else { "rocksdb (sync off)" };

@@ -74,7 +74,8 @@ impl QuotaShard {
         let flags = self.bytes_limited as u8
             | (self.inodes_limited as u8) << 1
             | (self.dissolved as u8) << 2;
-        let mut v = vec![FORMAT_VERSION, flags];
+        let mut v = Vec::with_capacity(42);
+        v.extend_from_slice(&[FORMAT_VERSION, flags]);
         for x in [self.used_bytes, self.used_inodes, self.allow_bytes, self.allow_inodes] {
             v.extend_from_slice(&x.to_le_bytes());
         }

@@ -35,6 +35,24 @@ pub fn assert_recount(backend: &dyn Backend) {
     assert!(r.is_clean(), "fsck after the quota case:\n{r}");
 }
 
+/// `statfs` counts every inode of the store once, in quota trees or not (the store's
+/// counters hold what is outside the trees, and statfs adds the outermost trees' usage).
+pub fn assert_statfs(s: &Store) {
+    let mut seen = std::collections::HashSet::from([s.stat("/").unwrap().ino]);
+    let mut pending = vec![String::new()];
+    while let Some(dir) = pending.pop() {
+        for e in s.readdir(if dir.is_empty() { "/" } else { &dir }, None, 0).unwrap() {
+            let p = format!("{dir}/{}", String::from_utf8_lossy(&e.name));
+            let st = s.lstat(&p).unwrap();
+            if seen.insert(st.ino) && st.is_dir() {
+                pending.push(p);
+            }
+        }
+    }
+    let files = s.statfs().unwrap().files;
+    assert_eq!(files, seen.len() as u64, "statfs's inode count against a walk of /");
+}
+
 /// The bytes and inodes under `top` (itself included), found by walking it.
 pub fn walk_usage(s: &Store, top: &str) -> (u64, u64) {
     let (mut bytes, mut inodes) = (0, 1);

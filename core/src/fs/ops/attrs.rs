@@ -176,12 +176,16 @@ impl Operation<'_> {
         self.store_inode(ino, &inode)
     }
 
-    /// Store-wide usage, from counters (O(1)).
+    /// Store-wide usage, from counters: the store's (the usage outside quota trees) and the
+    /// outermost quota trees' (O(number of trees)).
     pub fn statfs(&mut self) -> Result<StatFs> {
-        let files =
-            decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Inodes))?.as_deref());
-        let bytes =
-            decode_counter(self.tx.snapshot_get(&schema::meta_key(Meta::Bytes))?.as_deref());
+        let in_trees = self.usage_in_trees()?;
+        let counter = |tx: &mut Self, m: Meta, add: i64| -> Result<u64> {
+            let v = decode_counter(tx.tx.snapshot_get(&schema::meta_key(m))?.as_deref());
+            Ok((v as i64).wrapping_add(add).max(0) as u64)
+        };
+        let files = counter(self, Meta::Inodes, in_trees.inodes)?;
+        let bytes = counter(self, Meta::Bytes, in_trees.bytes)?;
         let bs = self.inner.block_size as u64;
         let used_blocks = bytes.div_ceil(bs);
         let (total, free) = self.inner.space.unwrap_or((u64::MAX / 2, u64::MAX / 2 - bytes));

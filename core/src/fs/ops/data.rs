@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::show;
 use crate::fs::types::{Lent, OpenOptions};
 use crate::kv::KeyValue;
-use crate::schema::{self, Block, FileType, Inode, Meta};
+use crate::schema::{self, Block, FileType, Inode};
 
 /// Largest file size (4 PiB): keeps block arithmetic far from overflow.
 pub const MAX_FILE_SIZE: u64 = 1 << 52;
@@ -475,7 +475,7 @@ impl Operation<'_> {
         if end > old_size {
             // Checked before anything is written.
             let grow = super::quota::Usage { bytes: (end - old_size) as i64, inodes: 0 };
-            self.charge(inode.quota, grow)?;
+            self.count(inode.quota, grow)?;
         }
         if inode.is_inline && end > self.inner.inline_limit as u64 {
             self.spill_inline(ino, &mut inode)?;
@@ -494,9 +494,6 @@ impl Operation<'_> {
         inode.mtime = now;
         inode.ctime = now;
         self.store_inode(ino, &inode)?;
-        if inode.size != old_size {
-            self.atomic_add(&schema::meta_key(Meta::Bytes), (inode.size - old_size) as i64)?;
-        }
         Ok(off)
     }
 

@@ -59,7 +59,7 @@ pub struct Operation<'a> {
     pub(crate) prefetched: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Quota shards this operation read and wrote back (tree, shard, value), so that a second
     /// change of one tree in the operation (a file created, then written) reads it no more.
-    pub(crate) quota_shards: Vec<(u64, u8, crate::schema::QuotaShard)>,
+    pub(crate) quota_shards: smallvec::SmallVec<[(u64, u8, crate::schema::QuotaShard); 2]>,
 }
 
 impl<'a> Operation<'a> {
@@ -83,7 +83,7 @@ impl<'a> Operation<'a> {
             staging,
             changes: Vec::new(),
             prefetched: Vec::new(),
-            quota_shards: Vec::new(),
+            quota_shards: smallvec::SmallVec::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
 use crate::fs::types::{DirEntry, RenameFlags};
 use crate::kv::decode_counter;
-use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta, ROOT_INO};
+use crate::schema::{self, Dentry, DirAttr, FileType, Inode, ROOT_INO};
 
 fn check_symlink_target(target: &[u8]) -> Result<()> {
     if target.is_empty() || target.contains(&0) || target.len() > path::PATH_MAX {
@@ -39,7 +39,7 @@ impl Operation<'_> {
         // The new inode joins its directory's quota tree; checked before anything is written.
         let quota = self.dir_quota(parent, quota)?;
         let size = if kind.is_special() { 0 } else { data.len() as u64 };
-        self.charge(quota, Usage::of(kind, size, 1))?;
+        self.count(quota, Usage::of(kind, size, 1))?;
         let ino = self.alloc_ino()?;
         let now = now_ns();
         let (uid, gid) = self.new_owner();
@@ -75,10 +75,6 @@ impl Operation<'_> {
             self.set_parent(ino, parent)?;
         }
         self.touch_dir(parent, now)?;
-        self.atomic_add(&schema::meta_key(Meta::Inodes), 1)?;
-        if kind == FileType::File {
-            self.atomic_add(&schema::meta_key(Meta::Bytes), data.len() as i64)?;
-        }
         Ok(ino)
     }
 

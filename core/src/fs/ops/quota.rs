@@ -15,12 +15,17 @@
 //!
 //! A change first reads and checks every tree it counts toward, then writes: a failure leaves
 //! the operation without writes, so an explicit transaction stays usable after EDQUOT.
+//!
+//! The store counts each inode's usage once ([`Operation::count`]): outside every quota tree
+//! in the store's counters, inside one in its trees' shards only, so that a create in a tree
+//! writes one counter, as a create outside does; `statfs` adds the outermost trees' usage to
+//! the counters.
 
 use super::Operation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::show;
 use crate::fs::types::{Quota, QuotaLimits};
-use crate::schema::{self, quota_allowances as allowances, Dentry, FileType, Inode};
+use crate::schema::{self, quota_allowances as allowances, Dentry, FileType, Inode, Meta};
 use crate::schema::{QuotaRecord, QuotaShard, SHARDS};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,6 +64,10 @@ enum Write {
     Set(Vec<u8>, Vec<u8>),
     ClearTree(u64),
 }
+
+/// A charge's planned writes, inline: most changes count toward one tree, and a create should
+/// not allocate for them.
+type Writes = smallvec::SmallVec<[Write; 2]>;
 
 /// This thread's shard: threads of one process start on different shards, processes at
 /// different offsets, and a thread moves to the next shard after each retried conflict.
@@ -124,6 +133,43 @@ impl Operation<'_> {
         Ok(self.read_shards(tree)?.iter().fold(Usage::default(), |a, s| a.add(used(s))))
     }
 
+    /// Counts a change `d` of the usage of an inode in quota tree `tree` (0: none): toward the
+    /// tree and every tree enclosing it (EDQUOT before anything is written if a limit would
+    /// be passed), or, outside every tree, in the store's counters.
+    pub(crate) fn count(&mut self, tree: u64, d: Usage) -> Result<()> {
+        if tree != 0 {
+            return self.charge(tree, d);
+        }
+        self.count_outside(d)
+    }
+
+    /// Adds `d` to the store's counters (the usage outside every quota tree).
+    fn count_outside(&mut self, d: Usage) -> Result<()> {
+        if d.inodes != 0 {
+            self.atomic_add(&schema::meta_key(Meta::Inodes), d.inodes)?;
+        }
+        if d.bytes != 0 {
+            self.atomic_add(&schema::meta_key(Meta::Bytes), d.bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The usage that quota trees hold of the store's total: the sum of the outermost trees'
+    /// (read without a conflict, as `statfs` reads the store's counters).
+    pub(super) fn usage_in_trees(&mut self) -> Result<Usage> {
+        let (s, e) = schema::scope_range(schema::Scope::Quotas);
+        let mut total = Usage::default();
+        for (k, v) in self.tx.snapshot_get_range(&s, &e, 0, false)? {
+            if let (_, Some(_)) = schema::parse_quota_key(&k)? {
+                let sh = QuotaShard::decode(&v)?;
+                if sh.parent == 0 {
+                    total = total.add(used(&sh));
+                }
+            }
+        }
+        Ok(total)
+    }
+
     /// Counts `delta` toward quota tree `tree` (0: none) and every tree enclosing it; fails
     /// with EDQUOT, before writing anything, if a limit would be passed. Far from the limits
     /// this reads and writes one shard per tree.
@@ -132,7 +178,7 @@ impl Operation<'_> {
             return Ok(());
         }
         self.writable()?;
-        let mut writes = Vec::new();
+        let mut writes = Writes::new();
         let mut t = tree;
         // More levels than a path can have means a loop of records: stop (fsck reports it).
         for _ in 0..=crate::fs::PATH_MAX / 2 {
@@ -163,7 +209,7 @@ impl Operation<'_> {
 
     /// Plans charging `d` to tree `t`; returns the enclosing tree (`None`: `t` has no shards,
     /// which fsck reports).
-    fn plan_charge(&mut self, t: u64, d: Usage, w: &mut Vec<Write>) -> Result<Option<u64>> {
+    fn plan_charge(&mut self, t: u64, d: Usage, w: &mut Writes) -> Result<Option<u64>> {
         let shard = this_shard();
         let Some(mut sh) = self.read_shard(t, shard)? else { return Ok(None) };
         let parent = sh.parent;
@@ -189,7 +235,7 @@ impl Operation<'_> {
 
     /// Reads every shard of `t`, charges `d` to `shard` and spreads what the limits leave
     /// spare evenly again; EDQUOT if a limit cannot take `d`.
-    fn plan_rebalance(&mut self, t: u64, shard: u8, d: Usage, w: &mut Vec<Write>) -> Result<()> {
+    fn plan_rebalance(&mut self, t: u64, shard: u8, d: Usage, w: &mut Writes) -> Result<()> {
         let rec = self.quota_record(t)?.ok_or_else(|| {
             Error::new(ErrorKind::Corrupt, format!("corrupt store: quota tree {t} has no record"))
         })?;
@@ -260,7 +306,7 @@ impl Operation<'_> {
     pub(crate) fn uncharge_deleted(&mut self, ino: u64, inode: &Inode) -> Result<()> {
         let d = Usage::of(inode.kind, inode.size, -1);
         if inode.kind != FileType::Dir || inode.quota != ino {
-            return self.charge(inode.quota, d);
+            return self.count(inode.quota, d);
         }
         let Some(mut rec) = self.quota_record(ino)? else { return Ok(()) };
         self.charge(rec.parent, d)?;
@@ -364,7 +410,14 @@ impl Operation<'_> {
         }
         let (parent, used) = match old {
             Some(r) if inode.quota == ino => (r.parent, self.total_used(ino)?),
-            _ => (inode.quota, self.restamp(ino, inode.quota, ino, p)?),
+            _ => {
+                let (direct, used) = self.restamp(ino, inode.quota, ino, p)?;
+                if inode.quota == 0 {
+                    // The new tree counts them now, no longer the store's counters.
+                    self.count_outside(Usage { bytes: -direct.bytes, inodes: -direct.inodes })?;
+                }
+                (inode.quota, used)
+            }
         };
         let rec = QuotaRecord {
             bytes: limits.bytes.unwrap_or(0),
@@ -398,15 +451,19 @@ impl Operation<'_> {
                 format!("{}: no quota is set on this directory", show(p)),
             ));
         };
-        let walked = self.restamp(ino, ino, rec.parent, p)?;
+        let (direct, walked) = self.restamp(ino, ino, rec.parent, p)?;
+        if rec.parent == 0 {
+            self.count_outside(direct)?;
+        }
         let d = Usage { bytes: -walked.bytes, inodes: -walked.inodes };
         self.dissolve(ino, &mut rec, d)
     }
 
     /// Moves every inode of the subtree at `top` stamped `from` to tree `to`, and nested
-    /// trees under `to`; returns the usage they hold (nested trees' included).
-    fn restamp(&mut self, top: u64, from: u64, to: u64, p: &[u8]) -> Result<Usage> {
-        let mut usage = Usage::default();
+    /// trees under `to`; returns the usage of the inodes it moved, and that with the nested
+    /// trees' usage.
+    fn restamp(&mut self, top: u64, from: u64, to: u64, p: &[u8]) -> Result<(Usage, Usage)> {
+        let (mut direct, mut nested) = (Usage::default(), Usage::default());
         // Files with several links: the links found, to count each file once and find links
         // from outside the tree.
         let mut links: HashMap<u64, u32> = HashMap::new();
@@ -440,7 +497,7 @@ impl Operation<'_> {
                     // A nested tree: it moves under `to` as a whole.
                     if let Some(mut rec) = self.quota_record(d.ino)? {
                         self.reparent(d.ino, &mut rec, to)?;
-                        usage = usage.add(self.total_used(d.ino)?);
+                        nested = nested.add(self.total_used(d.ino)?);
                         continue;
                     }
                 }
@@ -460,7 +517,7 @@ impl Operation<'_> {
                         ),
                     ));
                 }
-                usage = usage.add(Usage::of(inode.kind, inode.size, 1));
+                direct = direct.add(Usage::of(inode.kind, inode.size, 1));
                 inode.quota = to;
                 self.store_inode(d.ino, &inode)?;
                 if inode.kind == FileType::Dir {
@@ -480,7 +537,7 @@ impl Operation<'_> {
                 ));
             }
         }
-        Ok(usage)
+        Ok((direct, direct.add(nested)))
     }
 
     /// The innermost quota tree that `p` (followed if a symbolic link) is in, if any.

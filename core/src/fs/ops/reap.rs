@@ -5,7 +5,7 @@ use super::{now_ns, Operation};
 use crate::error::Result;
 use crate::fs::state::StoreState;
 use crate::fs::REMOVE_BATCH;
-use crate::schema::{self, Dentry, DirAttr, FileType, Inode, Meta};
+use crate::schema::{self, Dentry, DirAttr, FileType, Inode};
 use std::sync::Arc;
 
 impl Operation<'_> {
@@ -39,12 +39,7 @@ impl Operation<'_> {
                 self.clear(&k)?;
             }
         }
-        self.clear(&schema::orphan_key(ino))?;
-        self.atomic_add(&schema::meta_key(Meta::Inodes), -1)?;
-        if inode.kind == FileType::File {
-            self.atomic_add(&schema::meta_key(Meta::Bytes), -(inode.size as i64))?;
-        }
-        Ok(())
+        self.clear(&schema::orphan_key(ino))
     }
 
     /// Detaches `p` for [`Store::remove_all`](crate::Store::remove_all): removes its name and,

@@ -6,7 +6,7 @@ use super::data::MAX_FILE_SIZE;
 use super::{now_ns, Operation};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::types::FallocateMode;
-use crate::schema::{self, FileType, Inode, Meta};
+use crate::schema::{self, FileType, Inode};
 
 impl Operation<'_> {
     /// Sets the size of file `ino`: shrinking drops data, growing reads as zeros.
@@ -42,7 +42,7 @@ impl Operation<'_> {
         if size != old {
             // Checked before anything is written.
             let d = super::quota::Usage { bytes: size as i64 - old as i64, inodes: 0 };
-            self.charge(inode.quota, d)?;
+            self.count(inode.quota, d)?;
         }
         if inode.is_inline && size > self.inner.inline_limit as u64 {
             self.spill_inline(ino, inode)?;
@@ -73,9 +73,6 @@ impl Operation<'_> {
         let now = now_ns();
         inode.mtime = now;
         inode.ctime = now;
-        if size != old {
-            self.atomic_add(&schema::meta_key(Meta::Bytes), size as i64 - old as i64)?;
-        }
         Ok(())
     }
 
