@@ -1,5 +1,6 @@
 //! Open file handles.
 
+use super::block_table::{BlockTable, Lookup};
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::ops::Operation;
 use super::scope::CallScope;
@@ -30,6 +31,9 @@ pub struct File {
     closed: bool,
     /// The path the file was opened at (empty when opened by inode), for the change feed.
     path: Vec<u8>,
+    /// The file's blocks as the read cache lent them, for reads outside a transaction
+    /// (fs/block_table.rs).
+    blocks: Option<BlockTable>,
 }
 
 /// A write-back buffer is flushed when it reaches this size.
@@ -125,8 +129,12 @@ impl File {
                 }
             }
         };
-        let write_back =
-            options.write_back && !options.append && matches!(scope, CallScope::AutoCommit(_));
+        let auto = matches!(scope, CallScope::AutoCommit(_));
+        let write_back = options.write_back && !options.append && auto;
+        let blocks = (auto && options.read && kind == FileType::File)
+            .then(|| inner.backend.cache_watch())
+            .flatten()
+            .map(|watch| BlockTable::new(watch, ino, inner.block_size));
         Ok(File {
             id: inner.new_handle_id(),
             scope,
@@ -142,6 +150,7 @@ impl File {
             pending: write_back.then(|| Mutex::new((0, Vec::new()))),
             closed: false,
             path: Vec::new(),
+            blocks,
         })
     }
 
@@ -206,6 +215,18 @@ impl File {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
         self.flush()?;
+        if let Some(table) = &self.blocks {
+            match table.read(offset, buf) {
+                Lookup::Read(n) => return Ok(n),
+                Lookup::Stale => {
+                    table.refresh(offset, buf.len());
+                    if let Lookup::Read(n) = table.read(offset, buf) {
+                        return Ok(n);
+                    }
+                }
+                Lookup::No => {}
+            }
+        }
         self.scope.read(|op| op.read_into(self.ino, offset, buf))
     }
 
