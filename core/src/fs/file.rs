@@ -1,5 +1,6 @@
 //! Open file handles.
 
+use super::block_table::{BlockTable, Lookup};
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::ops::Operation;
 use super::scope::CallScope;
@@ -8,6 +9,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
 use parking_lot::Mutex;
 use std::io::SeekFrom;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// An open file. Opened on a [`super::Store`], each write commits by itself (durable at
 /// [`File::sync`]); opened on a [`super::Transaction`], its reads and writes belong to that
@@ -30,6 +33,11 @@ pub struct File {
     closed: bool,
     /// The path the file was opened at (empty when opened by inode), for the change feed.
     path: Vec<u8>,
+    /// The file's blocks as the read cache lent them, for reads outside a transaction
+    /// (fs/block_table.rs): made at the handle's second read, since a handle read once (an
+    /// open, a read and a close) would only pay for making it.
+    blocks: OnceLock<Option<BlockTable>>,
+    read_before: AtomicBool,
 }
 
 /// A write-back buffer is flushed when it reaches this size.
@@ -142,6 +150,8 @@ impl File {
             pending: write_back.then(|| Mutex::new((0, Vec::new()))),
             closed: false,
             path: Vec::new(),
+            blocks: OnceLock::new(),
+            read_before: AtomicBool::new(false),
         })
     }
 
@@ -206,7 +216,37 @@ impl File {
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.check(true, false)?;
         self.flush()?;
+        if let Some(table) = self.table() {
+            match table.read(offset, buf) {
+                Lookup::Read(n) => return Ok(n),
+                Lookup::Stale => {
+                    table.refresh(offset, buf.len());
+                    if let Lookup::Read(n) = table.read(offset, buf) {
+                        return Ok(n);
+                    }
+                }
+                Lookup::No => {}
+            }
+        }
         self.scope.read(|op| op.read_into(self.ino, offset, buf))
+    }
+
+    /// The handle's table of blocks, from its second read on, where it has one: a handle of
+    /// a file, outside a transaction, on a backend that offers a [`crate::kv::CacheWatch`].
+    fn table(&self) -> Option<&BlockTable> {
+        if let Some(table) = self.blocks.get() {
+            return table.as_ref();
+        }
+        if !self.read_before.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        let made = || {
+            let CallScope::AutoCommit(store) = &self.scope else { return None };
+            let inner = &store.inner;
+            let watch = (self.kind == FileType::File).then(|| inner.backend.cache_watch())??;
+            Some(BlockTable::new(watch, self.ino, inner.block_size))
+        };
+        self.blocks.get_or_init(made).as_ref()
     }
 
     /// Lends the bytes `[offset, offset + len)` instead of copying them, where they lie

@@ -2,6 +2,7 @@
 //! call is a transaction and an explicit [`Transaction`] groups any number of calls on any
 //! number of files into one atomic, isolated, durable change.
 
+mod block_table;
 mod disk_cache;
 mod feed;
 mod file;

@@ -90,6 +90,13 @@ pub trait Backend: Send + Sync + 'static {
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         None
     }
+    /// A watch on the in-process read cache, for a reader that keeps values the cache lent
+    /// and serves them again without asking it (a file handle's table of blocks,
+    /// `fs/block_table.rs`). `None` (the default) where there is no such cache, or where this
+    /// process does not see every commit as it lands (a client of a shared store).
+    fn cache_watch(&self) -> Option<Box<dyn CacheWatch>> {
+        None
+    }
     /// Arranges for `wake` to run once (from any thread, so it must not block) when a
     /// transaction that wrote a versionstamped key under `prefix` with a stamp greater than
     /// `after` has committed: at once if one already has. Dropping the returned [`Wakeup`]
@@ -221,6 +228,48 @@ pub trait ReadCacheControl: Send + Sync {
     /// What the cache has done; `None` while it is off.
     fn stats(&self) -> Option<CacheStats>;
 }
+
+/// Keeps values lent by the read cache exact without asking the cache for each use: a reader
+/// holds copies of one version of some keys and serves them while that version is still the
+/// one cached reads are answered at ([`CacheWatch::version`], one atomic load); when it moved,
+/// [`CacheWatch::refresh`] tells which copies commits made stale, from the write sets the cache
+/// keeps to validate its own fills. Memory: what readers hold counts against a budget (half
+/// the cache's capacity, [`CacheWatch::reserve`]), since a value the cache evicted stays alive
+/// while a reader holds it.
+pub trait CacheWatch: Send + Sync {
+    /// The version cached reads are answered at now (what [`Backend::begin_cached`] would read
+    /// at); `None` while they cannot be (the store stopped, or this process is a fork's child).
+    fn version(&self) -> Option<u64>;
+    /// Brings copies of version `at` to the cache's version now, under the cache's lock, and
+    /// returns it (`None`: the cache is off or the store stopped; the copies are all stale).
+    /// `copies.stale` hears of each key and cleared range in `within` that a commit after `at`
+    /// wrote (all of `within` when the cache no longer knows), then `copies.fill` may lend
+    /// values of the new version.
+    fn refresh(
+        &self,
+        at: u64,
+        within: &[(&[u8], &[u8])],
+        copies: &mut dyn LentCopies,
+    ) -> Option<u64>;
+    /// Counts `bytes` more held by readers, if the budget allows (false: hold nothing more).
+    fn reserve(&self, bytes: usize) -> bool;
+    /// Counts `bytes` that readers no longer hold.
+    fn unreserve(&self, bytes: usize);
+}
+
+/// A reader's copies of values lent by the read cache, brought up to date by
+/// [`CacheWatch::refresh`].
+pub trait LentCopies {
+    /// A commit after the copies' version wrote `key` (`end` is `None`) or cleared the range
+    /// `[key, end)`: what the reader holds of it is stale.
+    fn stale(&mut self, key: &[u8], end: Option<&[u8]>);
+    /// Takes what it needs at the new version: `lend(key)` is the cache's value of `key`
+    /// (`None`: absent or not cached).
+    fn fill(&mut self, lend: &mut Lend<'_>);
+}
+
+/// What [`LentCopies::fill`] lends values with.
+pub type Lend<'a> = dyn FnMut(&[u8]) -> Option<Arc<[u8]>> + 'a;
 
 impl dyn Backend {
     /// This process's role; [`Role::Sole`] on a backend without [`Sharing`].

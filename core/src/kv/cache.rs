@@ -152,15 +152,37 @@ impl ReadCache {
 
     /// Did no applied commit after `at` write what `touched` looks for?
     fn unwritten_since(&self, at: u64, touched: impl Fn(&Written) -> bool) -> bool {
-        if at >= self.version {
-            return true;
+        self.knows_since(at) && !self.recent.iter().filter(|w| w.version > at).any(touched)
+    }
+
+    /// Are the write sets of every applied commit after `at` in `recent`?
+    fn knows_since(&self, at: u64) -> bool {
+        // Versions are consecutive: the oldest one kept must follow `at`.
+        at >= self.version || self.recent.front().is_some_and(|w| w.version <= at + 1)
+    }
+
+    /// Tells `f` each key in `[start, end)` that an applied commit after `at` wrote (`None`)
+    /// and each range overlapping it that one cleared (`Some(range end)`); false, having told
+    /// nothing, if the cache no longer knows every commit since `at`.
+    pub(crate) fn written_since(
+        &self,
+        at: u64,
+        start: &[u8],
+        end: &[u8],
+        mut f: impl FnMut(&[u8], Option<&[u8]>),
+    ) -> bool {
+        if !self.knows_since(at) {
+            return false;
         }
-        // The commits after `at` must all be in `recent` (versions are consecutive).
-        match self.recent.front() {
-            Some(w) if w.version <= at + 1 => {}
-            _ => return false,
+        for w in self.recent.iter().filter(|w| w.version > at) {
+            for k in w.points.iter().map(Key::as_slice).filter(|k| start <= *k && *k < end) {
+                f(k, None);
+            }
+            for (s, e) in w.ranges.iter().filter(|(s, e)| s.as_slice() < end && start < e) {
+                f(s, Some(e));
+            }
         }
-        !self.recent.iter().filter(|w| w.version > at).any(touched)
+        true
     }
 
     /// The value of `key` at snapshot `at`, if the cache knows it: `Some(None)` means absent.

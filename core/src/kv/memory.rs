@@ -2,7 +2,7 @@
 //! enforce FoundationDB's limits so that code which would fail there fails here too.
 
 use super::occ::{Engine, Mutation, OccStore};
-use super::{Backend, Limits, ReadCacheControl, Snapshots, Txn};
+use super::{Backend, CacheWatch, Limits, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
@@ -199,6 +199,9 @@ impl Backend for MemoryBackend {
     }
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         Some(&*self.occ)
+    }
+    fn cache_watch(&self) -> Option<Box<dyn CacheWatch>> {
+        Some(self.occ.cache_watch())
     }
     fn snapshots(&self) -> Option<&dyn Snapshots> {
         Some(self)

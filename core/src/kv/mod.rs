@@ -33,8 +33,8 @@ mod shared;
 mod uri;
 
 pub use backend::{
-    Backend, CacheStats, KeyValue, Limits, NamedSnapshots, ReadCacheControl, Role, Sharing,
-    SnapshotReader, Snapshots, Txn, Wakeup,
+    Backend, CacheStats, CacheWatch, KeyValue, Lend, LentCopies, Limits, NamedSnapshots,
+    ReadCacheControl, Role, Sharing, SnapshotReader, Snapshots, Txn, Wakeup,
 };
 #[cfg(feature = "testing")]
 pub use fault::{FaultPlan, FaultyBackend};

@@ -8,7 +8,7 @@
 use super::occ::{Engine, Mutation, OccStore};
 use super::owner::{forked_error, OwnerLock};
 use super::rocks_cf;
-use super::{Backend, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
+use super::{Backend, CacheWatch, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{
@@ -331,6 +331,10 @@ impl Backend for RocksBackend {
     }
     fn read_cache(&self) -> Option<&dyn ReadCacheControl> {
         Some(&*self.occ)
+    }
+    fn cache_watch(&self) -> Option<Box<dyn CacheWatch>> {
+        self.occ.engine.check_owner().ok()?;
+        Some(self.occ.cache_watch())
     }
     fn snapshots(&self) -> Option<&dyn Snapshots> {
         Some(self)

@@ -9,7 +9,7 @@
 
 use super::{Engine, OccStore};
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::{KeyValue, Txn};
+use crate::kv::{CacheWatch, KeyValue, LentCopies, Txn};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -32,6 +32,77 @@ impl<E: Engine> OccStore<E> {
         }
         let version = self.visible_now.load(Ordering::Acquire);
         Some(Box::new(CachedTxn { store: self.clone(), version, missed: false }))
+    }
+}
+
+/// [`CacheWatch`] on an [`OccStore`]'s cache: the versions are the visible ones, which every
+/// commit of every process reaches only after updating the cache (an owner's clients commit
+/// through it).
+struct OccWatch<E: Engine> {
+    store: Arc<OccStore<E>>,
+    /// The fork generation it was made in: in a fork's child, the parent's cache is a copy
+    /// that no commit updates any more.
+    generation: u64,
+}
+
+// How many times this process forked (RocksDB stores refuse a fork's child).
+#[cfg(feature = "rocksdb")]
+use crate::kv::owner::fork_generation;
+#[cfg(not(feature = "rocksdb"))]
+fn fork_generation() -> u64 {
+    0
+}
+
+impl<E: Engine> OccStore<E> {
+    /// A [`CacheWatch`] on this store's cache.
+    pub(crate) fn cache_watch(self: &Arc<Self>) -> Box<dyn CacheWatch> {
+        Box::new(OccWatch { store: self.clone(), generation: fork_generation() })
+    }
+}
+
+impl<E: Engine> CacheWatch for OccWatch<E> {
+    fn version(&self) -> Option<u64> {
+        if self.store.stopped.load(Ordering::Acquire) || fork_generation() != self.generation {
+            return None;
+        }
+        Some(self.store.visible_now.load(Ordering::Acquire))
+    }
+
+    fn refresh(
+        &self,
+        at: u64,
+        within: &[(&[u8], &[u8])],
+        copies: &mut dyn LentCopies,
+    ) -> Option<u64> {
+        let mut c = self.store.cache.lock();
+        let usable = self.version().is_some() && c.enabled();
+        for (start, end) in within {
+            if !usable || !c.written_since(at, start, end, |k, e| copies.stale(k, e)) {
+                copies.stale(start, Some(end));
+            }
+        }
+        if !usable {
+            return None;
+        }
+        // The cache is at its last applied commit, which may not be visible yet: the copies
+        // are of that version, and are used once it is.
+        let now = c.version();
+        copies.fill(&mut |key| c.get(key, now).flatten());
+        Some(now)
+    }
+
+    fn reserve(&self, bytes: usize) -> bool {
+        let limit = self.store.lend_limit.load(Ordering::Relaxed);
+        self.store
+            .lent
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                held.checked_add(bytes).filter(|n| *n <= limit)
+            })
+            .is_ok()
+    }
+
+    fn unreserve(&self, bytes: usize) {
+        self.store.lent.fetch_sub(bytes, Ordering::SeqCst);
     }
 }
 

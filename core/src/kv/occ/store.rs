@@ -82,6 +82,10 @@ pub(crate) struct OccStore<E: Engine> {
     /// that begins while no commit has landed since: an engine snapshot costs RocksDB's DB
     /// mutex twice (take and release) and two allocations, a sixth of a cached `stat`.
     pub(super) latest: Mutex<Option<(u64, Arc<E::Snapshot>)>>,
+    /// Bytes of values that readers hold through a [`crate::kv::CacheWatch`], and the most
+    /// they may (half the cache's capacity).
+    pub(super) lent: AtomicUsize,
+    pub(super) lend_limit: AtomicUsize,
 }
 
 impl<E: Engine> Drop for OccStore<E> {
@@ -118,6 +122,8 @@ impl<E: Engine> OccStore<E> {
             max_gather_ns: AtomicU64::new(MAX_GATHER.as_nanos() as u64),
             gather_waits: AtomicU64::new(0),
             failed: Mutex::new(None),
+            lent: AtomicUsize::new(0),
+            lend_limit: AtomicUsize::new(0),
             stopped: std::sync::atomic::AtomicBool::new(false),
             stamp: Mutex::new(None),
             observer: Mutex::new(None),
@@ -347,7 +353,9 @@ impl<E: Engine> Drop for DurableCommit<'_, E> {
 
 impl<E: Engine> ReadCacheControl for OccStore<E> {
     fn set_capacity(&self, bytes: u64) {
-        self.cache.lock().set_capacity(usize::try_from(bytes).unwrap_or(usize::MAX));
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.cache.lock().set_capacity(bytes);
+        self.lend_limit.store(bytes / 2, Ordering::SeqCst);
     }
     fn stats(&self) -> Option<CacheStats> {
         let c = self.cache.lock();

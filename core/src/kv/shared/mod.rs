@@ -45,7 +45,8 @@ pub use waits::DEFAULT_OWNER_TIMEOUT;
 use super::owner::{fork_generation, owner_info};
 use super::rocks::RocksBackend;
 use super::{
-    Backend, CacheStats, Limits, NamedSnapshots, ReadCacheControl, Role, Sharing, Snapshots, Txn,
+    Backend, CacheStats, CacheWatch, Limits, NamedSnapshots, ReadCacheControl, Role, Sharing,
+    Snapshots, Txn,
 };
 use crate::error::{Error, ErrorKind, Result};
 use alive::Alive;
@@ -447,6 +448,17 @@ impl Backend for SharedBackend {
         }
         match &*self.mode.lock() {
             Mode::Owner { local, .. } => local.begin_cached(),
+            _ => None,
+        }
+    }
+    fn cache_watch(&self) -> Option<Box<dyn CacheWatch>> {
+        // A client's cache learns of commits from the ring only when a transaction begins:
+        // its handles read through it (`begin_cached` is the owner's alone as well).
+        if self.generation != fork_generation() {
+            return None;
+        }
+        match &*self.mode.lock() {
+            Mode::Owner { local, .. } => local.cache_watch(),
             _ => None,
         }
     }
