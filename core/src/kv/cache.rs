@@ -152,7 +152,17 @@ impl ReadCache {
 
     /// Did no applied commit after `at` write what `touched` looks for?
     fn unwritten_since(&self, at: u64, touched: impl Fn(&Written) -> bool) -> bool {
-        self.knows_since(at) && !self.recent.iter().filter(|w| w.version > at).any(touched)
+        if at >= self.version {
+            // Nothing applied since (the common case of a fill right after its read).
+            return true;
+        }
+        self.knows_since(at) && !self.since(at).any(touched)
+    }
+
+    /// The write sets in `recent` of the commits after `at`, newest first (`recent` is in
+    /// version order: only its tail is walked).
+    fn since(&self, at: u64) -> impl Iterator<Item = &Written> {
+        self.recent.iter().rev().take_while(move |w| w.version > at)
     }
 
     /// Are the write sets of every applied commit after `at` in `recent`?
@@ -174,7 +184,7 @@ impl ReadCache {
         if !self.knows_since(at) {
             return false;
         }
-        for w in self.recent.iter().filter(|w| w.version > at) {
+        for w in self.since(at) {
             for k in w.points.iter().map(Key::as_slice).filter(|k| start <= *k && *k < end) {
                 f(k, None);
             }
