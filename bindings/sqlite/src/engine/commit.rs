@@ -244,7 +244,14 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         m.reset();
     }
     if result.is_ok() {
-        count_commit(durable, dirty > 1);
+        let s = stats();
+        s.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            s.durable.fetch_add(1, Ordering::Relaxed);
+        }
+        if dirty > 1 {
+            s.grouped.fetch_add(1, Ordering::Relaxed);
+        }
     }
     result
 }
@@ -311,19 +318,11 @@ pub fn commit_releasing(
     });
     m.reset();
     if result.is_ok() {
-        count_commit(durable, false);
+        let s = stats();
+        s.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            s.durable.fetch_add(1, Ordering::Relaxed);
+        }
     }
     result
-}
-
-/// Counts a commit in `PRAGMA txvfs_stats`.
-fn count_commit(durable: bool, grouped: bool) {
-    let s = stats();
-    s.commits.fetch_add(1, Ordering::Relaxed);
-    if durable {
-        s.durable.fetch_add(1, Ordering::Relaxed);
-    }
-    if grouped {
-        s.grouped.fetch_add(1, Ordering::Relaxed);
-    }
 }
