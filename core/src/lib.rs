@@ -43,8 +43,9 @@ pub use fs::Published;
 pub use fs::{Batch, Cursor, Retention, WatchOptions, Watcher};
 pub use fs::{
     Credential, DirEntry, DiskCacheStats, FallocateMode, File, FileSystem, FlockOp,
-    InodeFileSystem, Lent, OpenOptions, Options, Quota, QuotaLimits, RangeLock, RangeLockKind,
-    RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags, MAX_QUOTA_WALK,
+    InodeFileSystem, Lent, Name, OpenOptions, Options, Quota, QuotaLimits, RangeLock,
+    RangeLockKind, RenameFlags, SetAttr, SetTime, Stat, StatFs, Store, Transaction, XattrFlags,
+    MAX_QUOTA_WALK,
 };
 pub use fsck::CheckReport;
 /// The one backoff of the core's retry policy (for bindings whose retry loop must stay in their

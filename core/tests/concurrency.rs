@@ -139,9 +139,9 @@ fn audit(store: &Store) -> (i64, usize) {
             loop {
                 let page = tx.readdir("/bank", after.as_deref(), 7)?;
                 let Some(last) = page.last() else { break };
-                after = Some(last.name.clone());
+                after = Some(last.name.to_vec());
                 for e in page {
-                    let p = format!("/bank/{}", String::from_utf8(e.name.clone()).unwrap());
+                    let p = format!("/bank/{}", String::from_utf8(e.name.to_vec()).unwrap());
                     let st = tx.stat(&p)?;
                     assert_eq!((st.ino, st.kind), (e.ino, e.kind), "{p}: entry and inode disagree");
                     names.push(e.name);
@@ -264,7 +264,7 @@ fn bank_and_directory_churn(store: Store, threads: usize, iterations: usize) {
     }
     let entries = store.readdir("/bank", None, 0).unwrap();
     let names: Vec<String> =
-        entries.iter().map(|e| String::from_utf8(e.name.clone()).unwrap()).collect();
+        entries.iter().map(|e| String::from_utf8(e.name.to_vec()).unwrap()).collect();
     assert!(names.windows(2).all(|w| w[0] < w[1]), "readdir not sorted or has duplicates");
     for e in &entries {
         let st = store.stat(format!("/bank/{}", String::from_utf8_lossy(&e.name))).unwrap();

@@ -171,7 +171,7 @@ fn walk(store: &Store) -> (BTreeMap<u64, (bool, u64)>, Vec<String>) {
     inos.insert(store.stat("/").unwrap().ino, (false, 0));
     while let Some(d) = dirs.pop() {
         for e in store.readdir(if d.is_empty() { "/" } else { &d }, None, 0).unwrap() {
-            let p = format!("{d}/{}", String::from_utf8(e.name).unwrap());
+            let p = format!("{d}/{}", String::from_utf8(e.name.into_vec()).unwrap());
             let st = store.lstat(&p).unwrap();
             assert_eq!(st.ino, e.ino, "{p}: entry and inode disagree");
             inos.insert(st.ino, (st.is_file(), st.size));

@@ -19,7 +19,11 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// Every node below `dir`: path, full lstat, contents or target, extended attributes.
 fn walk(store: &Store, dir: &str, out: &mut Vec<String>) {
     for e in store.readdir(dir, None, 0).unwrap() {
-        let p = format!("{}/{}", dir.trim_end_matches('/'), String::from_utf8(e.name).unwrap());
+        let p = format!(
+            "{}/{}",
+            dir.trim_end_matches('/'),
+            String::from_utf8(e.name.into_vec()).unwrap()
+        );
         let st = store.lstat(&p).unwrap();
         let mut line = format!("{p} {st:?}");
         // listxattr follows symlinks (there is no llistxattr), and a symlink may dangle.

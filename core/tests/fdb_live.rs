@@ -162,7 +162,7 @@ fn directory_foundationdb() {
         let Some(last) = page.last() else { break };
         assert!(page.windows(2).all(|w| w[0].name < w[1].name), "names in strict order");
         count += page.len();
-        after = Some(last.name.clone());
+        after = Some(last.name.to_vec());
     }
     assert_eq!(count, n);
     phase("listed");

@@ -79,7 +79,7 @@ fn readdir_pages_with_a_cursor() {
             break;
         }
         assert!(page.len() <= 100);
-        cursor = Some(page.last().unwrap().name.clone());
+        cursor = Some(page.last().unwrap().name.to_vec());
         names.extend(page.into_iter().map(|e| e.name));
         // Entries created or deleted between pages do not disturb the cursor.
         s.unlink("/d/n000").ok();

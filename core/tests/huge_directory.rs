@@ -53,10 +53,10 @@ fn list_all(store: &Store, dir: &str) -> usize {
             assert!(w[0].name < w[1].name, "names must come in strictly increasing order");
         }
         if let Some(a) = &after {
-            assert!(&page[0].name > a, "a page must start after the cursor");
+            assert!(page[0].name.as_bytes() > a.as_slice(), "a page must start after the cursor");
         }
         count += page.len();
-        after = Some(last.name.clone());
+        after = Some(last.name.to_vec());
     }
 }
 

@@ -42,7 +42,7 @@ fn names_under_directory_inodes_behave_like_paths() {
     assert_eq!(s.read_file("/hard").unwrap(), b"hello");
 
     let names: Vec<Vec<u8>> =
-        s.readdir_ino(d.ino, None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        s.readdir_ino(d.ino, None, 0).unwrap().into_iter().map(|e| e.name.into_vec()).collect();
     assert_eq!(names, vec![b"f".to_vec(), b"l".to_vec()]);
 
     s.rename_at(d.ino, "f", ROOT_INO, "moved", RenameFlags::default()).unwrap();

@@ -484,7 +484,7 @@ fn run_threads(
     }
     names.sort();
     let listed: Vec<Vec<u8>> =
-        store.readdir("/shared", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        store.readdir("/shared", None, 0).unwrap().into_iter().map(|e| e.name.into_vec()).collect();
     assert_eq!(listed, names, "entries of /shared");
     let counter = String::from_utf8(store.read_file("/shared/counter").unwrap()).unwrap();
     assert_eq!(
@@ -493,7 +493,7 @@ fn run_threads(
         "the shared counter counts each committed increment once"
     );
     let mut top: Vec<Vec<u8>> =
-        store.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        store.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name.into_vec()).collect();
     top.sort();
     let mut want: Vec<Vec<u8>> =
         (0..threads).map(|t| format!("t{t}").into_bytes()).chain([b"shared".to_vec()]).collect();

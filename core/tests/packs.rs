@@ -454,7 +454,7 @@ fn lookups_in_a_large_directory_find_every_name_and_no_other() {
         .readdir("/d", None, 0)
         .unwrap()
         .into_iter()
-        .map(|e| String::from_utf8(e.name).unwrap())
+        .map(|e| String::from_utf8(e.name.into_vec()).unwrap())
         .collect();
     assert_eq!(listed, names);
 }

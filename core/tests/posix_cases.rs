@@ -298,7 +298,9 @@ fn run(fs: &Store, op: &str, a: &[String]) -> Result<Option<Vec<u8>>, Error> {
         }
         "ls" => {
             want(1);
-            some(list(fs.readdir(arg(0), None, 0)?.into_iter().map(|e| e.name).collect()))
+            some(list(
+                fs.readdir(arg(0), None, 0)?.into_iter().map(|e| e.name.into_vec()).collect(),
+            ))
         }
         "exists" => {
             want(1);

@@ -96,7 +96,7 @@ fn a_client_takes_snapshots_and_named_snapshots() {
     assert_eq!(snap.read_file("/mine").unwrap(), b"m");
     assert!(!snap.exists("/b").unwrap(), "the snapshot sees a later commit");
     let names: Vec<Vec<u8>> =
-        snap.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        snap.readdir("/", None, 0).unwrap().into_iter().map(|e| e.name.into_vec()).collect();
     assert_eq!(names, [b"a".to_vec(), b"mine".to_vec()]);
     let e = snap.write_file("/c", b"no").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ReadOnly, "{e}");

@@ -20,7 +20,7 @@ pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 pub fn list(fs: &impl FileSystem, dir: &[u8]) -> CliResult<Vec<DirEntry>> {
     let mut all: Vec<DirEntry> = Vec::new();
     loop {
-        let page = fs.readdir(dir, all.last().map(|e| e.name.as_slice()), PAGE)?;
+        let page = fs.readdir(dir, all.last().map(|e| e.name.as_bytes()), PAGE)?;
         let done = page.len() < PAGE;
         all.extend(page);
         if done {

@@ -64,7 +64,7 @@ fn database_written_by_sqlite_is_a_txvfs_file_and_back() {
     let data = store.read_file("/data/app.db").unwrap();
     assert_eq!(&data[..16], b"SQLite format 3\0");
     let names: Vec<Vec<u8>> =
-        store.readdir("/data", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        store.readdir("/data", None, 0).unwrap().into_iter().map(|e| e.name.into_vec()).collect();
     assert_eq!(names, vec![b"app.db".to_vec()], "no journal or temp file in the store");
 
     // The other direction: a database built by stock SQLite on disk, copied into the store

@@ -13,6 +13,7 @@ mod inodes;
 mod joined;
 pub mod leases;
 mod locks;
+mod name;
 mod open_files;
 mod ops;
 mod options;
@@ -35,6 +36,7 @@ pub use inodes::{InodeFileSystem, SetAttr};
 #[doc(hidden)]
 pub use joined::Published;
 pub use locks::{FlockOp, RangeLock, RangeLockKind};
+pub use name::Name;
 pub use ops::{MAX_FILE_SIZE, MAX_QUOTA_WALK, XATTR_NAME_MAX, XATTR_SIZE_MAX};
 pub use options::{default_cache_size, Options, DEFAULT_CACHE_SIZE, MAX_DEFAULT_CACHE_SIZE};
 pub use path::{check_name, NAME_MAX, PATH_MAX, SYMLINK_MAX};

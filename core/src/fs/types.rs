@@ -87,8 +87,8 @@ impl Stat {
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
-    /// The entry's name (bytes; not necessarily UTF-8).
-    pub name: Vec<u8>,
+    /// The entry's name (bytes; not necessarily UTF-8; inline when short).
+    pub name: super::Name,
     /// Inode number.
     pub ino: u64,
     /// File type.

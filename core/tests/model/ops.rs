@@ -345,7 +345,7 @@ pub fn fs_apply<F: FileSystem>(
         Op::Lstat(a) => fs_lstat(fs, prefix, &p(a)).map(|(_, v)| v),
         Op::Readdir(a) => fs
             .readdir(p(a), None, 0)
-            .map(|es| Val::Names(es.into_iter().map(|e| (e.name, e.kind)).collect())),
+            .map(|es| Val::Names(es.into_iter().map(|e| (e.name.into_vec(), e.kind)).collect())),
         Op::Unlink(a) => unit(fs.unlink(p(a))),
         Op::Rename(a, b, f) => unit(fs.rename_with(p(a), p(b), *f)),
         Op::Link(a, b) => unit(fs.link(p(a), p(b))),

@@ -53,7 +53,7 @@ pub fn compare_trees<F: FileSystem>(m: &Model, fs: &F, prefix: &[u8], ctx: &str,
                     .readdir(&path, None, 0)
                     .unwrap()
                     .into_iter()
-                    .map(|e| (e.name, e.kind))
+                    .map(|e| (e.name.into_vec(), e.kind))
                     .collect();
                 let want: Vec<(Vec<u8>, FileType)> =
                     entries.iter().map(|(n, &i)| (n.clone(), m.ftype(i))).collect();

@@ -6,6 +6,7 @@ use super::{now_ns, Operation, Resolved};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::path::{self, show};
 use crate::fs::types::{DirEntry, RenameFlags};
+use crate::fs::Name;
 use crate::kv::decode_counter;
 use crate::schema::{self, Dentry, DirAttr, FileType, Inode, ROOT_INO};
 
@@ -577,7 +578,7 @@ impl Operation<'_> {
                 if bad.is_none() {
                     match Dentry::decode(v) {
                         Ok(d) => out.push(DirEntry {
-                            name: schema::dentry_name(k).to_vec(),
+                            name: Name::new(schema::dentry_name(k)),
                             ino: d.ino,
                             kind: d.kind,
                         }),
@@ -589,7 +590,11 @@ impl Operation<'_> {
         }
         for (k, v) in self.tx.get_range(&start, &end, limit, false)? {
             let d = Dentry::decode(&v)?;
-            out.push(DirEntry { name: schema::dentry_name(&k).to_vec(), ino: d.ino, kind: d.kind });
+            out.push(DirEntry {
+                name: Name::new(schema::dentry_name(&k)),
+                ino: d.ino,
+                kind: d.kind,
+            });
         }
         Ok(out)
     }
