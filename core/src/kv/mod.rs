@@ -25,6 +25,8 @@ mod retry;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 #[cfg(feature = "rocksdb")]
+mod rocks_batch;
+#[cfg(feature = "rocksdb")]
 mod rocks_cf;
 #[cfg(feature = "rocksdb")]
 mod rocks_named;

@@ -7,13 +7,14 @@
 
 use super::occ::{Engine, Mutation, OccStore};
 use super::owner::{forked_error, OwnerLock};
+use super::rocks_batch::KeptBatch;
 use super::rocks_cf;
 use super::{Backend, CacheWatch, Limits, NamedSnapshots, ReadCacheControl, Snapshots, Txn};
 use crate::error::{Error, ErrorKind, Result};
 use parking_lot::Mutex;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, Options,
-    SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
+    SnapshotWithThreadMode, DB,
 };
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -26,6 +27,8 @@ struct RocksEngine {
     db: ManuallyDrop<DB>,
     path: PathBuf,
     owner: OwnerLock,
+    /// The batch every commit fills and writes (see `rocks_batch.rs`).
+    batch: Mutex<KeptBatch>,
 }
 
 impl RocksEngine {
@@ -62,7 +65,10 @@ impl Drop for RocksEngine {
 }
 
 fn backend_error(path: &Path, e: rocksdb::Error) -> Error {
-    let msg = e.into_string();
+    rocks_error(path, e.into_string())
+}
+
+fn rocks_error(path: &Path, msg: String) -> Error {
     let kind = if msg.contains("No space left") { ErrorKind::NoSpace } else { ErrorKind::Backend };
     Error::new(kind, format!("rocksdb:{}: {msg}", path.display()))
 }
@@ -132,29 +138,19 @@ impl Engine for RocksEngine {
 
     fn apply(&self, batch: &[Mutation], _version: u64, _oldest: u64) -> Result<()> {
         self.check_owner()?;
-        // The batch's buffer at its size from the start: grown by appends, it was copied (the
-        // values with it) whenever it doubled.
-        let bytes = batch.iter().map(|m| m.bytes() + 16).sum::<usize>();
-        let mut wb = WriteBatch::with_capacity_bytes(12 + bytes);
+        let mut wb = self.batch.lock();
         for m in batch {
             match m {
-                Mutation::Set(k, v) => match self.family(k) {
-                    Some(cf) => wb.put_cf(cf, k, v),
-                    None => wb.put(k, v),
-                },
-                Mutation::Clear(k) => match self.family(k) {
-                    Some(cf) => wb.delete_cf(cf, k),
-                    None => wb.delete(k),
-                },
+                Mutation::Set(k, v) => wb.put(self.family(k), k, v),
+                Mutation::Clear(k) => wb.delete(self.family(k), k),
                 Mutation::ClearRange(s, e) => {
-                    rocks_cf::delete_range(&mut wb, self.db.cf_handle(rocks_cf::FEED_CF), s, e)
+                    let feed = self.db.cf_handle(rocks_cf::FEED_CF);
+                    rocks_cf::delete_range(feed, s, e, |cf, s, e| wb.delete_range(cf, s, e))
                 }
             }
         }
         // Written to the WAL (safe against a process crash); fsync happens in `sync`, shared.
-        let mut wo = WriteOptions::default();
-        wo.set_sync(false);
-        self.db.write_opt(wb, &wo).map_err(|e| backend_error(&self.path, e))
+        wb.write(&self.db).map_err(|msg| rocks_error(&self.path, msg))
     }
 
     fn sync(&self) -> Result<()> {
@@ -305,7 +301,12 @@ impl RocksBackend {
                 Error::new(ErrorKind::Backend, format!("rocksdb:{}: {msg}", canon.display()))
             }
         })?;
-        let engine = RocksEngine { db: ManuallyDrop::new(db), path: canon.clone(), owner };
+        let engine = RocksEngine {
+            db: ManuallyDrop::new(db),
+            path: canon.clone(),
+            owner,
+            batch: Mutex::new(KeptBatch::new()),
+        };
         let limits = Limits {
             // RocksDB has no hard limits; these keep a runaway caller from exhausting memory.
             max_key: Some(64 << 10),

@@ -84,24 +84,21 @@ pub(crate) fn scan_db<'a>(
     })
 }
 
-/// Adds the clearing of `[start, end)` to `wb`, each part in its family.
-pub(crate) fn delete_range(
-    wb: &mut WriteBatch,
-    cf: Option<&ColumnFamily>,
+/// Clears `[start, end)` through `delete_range(family, start, end)`, each part in its family
+/// (`feed_cf`, or the default one).
+pub(crate) fn delete_range<'a>(
+    feed_cf: Option<&'a ColumnFamily>,
     start: &[u8],
     end: &[u8],
+    mut delete_range: impl FnMut(Option<&'a ColumnFamily>, &[u8], &[u8]),
 ) {
-    match cf {
+    match feed_cf {
         Some(cf) => {
             for (feed, s, e) in split(start, end) {
-                if feed {
-                    wb.delete_range_cf(cf, s, e);
-                } else {
-                    wb.delete_range(s, e);
-                }
+                delete_range(feed.then_some(cf), s, e);
             }
         }
-        None => wb.delete_range(start, end),
+        None => delete_range(None, start, end),
     }
 }
 

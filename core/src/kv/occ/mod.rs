@@ -33,16 +33,6 @@ pub(crate) enum Mutation {
     ClearRange(Vec<u8>, Vec<u8>),
 }
 
-impl Mutation {
-    /// The bytes of its keys and value.
-    pub(crate) fn bytes(&self) -> usize {
-        match self {
-            Mutation::Set(a, b) | Mutation::ClearRange(a, b) => a.len() + b.len(),
-            Mutation::Clear(k) => k.len(),
-        }
-    }
-}
-
 /// What a storage engine gives the optimistic layer.
 pub(crate) trait Engine: Send + Sync + 'static {
     type Snapshot: Send + Sync;
