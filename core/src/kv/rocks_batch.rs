@@ -154,8 +154,8 @@ mod tests {
 
         // A write that fails (a read-only open) empties the batch too: its mutations must not
         // ride along with the next commit.
-        let ro = DB::open_cf_for_read_only(&Options::default(), dir.path(), ["feed"], false)
-            .unwrap();
+        let ro =
+            DB::open_cf_for_read_only(&Options::default(), dir.path(), ["feed"], false).unwrap();
         wb.put(None, b"lost", b"x");
         assert!(wb.write(&ro).is_err());
         drop(ro);
