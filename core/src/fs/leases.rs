@@ -90,7 +90,12 @@ pub struct LeaseTable {
     any_lost: AtomicBool,
     /// Holders whose record a data transaction of this process rewrites with its commit
     /// ([`LeaseTable::write_in`]): the renewal leaves them alone until the commit ends.
+    /// Added to only under `held`, which a renewal holds throughout.
     in_commit: Mutex<HashSet<(u64, u64)>>,
+    /// Run once by the next renewal, holding `held`, before it renews anything (tests stop
+    /// it there).
+    #[cfg(test)]
+    renew_pause: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl LeaseTable {
@@ -109,6 +114,8 @@ impl LeaseTable {
             lost: Mutex::new(HashMap::new()),
             any_lost: AtomicBool::new(false),
             in_commit: Mutex::new(HashSet::new()),
+            #[cfg(test)]
+            renew_pause: Mutex::new(None),
         })
     }
 
@@ -185,8 +192,12 @@ impl LeaseTable {
             return Ok(false);
         }
         // A renewal from now on would write the record back (or find it gone and call the
-        // lock lost) under the commit's feet.
-        self.in_commit.lock().insert((ino, owner));
+        // lock lost) under the commit's feet. One under way read which holders to leave
+        // alone when it began: it ends first (it holds `held` throughout).
+        {
+            let _renewal = self.held.lock();
+            self.in_commit.lock().insert((ino, owner));
+        }
         let key = schema::lock_key(ino, self.process, owner);
         let r = if locks.is_empty() {
             tx.clear(&key)
@@ -263,6 +274,10 @@ impl LeaseTable {
         let mut held = self.held.lock();
         let mut lost = Vec::new();
         let in_commit = self.in_commit.lock().clone();
+        #[cfg(test)]
+        if let Some(pause) = self.renew_pause.lock().take() {
+            pause();
+        }
         for (&(ino, owner), locks) in held.iter() {
             if in_commit.contains(&(ino, owner)) {
                 continue;
