@@ -4,6 +4,7 @@ use super::block_table::{BlockTable, Lookup};
 use super::locks::{FlockOp, RangeLock, RangeLockKind};
 use super::ops::Operation;
 use super::scope::CallScope;
+use super::transaction::Transaction;
 use super::types::{FallocateMode, Lent, OpenOptions, Stat};
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::FileType;
@@ -389,6 +390,35 @@ impl File {
             ));
         }
         self.scope.store().inner.locks.lock_range(self.ino, self.id, kind, start, len, wait)
+    }
+
+    /// Releases this handle's byte-range locks on `[start, start + len)` with the commit of
+    /// `tx` instead of at once: other processes see them released exactly when (and if) the
+    /// commit lands, and on a client process of a shared store the release costs no round
+    /// trip of its own. Until the commit ends they stay held. Returns false, and does
+    /// nothing, where no other process sees this handle's locks (a store not shared, or this
+    /// process alone on it): release them with [`File::lock_range`] then.
+    pub fn unlock_range_in(&self, tx: &Transaction, start: u64, len: u64) -> Result<bool> {
+        self.check(false, false)?;
+        let store = self.scope.store();
+        if !std::sync::Arc::ptr_eq(&tx.shared.store.inner, &store.inner) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "unlock_range_in: the transaction and the file belong to different stores (or \
+                 to different opens of one store)",
+            ));
+        }
+        let (ino, owner) = (self.ino, self.id);
+        let Some(kept) =
+            tx.with_kv(|kv| store.inner.locks.unlock_in(kv, ino, owner, start, len))?
+        else {
+            return Ok(false);
+        };
+        let inner = store.inner.clone();
+        tx.after_commit(Box::new(move |committed| {
+            inner.locks.unlocked_in(ino, owner, start, len, &kept, committed)
+        }));
+        Ok(true)
     }
 
     /// Reports a lock held by another handle that would block this one (`F_GETLK`).

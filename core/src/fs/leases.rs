@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::kv::Backend;
 use crate::schema::{self, LockRecord, LockSpec};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -88,6 +88,14 @@ pub struct LeaseTable {
     lost: Mutex<HashMap<u64, u64>>,
     /// Whether `lost` may hold anything (read on every handle call without a lock).
     any_lost: AtomicBool,
+    /// Holders whose record a data transaction of this process rewrites with its commit
+    /// ([`LeaseTable::write_in`]): the renewal leaves them alone until the commit ends.
+    /// Added to only under `held`, which a renewal holds throughout.
+    in_commit: Mutex<HashSet<(u64, u64)>>,
+    /// Run once by the next renewal, holding `held`, before it renews anything (tests stop
+    /// it there).
+    #[cfg(test)]
+    renew_pause: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl LeaseTable {
@@ -105,6 +113,9 @@ impl LeaseTable {
             held: Mutex::new(HashMap::new()),
             lost: Mutex::new(HashMap::new()),
             any_lost: AtomicBool::new(false),
+            in_commit: Mutex::new(HashSet::new()),
+            #[cfg(test)]
+            renew_pause: Mutex::new(None),
         })
     }
 
@@ -164,6 +175,63 @@ impl LeaseTable {
         Ok(blocker)
     }
 
+    /// Writes `owner`'s locks on `ino` as `locks`, a subset of what it holds (a release needs
+    /// no check), into `tx`, a data transaction of this process, whose commit then carries
+    /// them instead of a transaction of their own (on a client of a shared store, a round trip
+    /// fewer). False, and nothing written, while this process is alone on the backend (the
+    /// locks are only noted there: see [`LeaseTable::publish`]). Once the commit's outcome is
+    /// known, [`LeaseTable::written_in_commit`] must be called.
+    pub(crate) fn write_in(
+        &self,
+        tx: &mut dyn crate::kv::Txn,
+        ino: u64,
+        owner: u64,
+        locks: &[LockSpec],
+    ) -> Result<bool> {
+        if self.backend.alone() {
+            return Ok(false);
+        }
+        // A renewal from now on would write the record back (or find it gone and call the
+        // lock lost) under the commit's feet. One under way read which holders to leave
+        // alone when it began: it ends first (it holds `held` throughout).
+        {
+            let _renewal = self.held.lock();
+            self.in_commit.lock().insert((ino, owner));
+        }
+        let key = schema::lock_key(ino, self.process, owner);
+        let r = if locks.is_empty() {
+            tx.clear(&key)
+        } else {
+            let expires_ms = self.clock.now_ms().saturating_add(self.lease_ms);
+            tx.set(&key, &LockRecord { expires_ms, locks: locks.to_vec() }.encode())
+        };
+        if let Err(e) = r {
+            self.in_commit.lock().remove(&(ino, owner));
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// The commit that carried [`LeaseTable::write_in`]'s `locks` ended: `committed`, they
+    /// are what `owner` holds on `ino` now; else nothing changed.
+    pub(crate) fn written_in_commit(
+        &self,
+        ino: u64,
+        owner: u64,
+        locks: &[LockSpec],
+        committed: bool,
+    ) {
+        let mut held = self.held.lock();
+        if committed {
+            if locks.is_empty() {
+                held.remove(&(ino, owner));
+            } else {
+                held.insert((ino, owner), locks.to_vec());
+            }
+        }
+        self.in_commit.lock().remove(&(ino, owner));
+    }
+
     /// Writes every lock this process holds to the backend: called when the backend stops
     /// being this process's alone (another process connected), before it is served.
     pub fn publish_all(&self) {
@@ -205,7 +273,15 @@ impl LeaseTable {
         // taken again between a copy of the list and its renewal would be taken for lost.
         let mut held = self.held.lock();
         let mut lost = Vec::new();
+        let in_commit = self.in_commit.lock().clone();
+        #[cfg(test)]
+        if let Some(pause) = self.renew_pause.lock().take() {
+            pause();
+        }
         for (&(ino, owner), locks) in held.iter() {
+            if in_commit.contains(&(ino, owner)) {
+                continue;
+            }
             let key = schema::lock_key(ino, self.process, owner);
             let kept = self.transact(|tx, now| {
                 // Where the backend tells liveness, nobody takes a live holder's lock, so its

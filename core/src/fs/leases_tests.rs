@@ -160,3 +160,54 @@ fn a_renewal_racing_an_unlock_reports_nothing_lost() {
     eprintln!("{cycles} lock cycles against {renewals} renewals");
     assert!(renewals > 100 && cycles > 100, "the race was not exercised");
 }
+
+#[test]
+fn a_release_committed_while_a_renewal_runs_is_not_taken_for_a_lost_lock() {
+    // The renewal reads which holders a data commit rewrites (`in_commit`) when it begins.
+    // A release written into a commit and committed after that, while the renewal was still
+    // on its way through the holders, made it find the record gone and call the lock lost:
+    // the handle's every later call failed ("disk I/O error" in SQLite's mptest, whose
+    // client then died, and the test waited for it).
+    let (a, b, _) = two_processes();
+    assert_eq!(a.publish(7, 1, &[WHOLE_EX]).unwrap(), None);
+    let (paused, is_paused) = std::sync::mpsc::channel();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    *a.renew_pause.lock() = Some(Box::new(move || {
+        paused.send(()).unwrap();
+        let _ = wait_go.recv();
+    }));
+    let renewer = {
+        let a = a.clone();
+        std::thread::spawn(move || a.renew())
+    };
+    is_paused.recv().unwrap();
+    // The renewal has begun. A data transaction carries the release and commits.
+    let (done, is_done) = std::sync::mpsc::channel();
+    let committer = {
+        let a = a.clone();
+        std::thread::spawn(move || loop {
+            let mut tx = a.backend.begin().unwrap();
+            assert!(a.write_in(&mut *tx, 7, 1, &[]).unwrap(), "written in the commit");
+            let r = tx.commit(false);
+            if r.is_ok() {
+                done.send(()).unwrap();
+            }
+            a.written_in_commit(7, 1, &[], r.is_ok());
+            match r {
+                Ok(()) => break,
+                Err(e) if e.is_retryable() => continue,
+                Err(e) => panic!("{e}"),
+            }
+        })
+    };
+    // Unfixed, the commit lands here, under the renewal's feet (in microseconds); fixed, it
+    // waits for the renewal to end before it writes the release. Either way the renewal goes on after this bounded wait.
+    let landed = is_done.recv_timeout(Duration::from_millis(500)).is_ok();
+    go.send(()).unwrap();
+    let lost = renewer.join().unwrap().unwrap();
+    committer.join().unwrap();
+    assert_eq!(lost, vec![], "the released lock was taken for lost (commit landed: {landed})");
+    assert_eq!(a.lost_lock(1), None);
+    assert_eq!(b.publish(7, 2, &[WHOLE_EX]).unwrap(), None, "released with the commit");
+    assert_eq!(a.renew().unwrap(), vec![]);
+}

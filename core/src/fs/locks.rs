@@ -265,6 +265,56 @@ impl LockTable {
         }
     }
 
+    /// Writes the release of `owner`'s locks on `[start, start + len)` of `ino` into `kv`, a
+    /// data transaction that commits it ([`super::File::unlock_range_in`]): the locks `owner`
+    /// keeps, to give [`LockTable::unlocked_in`] once the commit ended; None (nothing written)
+    /// where no other process sees this table's locks.
+    pub(crate) fn unlock_in(
+        &self,
+        kv: &mut dyn crate::kv::Txn,
+        ino: u64,
+        owner: u64,
+        start: u64,
+        len: u64,
+    ) -> Result<Option<Vec<LockSpec>>> {
+        let end = range_end(start, len)?;
+        let Some(shared) = &self.shared else { return Ok(None) };
+        let kept = {
+            let files = self.files.lock();
+            let mut next = files.get(&ino).cloned().unwrap_or_default();
+            next.carve(owner, start, end);
+            next.specs_of(owner)
+        };
+        Ok(shared.write_in(kv, ino, owner, &kept)?.then_some(kept))
+    }
+
+    /// The commit that carried [`LockTable::unlock_in`]'s release ended: when `committed`,
+    /// the locks are gone here too (until then this process's other handles still waited).
+    pub(crate) fn unlocked_in(
+        &self,
+        ino: u64,
+        owner: u64,
+        start: u64,
+        len: u64,
+        kept: &[LockSpec],
+        committed: bool,
+    ) {
+        if committed {
+            let end = range_end(start, len).unwrap_or(u64::MAX);
+            let mut files = self.files.lock();
+            if let Some(f) = files.get_mut(&ino) {
+                f.carve(owner, start, end);
+                if f.is_empty() {
+                    files.remove(&ino);
+                }
+            }
+            self.changed.notify_all();
+        }
+        if let Some(shared) = &self.shared {
+            shared.written_in_commit(ino, owner, kept, committed);
+        }
+    }
+
     pub(crate) fn test_range(
         &self,
         ino: u64,
@@ -355,6 +405,41 @@ mod tests {
         t.forget_lost(1);
         assert!(t.lost(1).is_none());
         assert!(t.lost(2).is_some(), "the other holder still has to close");
+    }
+
+    #[test]
+    fn a_release_written_into_a_commit_takes_effect_with_it_and_only_then() {
+        use super::super::leases::SystemClock;
+        use crate::kv::{Backend, Limits, MemoryBackend};
+        // Two processes on one backend: a's handle 1 holds bytes 0..2 of inode 7.
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new(Limits::FOUNDATIONDB));
+        let lease = Duration::from_secs(10);
+        let a = LeaseTable::new(backend.clone(), Arc::new(SystemClock), lease);
+        let b =
+            LockTable::new(Some(LeaseTable::new(backend.clone(), Arc::new(SystemClock), lease)));
+        let t = LockTable::new(Some(a.clone()));
+        t.lock_range(7, 1, RangeLockKind::Write, 0, 2, false).unwrap();
+        let blocked =
+            |b: &LockTable| b.lock_range(7, 9, RangeLockKind::Write, 1, 1, false).is_err();
+        for committed in [false, true] {
+            let mut tx = backend.begin().unwrap();
+            let kept = t.unlock_in(&mut *tx, 7, 1, 0, 2).unwrap().expect("written in the commit");
+            assert!(kept.is_empty());
+            assert!(blocked(&b), "held until the commit lands");
+            assert!(t.files.lock().contains_key(&7), "and in this process too");
+            if committed {
+                tx.commit(false).unwrap();
+            } else {
+                drop(tx); // rolled back
+            }
+            // The record is gone (or kept) before this process hears of the outcome: a renewal
+            // then must neither write it back nor call the lock lost.
+            assert!(a.renew().unwrap().is_empty(), "a renewal meanwhile leaves it alone");
+            t.unlocked_in(7, 1, 0, 2, &kept, committed);
+            assert_eq!(blocked(&b), !committed, "released exactly when committed");
+            assert_eq!(t.files.lock().contains_key(&7), !committed);
+            assert!(a.renew().unwrap().is_empty(), "nothing lost either way");
+        }
     }
 
     #[test]

@@ -31,7 +31,12 @@ impl Store {
             Some(limit) => Box::new(JournalTxn::begin(backend.clone(), limit / 2)?),
             None => backend.begin()?,
         };
-        Ok(Transaction {
+        Ok(self.transaction_of(kv))
+    }
+
+    fn transaction_of(&self, kv: Box<dyn Txn>) -> Transaction {
+        let limits = self.inner.backend.limits();
+        Transaction {
             joined: false,
             shared: Arc::new(TxShared {
                 store: self.clone(),
@@ -39,8 +44,9 @@ impl Store {
                 orphaned: Mutex::new(Vec::new()),
                 freed: Mutex::new(Vec::new()),
                 changes: Mutex::new(Vec::new()),
+                after_commit: Mutex::new(Vec::new()),
             }),
-        })
+        }
     }
 
     /// Runs `f` in a transaction and commits it; retries with backoff when the transaction
@@ -95,6 +101,20 @@ pub struct TxShared {
     pub(crate) freed: Mutex<Vec<u64>>,
     /// Changes noted for the change feed by the operations so far.
     pub(crate) changes: Mutex<Vec<schema::Change>>,
+    /// What to do once the commit's outcome is known (true: committed), such as lock records
+    /// released with it ([`super::File::unlock_range_in`]); run with false if it never commits.
+    pub(crate) after_commit: Mutex<Vec<AfterCommit>>,
+}
+
+/// See [`TxShared::after_commit`].
+pub(crate) type AfterCommit = Box<dyn FnOnce(bool) + Send>;
+
+impl Drop for TxShared {
+    fn drop(&mut self) {
+        for hook in self.after_commit.get_mut().drain(..) {
+            hook(false);
+        }
+    }
 }
 
 /// An explicit transaction: every call on it (and on files opened through it) belongs to it.
@@ -124,7 +144,36 @@ impl Transaction {
     /// [`Store::sync`] or durable commit (like an auto-commit call). The SQLite VFS maps
     /// `PRAGMA synchronous=OFF` to `false`.
     pub fn commit_durable(&self, durable: bool) -> Result<()> {
+        self.finish(durable, false).map(|_| ())
+    }
+
+    /// True when [`Transaction::commit_pinned`] can give a transaction at this commit's
+    /// version (a client process of a shared store).
+    pub fn pins_commit(&self) -> bool {
+        matches!(&*self.shared.state.lock(), TxState::Active(kv, _) if kv.pins_commit())
+    }
+
+    /// Commits like [`Transaction::commit_durable`], then returns a transaction that reads
+    /// exactly the state this commit made, whatever commits later (what a reader keeps after
+    /// its own commit; use it only to read), where the store can give one
+    /// ([`Transaction::pins_commit`]): None otherwise, and the commit stands.
+    pub fn commit_pinned(&self, durable: bool) -> Result<Option<Transaction>> {
+        let pinned = self.finish(durable, true)?;
+        Ok(pinned.map(|kv| self.shared.store.transaction_of(kv)))
+    }
+
+    /// Commits (`pin`: with [`Txn::commit_pinned`]) and runs the hooks with the outcome.
+    fn finish(&self, durable: bool, pin: bool) -> Result<Option<Box<dyn Txn>>> {
         self.check_owner("commit")?;
+        let r = self.finish_commit(durable, pin);
+        let hooks = std::mem::take(&mut *self.shared.after_commit.lock());
+        for hook in hooks {
+            hook(r.is_ok());
+        }
+        r
+    }
+
+    fn finish_commit(&self, durable: bool, pin: bool) -> Result<Option<Box<dyn Txn>>> {
         let state = std::mem::replace(&mut *self.shared.state.lock(), TxState::Done);
         match state {
             TxState::Active(mut kv, staging) => {
@@ -133,7 +182,10 @@ impl Transaction {
                 let changes = std::mem::take(&mut *self.shared.changes.lock());
                 let commit = |mut kv: Box<dyn Txn>| {
                     super::feed::write_record(kv.as_mut(), &changes)?;
-                    inner.open_files.commit_freeing(&freed, || kv.commit(durable))
+                    inner.open_files.commit_freeing(&freed, || match pin {
+                        true => kv.commit_pinned(durable),
+                        false => kv.commit(durable).map(|()| None),
+                    })
                 };
                 let committed = match staging.txid {
                     None => commit(kv),
@@ -144,13 +196,13 @@ impl Transaction {
                             let _ = inner.collect_stage(txid, None);
                         }),
                 };
-                committed?;
+                let pinned = committed?;
                 if !changes.is_empty() {
                     inner.feed_committed();
                 }
                 let orphaned = std::mem::take(&mut *self.shared.orphaned.lock());
                 inner.reap_closed(&orphaned);
-                Ok(())
+                Ok(pinned)
             }
             TxState::Failed(e) => Err(Error::new(
                 e.kind(),
@@ -161,6 +213,23 @@ impl Transaction {
             )),
             TxState::Done => Err(finished()),
         }
+    }
+
+    /// Runs `f` on the transaction's backend transaction (a lock change that commits with it).
+    pub(crate) fn with_kv<R>(&self, f: impl FnOnce(&mut dyn Txn) -> Result<R>) -> Result<R> {
+        match &mut *self.shared.state.lock() {
+            TxState::Active(kv, _) => f(&mut **kv),
+            TxState::Failed(e) => {
+                Err(Error::new(e.kind(), format!("transaction failed earlier: {}", e.message())))
+            }
+            TxState::Done => Err(finished()),
+        }
+    }
+
+    /// Runs `hook` once the commit's outcome is known (true: committed; false: failed, rolled
+    /// back or dropped).
+    pub(crate) fn after_commit(&self, hook: AfterCommit) {
+        self.shared.after_commit.lock().push(hook);
     }
 
     /// Discards every change of the transaction (nothing happens if it already ended).

@@ -480,6 +480,17 @@ pub trait Txn: Send {
     fn commit_versioned(self: Box<Self>, durable: bool) -> Result<Option<u64>> {
         self.commit(durable).map(|()| None)
     }
+    /// True when [`Txn::commit_pinned`] can give a transaction at this commit's version (a
+    /// client of a shared store whose reads the owner's change ring versions).
+    fn pins_commit(&self) -> bool {
+        false
+    }
+    /// [`Txn::commit`], then a read-only transaction reading exactly the state this commit
+    /// made (its version: no later commit), where the backend can give one
+    /// ([`Txn::pins_commit`]); None otherwise, and the commit stands.
+    fn commit_pinned(self: Box<Self>, durable: bool) -> Result<Option<Box<dyn Txn>>> {
+        self.commit(durable).map(|()| None)
+    }
     /// Moves the transaction to a fresh snapshot where it can (keeping its reads valid and
     /// its writes), so that its next reads see every commit made so far. The default does
     /// nothing; `JournalTxn` (kv/journal.rs) renews itself.

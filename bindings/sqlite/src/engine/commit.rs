@@ -220,20 +220,7 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         }
         return Ok(());
     }
-    let apply = |tx: &Transaction| {
-        for m in guards.iter().filter(|m| !m.overlay.is_empty()) {
-            // A database file's blocks are its pages: a page write then stores one page,
-            // not a 64 KiB block (the core keeps the size once the file has blocks).
-            let mut o = OpenOptions::new().read(true).write(true).create(true);
-            if let Some(page) = m.overlay.page_size() {
-                o = o.block_size(page);
-            }
-            let f = tx.open(&m.path, &o)?;
-            m.overlay.apply(&f)?;
-            f.close()?;
-        }
-        Ok(())
-    };
+    let apply = |tx: &Transaction| apply_overlays(tx, &guards).map(|_| ());
     let result = match files.pop() {
         // The pages join the application's file transaction, which commits once: a conflict
         // fails SQLite's COMMIT, and the application runs the whole unit again.
@@ -264,6 +251,77 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         }
         if dirty > 1 {
             s.grouped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    result
+}
+
+/// Writes the overlays of `members` into `tx`; returns the version of the last file written
+/// as `tx` leaves it: (modification time, size).
+fn apply_overlays(
+    tx: &Transaction,
+    members: &[impl std::ops::Deref<Target = Member>],
+) -> Result<Option<(i64, u64)>> {
+    let mut version = None;
+    for m in members.iter().filter(|m| !m.overlay.is_empty()) {
+        // A database file's blocks are its pages: a page write then stores one page, not a
+        // 64 KiB block (the core keeps the size once the file has blocks).
+        let mut o = OpenOptions::new().read(true).write(true).create(true);
+        if let Some(page) = m.overlay.page_size() {
+            o = o.block_size(page);
+        }
+        let f = tx.open(&m.path, &o)?;
+        m.overlay.apply(&f)?;
+        // Its own inode, which the transaction wrote: no read of the store.
+        let s = f.stat()?;
+        version = Some((s.mtime_ns, s.size));
+        f.close()?;
+    }
+    Ok(version)
+}
+
+/// How many times a commit runs again after a conflict with another txvfs writer (the store's
+/// default `max_retries`, which [`txvfs::Store::transact_durable`] uses).
+const COMMIT_RETRIES: u32 = 100;
+
+/// What a commit that released its database's write locks with it left ([`commit_releasing`]).
+pub struct Released {
+    /// A transaction reading exactly the commit's state, where the store gave one.
+    pub pinned: Option<Transaction>,
+    /// The database file's version as the commit left it: (modification time, size).
+    pub version: (i64, u64),
+}
+
+/// Commits `member` (one database, no commit group, no file transaction, a non-empty overlay)
+/// as [`commit_members`] does, and where the store can pin a transaction at the commit's
+/// version ([`Transaction::pins_commit`], a client of a shared store) releases the write
+/// locks with the same commit: `release` writes their release into the transaction (true
+/// when it did). Ok(None): committed, the locks still held (release them as usual).
+pub fn commit_releasing(
+    member: &MemberRef,
+    durable: bool,
+    release: impl Fn(&Transaction) -> Result<bool>,
+) -> Result<Option<Released>> {
+    let mut m = member.lock();
+    let store = m.store.store.clone();
+    let result = txvfs::retry(COMMIT_RETRIES, || {
+        let tx = store.begin()?;
+        let version = apply_overlays(&tx, std::slice::from_ref(&&*m))?;
+        let Some(version) = version.filter(|_| tx.pins_commit()) else {
+            return tx.commit_durable(durable).map(|()| None);
+        };
+        if !release(&tx)? {
+            return tx.commit_durable(durable).map(|()| None);
+        }
+        let pinned = tx.commit_pinned(durable)?;
+        Ok(Some(Released { pinned, version }))
+    });
+    m.reset();
+    if result.is_ok() {
+        let s = stats();
+        s.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            s.durable.fetch_add(1, Ordering::Relaxed);
         }
     }
     result

@@ -6,8 +6,10 @@
 //!
 //! Under SHARED (a read transaction) the handle reads a [`Snapshot`]; under a write lock it
 //! reads the committed file (the same bytes: no other writer can have committed since, see
-//! [`Db::lock`]), and after its own commit it takes a new snapshot before it lets other
-//! writers in.
+//! [`Db::lock`]). After its own commit it reads a snapshot of exactly that commit's state:
+//! on a client of a shared store the commit releases the write locks itself and hands back a
+//! transaction pinned at its version ([`commit::commit_releasing`]: one round trip for both);
+//! elsewhere the handle takes the snapshot before it lets other writers in.
 
 use super::commit::{self, Group, Member, MemberRef};
 use super::lends::Lends;
@@ -36,6 +38,14 @@ pub struct Db {
     batch: Option<Overlay>,
     /// What a read transaction reads (under SHARED).
     snap: Option<Snapshot>,
+    /// Set by a commit that released the write locks with it, until SQLite unlocks: `snap`
+    /// holds the commit's state, read from then on.
+    released: bool,
+    /// Why there is no snapshot of this handle's last commit (it released the write locks,
+    /// and the store's owner changed and another writer committed before one was had): its
+    /// read transaction is over, every read fails with it (`SQLITE_BUSY_SNAPSHOT`), as for a
+    /// snapshot lost with the owner (`with_snapshot_renewal`), until SQLite unlocks.
+    lost: Option<Error>,
     /// This connection set `journal_mode=OFF` (answered by the VFS: [`super::wal`]).
     journal_off: bool,
     /// Pages lent to SQLite (xFetch) and not given back yet, and SQLite's mmap limit.
@@ -74,6 +84,8 @@ impl Db {
             member,
             batch: None,
             snap: None,
+            released: false,
+            lost: None,
             journal_off: false,
             lends: Lends::default(),
         };
@@ -128,17 +140,18 @@ impl Db {
         self.member.lock().sync_off = off;
     }
 
-    /// The file reads come from: the snapshot under SHARED, else the committed file.
+    /// The file reads come from: the snapshot under SHARED (or once a commit released the
+    /// write locks), else the committed file.
     fn source(&self) -> &File {
         match &self.snap {
-            Some(s) if self.locks.level() == Level::Shared => s.file(),
+            Some(s) if self.reading_snapshot() => s.file(),
             _ => &self.file,
         }
     }
 
     /// True while reads come from the snapshot.
     fn reading_snapshot(&self) -> bool {
-        self.snap.is_some() && self.locks.level() == Level::Shared
+        self.snap.is_some() && (self.locks.level() == Level::Shared || self.released)
     }
 
     /// Runs `f` (a read); when it fails because the snapshot's transaction was lost (a
@@ -148,6 +161,9 @@ impl Db {
     /// answers with `SQLITE_BUSY_SNAPSHOT`, and every later read of the transaction fails
     /// the same way.
     fn with_snapshot_renewal<R>(&mut self, mut f: impl FnMut(&Self) -> Result<R>) -> Result<R> {
+        if let Some(e) = &self.lost {
+            return Err(e.clone());
+        }
         match f(self) {
             Err(e) if e.is_retryable() && self.reading_snapshot() => {
                 let renewed = match &self.snap {
@@ -200,7 +216,7 @@ impl Db {
     /// blocks, past the end, not cached, a client of a shared store...). An error is a None too:
     /// xRead reports it, or renews a lost snapshot.
     pub fn fetch(&mut self, off: u64, len: usize) -> Option<*const u8> {
-        if !self.lends.allows(off, len) {
+        if !self.lends.allows(off, len) || self.lost.is_some() {
             return None;
         }
         let lent = {
@@ -318,8 +334,38 @@ impl Db {
     /// SQLITE_FCNTL_COMMIT_PHASETWO (SQLite's transaction is committed): commits this
     /// database's overlay, with those of its commit group's members that finished phase one,
     /// as one txvfs transaction. After a super-journal commit there is nothing left to do.
-    pub fn commit(&self) -> Result<()> {
+    /// A lone database's commit releases RESERVED and PENDING with it where the store can
+    /// pin the commit's state for the handle to read until SQLite unlocks (right after this:
+    /// the pager unlocks to SHARED after phase two unless it keeps its lock,
+    /// `locking_mode=EXCLUSIVE`, which keeps its locks here too).
+    pub fn commit(&mut self) -> Result<()> {
         let members = commit::with_groups(std::slice::from_ref(&self.member));
+        if members.len() == 1 && self.bytes.holds_write_pair() && !self.locks.exclusive_mode() {
+            let (simple, durable) = {
+                let m = self.member.lock();
+                (!m.overlay.is_empty() && m.files.is_none(), !m.sync_off && m.synced)
+            };
+            if simple {
+                let (file, bytes) = (&self.file, &self.bytes);
+                let r = commit::commit_releasing(&self.member, durable, |tx| {
+                    bytes.release_in(file, tx)
+                })?;
+                if let Some(r) = r {
+                    self.bytes.released();
+                    self.released = true;
+                    let (store, path) = (&self.store.store, &self.path);
+                    match Snapshot::after_commit(store, path, r.pinned, r.version) {
+                        Ok(s) => self.snap = Some(s),
+                        Err(e) => {
+                            // Committed all the same: only a read would fail.
+                            self.snap = None;
+                            self.lost = Some(e);
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        }
         // One member lock at a time (other threads commit group members too).
         let sync_off = self.member.lock().sync_off;
         // A file transaction is durable as SQLite's commits are, even when SQLite changed no
@@ -412,7 +458,7 @@ impl Db {
             // Now that no other writer can commit: is the snapshot still the committed state?
             let current = match &self.snap {
                 Some(s) => s.is_current(&self.file),
-                None => Ok(true),
+                None => Ok(self.lost.is_none()),
             };
             match current {
                 Ok(true) => {}
@@ -439,6 +485,7 @@ impl Db {
         let _ = self.bytes.lower(&self.store.store, &self.file, to);
         if to == Level::None {
             self.snap = None;
+            self.lost = None;
         }
     }
 
@@ -452,9 +499,14 @@ impl Db {
         if writing && to <= Level::Shared {
             self.abandon();
         }
+        let released = std::mem::take(&mut self.released);
         let mut result = Ok(());
         if to == Level::None {
             self.snap = None;
+            self.lost = None;
+        } else if writing && released {
+            // The commit released the write locks and left the snapshot of its state (or
+            // why there is none, in `lost`).
         } else if writing && to == Level::Shared {
             match Snapshot::take(&self.store.store, &self.path) {
                 Ok(s) => self.snap = Some(s),

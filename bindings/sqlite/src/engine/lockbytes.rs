@@ -29,7 +29,9 @@
 
 use super::locks::Level;
 use std::sync::OnceLock;
-use txvfs::{ErrorKind, File, InodeFileSystem, RangeLockKind, Result, Store, XattrFlags};
+use txvfs::{
+    ErrorKind, File, InodeFileSystem, RangeLockKind, Result, Store, Transaction, XattrFlags,
+};
 
 /// The extended attribute a connection in `locking_mode=EXCLUSIVE` sets on the database while
 /// it may hold the SHARED range write-locked (see the module docs).
@@ -146,6 +148,25 @@ impl LockBytes {
             self.exclusive = true;
         }
         Ok(level)
+    }
+
+    /// True when this handle holds what an ordinary write transaction holds, RESERVED with
+    /// PENDING and no other byte, which [`LockBytes::release_in`] gives back.
+    pub fn holds_write_pair(&self) -> bool {
+        self.reserved && self.pending && !self.pin && !self.exclusive
+    }
+
+    /// Writes the release of RESERVED and PENDING into `tx`, to take effect with its commit
+    /// ([`File::unlock_range_in`]: on a client of a shared store, no round trip of its own);
+    /// true when it did. Once `tx` committed, [`LockBytes::released`].
+    pub fn release_in(&self, file: &File, tx: &Transaction) -> Result<bool> {
+        file.unlock_range_in(tx, PENDING_BYTE, 2)
+    }
+
+    /// The commit that carried [`LockBytes::release_in`] landed.
+    pub fn released(&mut self) {
+        self.reserved = false;
+        self.pending = false;
     }
 
     /// Drops to `to` (Shared or None), as os_unix.c's unlock does, in one change of the

@@ -129,6 +129,27 @@ mod tests {
     }
 
     #[test]
+    fn the_snapshot_after_a_commit_is_of_that_commit_or_none() {
+        // Without a transaction pinned at the commit, one taken later must still show the
+        // commit's version: after another writer's commit it does not, and there is none.
+        let store = open_store(Some("memory:")).unwrap();
+        let st = &store.store;
+        st.write_file("/after.db", b"mine").unwrap();
+        let s = st.stat("/after.db").unwrap();
+        let mine = (s.mtime_ns, s.size);
+        let snap = snapshot::Snapshot::after_commit(st, "/after.db", None, mine).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        st.write_file("/after.db", b"theirs").unwrap();
+        assert_eq!(snap.size().unwrap(), 4, "it reads the commit's state");
+        let e = snapshot::Snapshot::after_commit(st, "/after.db", None, mine).err().unwrap();
+        assert!(e.is_retryable(), "another writer committed since: {e}");
+        // A transaction pinned at the commit is read, whatever came later.
+        let tx = st.begin().unwrap();
+        let pinned = snapshot::Snapshot::after_commit(st, "/after.db", Some(tx), mine);
+        assert!(pinned.is_err(), "the version is checked in the pinned transaction too");
+    }
+
+    #[test]
     fn exclusive_locking_mode_waits_for_readers_and_keeps_them_out() {
         let store = open_store(Some("memory:")).unwrap();
         let mut a = Db::open(store.clone(), "/x.db", true, false, None).unwrap();

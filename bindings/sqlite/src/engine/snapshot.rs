@@ -22,7 +22,8 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use txvfs::{
-    ErrorKind, File, FileSystem, InodeFileSystem, Lent, OpenOptions, Result, Store, Transaction,
+    Error, ErrorKind, File, FileSystem, InodeFileSystem, Lent, OpenOptions, Result, Store,
+    Transaction,
 };
 
 /// A read-only view of one database file at one version of the store.
@@ -45,7 +46,7 @@ pub struct Snapshot {
 const TAKE_RETRIES: u32 = 100;
 
 /// What says whether a file's data changed: (modification time, size).
-type Version = (i64, u64);
+pub type Version = (i64, u64);
 
 fn version_of(f: &File) -> Result<Version> {
     let s = f.stat()?;
@@ -57,17 +58,53 @@ impl Snapshot {
     /// process serving a shared store died as the snapshot began) takes it again: nothing
     /// was read from it yet.
     pub fn take(store: &Store, path: &str) -> Result<Snapshot> {
-        txvfs::retry(TAKE_RETRIES, || {
-            let tx = store.begin()?;
-            let file = tx.open(path, &OpenOptions::new().read(true))?;
-            let marked = match tx.getxattr_ino(file.ino(), EXCLUSIVE_MARK) {
-                Ok(_) => true,
-                Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
-                Err(e) => return Err(e),
-            };
-            let lent = Mutex::default();
-            Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked, lent })
-        })
+        txvfs::retry(TAKE_RETRIES, || Snapshot::of(store.begin()?, path))
+    }
+
+    /// The snapshot `tx` reads.
+    fn of(tx: Transaction, path: &str) -> Result<Snapshot> {
+        let file = tx.open(path, &OpenOptions::new().read(true))?;
+        let marked = match tx.getxattr_ino(file.ino(), EXCLUSIVE_MARK) {
+            Ok(_) => true,
+            Err(e) if matches!(e.kind(), ErrorKind::NoData) => false,
+            Err(e) => return Err(e),
+        };
+        let lent = Mutex::default();
+        Ok(Snapshot { file, _tx: tx, version: OnceLock::new(), marked, lent })
+    }
+
+    /// The snapshot a handle reads after a commit that released its write locks with it
+    /// ([`super::commit::commit_releasing`]): the transaction pinned at the commit's version
+    /// where the store gave one, else (or when the pinned one was lost with the store's
+    /// owner before it read what it needs) one taken now. Either must show the file at the
+    /// commit's `version`; one taken now does not when another writer committed since
+    /// (nothing kept other writers out any more), and then there is no snapshot of the
+    /// commit's state: a retryable conflict.
+    pub fn after_commit(
+        store: &Store,
+        path: &str,
+        pinned: Option<Transaction>,
+        version: Version,
+    ) -> Result<Snapshot> {
+        let at = |s: Snapshot| {
+            if version_of(&s.file)? != version {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{path}: the snapshot of this connection's commit could not be had (the \
+                         store's owner changed, and another writer committed since): end the \
+                         read transaction and run it again"
+                    ),
+                ));
+            }
+            let _ = s.version.set(version);
+            Ok(s)
+        };
+        match pinned.map(|tx| Snapshot::of(tx, path).and_then(at)) {
+            Some(Err(e)) if !e.is_retryable() => Err(e),
+            Some(Ok(s)) => Ok(s),
+            _ => at(Snapshot::take(store, path)?),
+        }
     }
 
     /// True when the file carried the mark of a connection in `locking_mode=EXCLUSIVE` at

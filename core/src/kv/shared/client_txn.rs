@@ -199,6 +199,57 @@ impl ClientTxn {
         }
     }
 
+    /// A read-only transaction reading exactly version `at` of the ring (the cache answers
+    /// what it holds at `at`; BEGIN_AT continues at the owner's kept snapshot of it).
+    fn at(backend: Weak<SharedBackend>, client: Arc<Client>, at: At) -> ClientTxn {
+        ClientTxn {
+            backend,
+            client,
+            conn: None,
+            local: Some(Local { at, points: Vec::new(), ranges: Vec::new() }),
+            begun: None,
+            begin_pending: false,
+            own: HashMap::new(),
+            writes: false,
+            failed: None,
+        }
+    }
+
+    /// Commits; returns where this commit's state is read (its ring epoch and version), when
+    /// known: not for a read-only transaction, nor for one whose outcome was asked of a new
+    /// owner after a lost connection.
+    fn commit_at(mut self: Box<Self>, durable: bool) -> Result<Option<At>> {
+        if !self.writes {
+            // Read-only: serializable at its snapshot; dropping sends the rollback.
+            return Ok(None);
+        }
+        let id = receipts::new_id();
+        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true);
+        if let Some(conn) = self.conn.take() {
+            self.client.put_conn(conn);
+        }
+        let r = r.map(|reply| {
+            // The commit's version (0 or absent: not known) lets the cache keep what it wrote.
+            let version = Fields::of(&reply).ok().and_then(|(_, mut f)| f.u64().ok());
+            let (Some(version @ 1..), Some((epoch, _))) = (version, self.begun) else {
+                return None;
+            };
+            if let Some(cache) = &self.client.cache {
+                let own: Vec<_> = std::mem::take(&mut self.own).into_iter().collect();
+                cache.lock().fill_own(epoch, version, &own);
+            }
+            Some(At { epoch, version })
+        });
+        match r {
+            // The connection was lost after the commit left: the owner died or stopped
+            // serving. Ask the current owner (after a failover) whether its receipt is there.
+            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
+                self.resolve(&id, e).map(|()| None)
+            }
+            r => r,
+        }
+    }
+
     fn get_op(&mut self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>> {
         self.check_key(key)?;
         if let Some(v) = self.own.get(key) {
@@ -421,34 +472,15 @@ impl Txn for ClientTxn {
         self.check_key(prefix)?;
         self.send(Frame::new(op::SET_VERSIONSTAMPED).bytes(prefix).bytes(value))
     }
-    fn commit(mut self: Box<Self>, durable: bool) -> Result<()> {
-        if !self.writes {
-            // Read-only: serializable at its snapshot; dropping sends the rollback.
-            return Ok(());
-        }
-        let id = receipts::new_id();
-        let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true);
-        if let Some(conn) = self.conn.take() {
-            self.client.put_conn(conn);
-        }
-        let r = r.map(|reply| {
-            // The commit's version (0 or absent: not known) lets the cache keep what it wrote.
-            let version = Fields::of(&reply).ok().and_then(|(_, mut f)| f.u64().ok());
-            if let (Some(v @ 1..), Some((epoch, _)), Some(cache)) =
-                (version, self.begun, &self.client.cache)
-            {
-                let own: Vec<_> = std::mem::take(&mut self.own).into_iter().collect();
-                cache.lock().fill_own(epoch, v, &own);
-            }
-        });
-        match r {
-            // The connection was lost after the commit left: the owner died or stopped
-            // serving. Ask the current owner (after a failover) whether its receipt is there.
-            Err(e) if e.kind() == ErrorKind::CommitUnknown && self.client.lost() => {
-                self.resolve(&id, e)
-            }
-            r => r,
-        }
+    fn commit(self: Box<Self>, durable: bool) -> Result<()> {
+        self.commit_at(durable).map(|_| ())
+    }
+    fn pins_commit(&self) -> bool {
+        self.begun.is_some() && self.client.cache.is_some()
+    }
+    fn commit_pinned(self: Box<Self>, durable: bool) -> Result<Option<Box<dyn Txn>>> {
+        let (backend, client) = (self.backend.clone(), self.client.clone());
+        Ok(self.commit_at(durable)?.map(|at| Box::new(ClientTxn::at(backend, client, at)) as _))
     }
     fn refresh(&mut self) -> Result<()> {
         self.call(Frame::new(op::REFRESH), false).map(|_| ())
