@@ -237,3 +237,88 @@ fn a_client_s_cached_blocks_follow_the_owner_s_writes() {
     }
     assert!(hits_seen >= 30 * 4, "the second reads came from the cache ({hits_seen} hits)");
 }
+
+/// The names a client lists in `/d`, and whether the listing crossed the socket.
+fn listing(s: &txvfs::Store) -> (Vec<String>, bool) {
+    let before = kv::round_trips();
+    let names = s
+        .readdir("/d", None, 0)
+        .unwrap()
+        .into_iter()
+        .map(|e| String::from_utf8(e.name.into_vec()).unwrap())
+        .collect();
+    (names, kv::round_trips() != before)
+}
+
+#[test]
+fn a_client_s_hot_listing_comes_from_its_cache_and_follows_every_change() {
+    // A directory a client listed is kept whole in its cache (kv/shared/client_cache.rs):
+    // the next listing crosses no socket, and each change another process commits (a create,
+    // an unlink, a rename in or out) is in the next listing.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    let mut other = Agent::start(&uri, AGENT);
+    assert_eq!(other.role, "client");
+    assert_eq!(owner.ask("mkdir /d"), "ok");
+    for i in 0..50 {
+        assert_eq!(owner.ask(&format!("write /d/f{i:02} x")), "ok");
+    }
+    let s = txvfs::Store::open(&uri).unwrap();
+    assert!(!s.backend().role().is_primary());
+    let mut want: Vec<String> = (0..50).map(|i| format!("f{i:02}")).collect();
+    assert_eq!(listing(&s).0, want);
+    let (names, crossed) = listing(&s);
+    assert_eq!(names, want);
+    assert!(!crossed, "a hot listing crossed the socket");
+    let changes = [
+        ("write /d/new x", "new", true),
+        ("unlink /d/f07", "f07", false),
+        ("rename /d/f08 /elsewhere", "f08", false),
+        ("rename /d/new /d/renamed", "new", false),
+    ];
+    for (round, (cmd, name, added)) in changes.into_iter().enumerate() {
+        let who = if round % 2 == 0 { &mut owner } else { &mut other };
+        assert_eq!(who.ask(cmd), "ok", "{cmd}");
+        if added {
+            want.push(name.to_string());
+        } else {
+            want.retain(|n| n != name);
+        }
+        if cmd.ends_with("/d/renamed") {
+            want.push("renamed".to_string());
+        }
+        want.sort();
+        assert_eq!(listing(&s).0, want, "after {cmd}");
+        let (names, crossed) = listing(&s);
+        assert_eq!(names, want, "after {cmd}, listed again");
+        assert!(!crossed, "after {cmd}: the second listing crossed the socket");
+    }
+}
+
+#[test]
+fn a_transaction_that_listed_from_the_cache_conflicts_with_a_change_to_the_listing() {
+    // A listing read from the cache joins the transaction's reads like a key does: when the
+    // transaction reaches the owner (BEGIN_AT), a commit that changed the directory since
+    // makes it fail, as it would had the listing come from the owner.
+    let d = tempfile::tempdir().unwrap();
+    let uri = d.path().to_str().unwrap().to_string();
+    let mut owner = Agent::start(&uri, AGENT);
+    assert_eq!(owner.ask("mkdir /d"), "ok");
+    assert_eq!(owner.ask("write /d/a x"), "ok");
+    let s = txvfs::Store::open(&uri).unwrap();
+    assert_eq!(listing(&s).0, ["a"]);
+    let tx = s.begin().unwrap();
+    let before = kv::round_trips();
+    let names: Vec<_> = tx.readdir("/d", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["a"]);
+    assert_eq!(kv::round_trips(), before, "the listing must come from the cache");
+    assert_eq!(owner.ask("write /d/b x"), "ok");
+    // BEGIN_AT goes with the first write: the conflict shows there, or at the commit.
+    let e = match tx.write_file("/count", b"1") {
+        Err(e) => e,
+        Ok(()) => tx.commit().unwrap_err(),
+    };
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert_eq!(owner.ask("read /count"), "error /count: no such file or directory");
+}

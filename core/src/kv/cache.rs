@@ -136,7 +136,7 @@ impl ReadCache {
     /// Keeps `pairs`, all of `[start, end)` as read from the engine at snapshot `at`, if no
     /// commit after `at` wrote into the range.
     pub(crate) fn fill_range(&mut self, start: &[u8], end: &[u8], at: u64, pairs: Pairs) {
-        if !self.enabled() || !self.range_current_since(start, end, at) {
+        if start >= end || !self.enabled() || !self.range_current_since(start, end, at) {
             return;
         }
         self.ranges.fill(start, end, pairs, at, self.capacity / 4);

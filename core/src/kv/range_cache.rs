@@ -11,8 +11,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// One pair of a cached range.
+type Pair = (Box<[u8]>, Box<[u8]>);
+
 /// The pairs of one cached range.
-pub(crate) type Pairs = Arc<[(Box<[u8]>, Box<[u8]>)]>;
+pub(crate) type Pairs = Arc<[Pair]>;
 
 struct Range {
     end: Vec<u8>,
@@ -33,6 +36,38 @@ pub(crate) struct RangeCache {
 
 /// Bytes a pair costs beyond its key and value.
 const PAIR_OVERHEAD: usize = 48;
+
+/// Bytes of keys and values a scanned range may hold to be kept whole.
+const KEEP_MAX: usize = 16 << 20;
+
+/// Collects what a scan visits, to keep the range whole afterwards; gives up beyond
+/// [`KEEP_MAX`] bytes (or from the start, when the cache keeps nothing).
+pub(crate) struct RangeKeeper {
+    pairs: Option<Vec<Pair>>,
+    bytes: usize,
+}
+
+impl RangeKeeper {
+    pub(crate) fn new(keep: bool) -> RangeKeeper {
+        RangeKeeper { pairs: keep.then(Vec::new), bytes: 0 }
+    }
+
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
+        if let Some(pairs) = &mut self.pairs {
+            self.bytes += key.len() + value.len();
+            if self.bytes > KEEP_MAX {
+                self.pairs = None;
+            } else {
+                pairs.push((Box::from(key), Box::from(value)));
+            }
+        }
+    }
+
+    /// Every pair visited, unless it gave up.
+    pub(crate) fn finish(self) -> Option<Pairs> {
+        self.pairs.map(Pairs::from)
+    }
+}
 
 impl RangeCache {
     /// The pairs of exactly `[start, end)` at snapshot `at`, if cached.

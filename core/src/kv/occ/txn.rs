@@ -7,6 +7,7 @@ use super::reader::Reader;
 use super::resolver::WriteSet;
 use super::{Engine, Mutation, OccStore};
 use crate::error::{Error, ErrorKind, Result};
+use crate::kv::range_cache::RangeKeeper;
 use crate::kv::{KeyValue, SnapshotReader, Txn};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -38,9 +39,6 @@ pub(super) fn apply_atomic(base: Option<&[u8]>, ops: &[AtomicOp]) -> Vec<u8> {
     }
     v.to_le_bytes().to_vec()
 }
-
-/// Bytes of keys and values a scanned range may hold to be kept whole by the read cache.
-const RANGE_KEEP_MAX: usize = 16 << 20;
 
 pub(super) struct OccTxn<E: Engine> {
     // Declared before `store` so the snapshot is released before the engine can go away.
@@ -383,22 +381,14 @@ impl<E: Engine> Txn for OccTxn<E> {
             return Ok(());
         }
         // A scan small enough is kept whole for the next one (a hot directory's listing).
-        let mut keep = enabled.then(Vec::new);
-        let mut bytes = 0;
+        let mut keep = RangeKeeper::new(enabled);
         self.store.engine.scan(self.snap(), start, end, false, &mut |k, v| {
             visit(k, v);
-            if let Some(pairs) = &mut keep {
-                bytes += k.len() + v.len();
-                if bytes > RANGE_KEEP_MAX {
-                    keep = None;
-                } else {
-                    pairs.push((Box::from(k), Box::from(v)));
-                }
-            }
+            keep.add(k, v);
             true
         })?;
-        if let Some(pairs) = keep {
-            self.store.cache.lock().fill_range(start, end, self.read_version, pairs.into());
+        if let Some(pairs) = keep.finish() {
+            self.store.cache.lock().fill_range(start, end, self.read_version, pairs);
         }
         Ok(())
     }

@@ -16,6 +16,7 @@
 use super::ring::{Changes, RingReader, Written};
 use crate::error::Result;
 use crate::kv::cache::ReadCache;
+use crate::kv::range_cache::Pairs;
 use crate::kv::CacheStats;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -93,6 +94,28 @@ impl ClientCache {
             return None;
         }
         self.cache.get(key, at.version)
+    }
+
+    /// Every pair of `[start, end)` at `at`, if the cache holds that whole range.
+    pub(crate) fn get_range(&mut self, at: At, start: &[u8], end: &[u8]) -> Option<Pairs> {
+        if at.epoch != self.epoch {
+            return None;
+        }
+        self.cache.get_range(start, end, at.version)
+    }
+
+    /// Keeps `pairs`, all of `[start, end)` as the owner read them at `version` of `epoch`.
+    pub(crate) fn fill_range(
+        &mut self,
+        epoch: u64,
+        version: u64,
+        start: &[u8],
+        end: &[u8],
+        pairs: Pairs,
+    ) {
+        if epoch == self.epoch {
+            self.cache.fill_range(start, end, version, pairs);
+        }
     }
 
     /// Keeps `value`, read from the owner at version `version` of `epoch`.

@@ -11,6 +11,7 @@ use super::waits::{self, Outcome};
 use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::cache::MAX_VALUE;
+use crate::kv::range_cache::RangeKeeper;
 use crate::kv::{KeyValue, Txn};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -307,6 +308,8 @@ impl ClientTxn {
             (Some((epoch, at @ 1..)), false, Some(cache)) => Some((epoch, at, cache)),
             _ => None,
         };
+        // A whole range (a directory listed) is kept whole as well, for the next listing.
+        let mut keep = RangeKeeper::new(fill.is_some() && limit == 0 && !reverse && start < end);
         let (code, mut f) = Fields::of(&reply)?;
         let mut f = match (code, &self.conn) {
             // A large reply, in the connection's reply area (its length here).
@@ -322,9 +325,13 @@ impl ClientTxn {
         for _ in 0..f.u64()? {
             let (k, v) = (f.bytes()?, f.bytes()?);
             visit(k, v);
+            keep.add(k, v);
             if let Some((epoch, at, cache)) = &fill {
                 cache.lock().fill(*epoch, *at, k, Some(v));
             }
+        }
+        if let (Some(pairs), Some((epoch, at, cache))) = (keep.finish(), &fill) {
+            cache.lock().fill_range(*epoch, *at, start, end, pairs);
         }
         if let Some(conn) = &mut self.conn {
             conn.recycle(reply);
@@ -390,6 +397,20 @@ impl Txn for ClientTxn {
         end: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<()> {
+        // Before it reached the owner, a transaction reads a whole range the cache holds
+        // there, like a key: the range joins what BEGIN_AT later asks the owner to check.
+        self.check_key(start)?;
+        self.check_key(end)?;
+        if let (Some(l), Some(cache)) = (&mut self.local, &self.client.cache) {
+            let cached = cache.lock().get_range(l.at, start, end);
+            if let Some(pairs) = cached {
+                l.ranges.push((start.to_vec(), end.to_vec()));
+                for (k, v) in pairs.iter() {
+                    visit(k, v);
+                }
+                return Ok(());
+            }
+        }
         self.range_op(start, end, 0, false, false, visit)
     }
     fn cached_get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<Option<bool>> {
