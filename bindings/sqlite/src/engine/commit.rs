@@ -244,16 +244,21 @@ pub fn commit_members(members: &[MemberRef], durable: bool) -> Result<()> {
         m.reset();
     }
     if result.is_ok() {
-        let s = stats();
-        s.commits.fetch_add(1, Ordering::Relaxed);
-        if durable {
-            s.durable.fetch_add(1, Ordering::Relaxed);
-        }
-        if dirty > 1 {
-            s.grouped.fetch_add(1, Ordering::Relaxed);
-        }
+        count_commit(durable, dirty > 1);
     }
     result
+}
+
+/// Counts a commit that succeeded in `PRAGMA txvfs_stats`.
+fn count_commit(durable: bool, grouped: bool) {
+    let s = stats();
+    s.commits.fetch_add(1, Ordering::Relaxed);
+    if durable {
+        s.durable.fetch_add(1, Ordering::Relaxed);
+    }
+    if grouped {
+        s.grouped.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Writes the overlays of `members` into `tx`; returns the version of the last file written
@@ -318,11 +323,7 @@ pub fn commit_releasing(
     });
     m.reset();
     if result.is_ok() {
-        let s = stats();
-        s.commits.fetch_add(1, Ordering::Relaxed);
-        if durable {
-            s.durable.fetch_add(1, Ordering::Relaxed);
-        }
+        count_commit(durable, false);
     }
     result
 }
