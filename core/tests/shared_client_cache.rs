@@ -268,9 +268,7 @@ fn a_client_s_hot_listing_comes_from_its_cache_and_follows_every_change() {
     assert!(!s.backend().role().is_primary());
     let mut want: Vec<String> = (0..50).map(|i| format!("f{i:02}")).collect();
     assert_eq!(listing(&s).0, want);
-    let (names, crossed) = listing(&s);
-    assert_eq!(names, want);
-    assert!(!crossed, "a hot listing crossed the socket");
+    assert_hot(&s, &want, "the first listing");
     let changes = [
         ("write /d/new x", "new", true),
         ("unlink /d/f07", "f07", false),
@@ -290,10 +288,22 @@ fn a_client_s_hot_listing_comes_from_its_cache_and_follows_every_change() {
         }
         want.sort();
         assert_eq!(listing(&s).0, want, "after {cmd}");
-        let (names, crossed) = listing(&s);
-        assert_eq!(names, want, "after {cmd}, listed again");
-        assert!(!crossed, "after {cmd}: the second listing crossed the socket");
+        assert_hot(&s, &want, cmd);
     }
+}
+
+/// Lists `/d` again until a listing crosses no socket (a background commit of another process,
+/// such as a liveness record, may make the cache ask once more): each must be `want`, and
+/// one of five must come from the cache.
+fn assert_hot(s: &txvfs::Store, want: &[String], after: &str) {
+    for _ in 0..5 {
+        let (names, crossed) = listing(s);
+        assert_eq!(names, want, "after {after}, listed again");
+        if !crossed {
+            return;
+        }
+    }
+    panic!("after {after}: five listings in a row crossed the socket");
 }
 
 #[test]
@@ -308,11 +318,21 @@ fn a_transaction_that_listed_from_the_cache_conflicts_with_a_change_to_the_listi
     assert_eq!(owner.ask("write /d/a x"), "ok");
     let s = txvfs::Store::open(&uri).unwrap();
     assert_eq!(listing(&s).0, ["a"]);
-    let tx = s.begin().unwrap();
-    let before = kv::round_trips();
-    let names: Vec<_> = tx.readdir("/d", None, 0).unwrap().into_iter().map(|e| e.name).collect();
-    assert_eq!(names, ["a"]);
-    assert_eq!(kv::round_trips(), before, "the listing must come from the cache");
+    // A transaction whose listing came from the cache (a background commit of another
+    // process may make one ask the owner: then another try).
+    let mut tries = 0;
+    let tx = loop {
+        let tx = s.begin().unwrap();
+        let before = kv::round_trips();
+        let names: Vec<_> =
+            tx.readdir("/d", None, 0).unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["a"]);
+        if kv::round_trips() == before {
+            break tx;
+        }
+        tries += 1;
+        assert!(tries < 5, "five listings in a row crossed the socket");
+    };
     assert_eq!(owner.ask("write /d/b x"), "ok");
     // BEGIN_AT goes with the first write: the conflict shows there, or at the commit.
     let e = match tx.write_file("/count", b"1") {

@@ -413,6 +413,13 @@ impl Txn for ClientTxn {
         }
         self.range_op(start, end, 0, false, false, visit)
     }
+    fn get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        // A hit lends the cached value (a copy per read was a fifth of a client's `stat`).
+        if let Some(found) = self.cached_get_with(key, read)? {
+            return Ok(found);
+        }
+        Ok(self.get_op(key, false)?.map(|v| read(&v)).is_some())
+    }
     fn cached_get_with(&mut self, key: &[u8], read: &mut dyn FnMut(&[u8])) -> Result<Option<bool>> {
         self.check_key(key)?;
         if let Some(v) = self.own.get(key) {
