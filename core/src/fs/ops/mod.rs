@@ -9,6 +9,7 @@ mod attrs;
 mod chunks;
 mod data;
 mod fetch;
+mod listing;
 mod namespace;
 mod prefetch;
 mod quota;
