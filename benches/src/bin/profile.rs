@@ -1,7 +1,8 @@
 //! Runs one workload of the main benchmark in a loop, alone, so a profiler sees only it:
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, clientstat (stat of 1,000 files from a client process, the
-//! owner idle), statnew (first touch: each of COUNT files in 100 directories
+//! owner idle), clientwrite (4 KiB `write_file` into those files from a client: prints round
+//! trips per call and how the spins for replies and requests fared), statnew (first touch: each of COUNT files in 100 directories
 //! stat'ed once after creating them), read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
 //! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), seqwrite (COUNT
 //! files of 256 MiB written in 1 MiB calls and synced, as the main benchmark's row), durable (durable 4 KiB
@@ -16,20 +17,26 @@ use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::time::Instant;
 use txvfs::{FileSystem, OpenOptions, Store};
 
-/// The client side of `clientstat`: opens the store another process owns and stats its files.
-fn client_stat(uri: &str, n: usize) {
+/// The client side of `clientstat` and `clientwrite`: opens the store another process owns
+/// and stats its files, or writes 4 KiB into them with `write_file`.
+fn client_ops(what: &str, uri: &str, n: usize) {
     let store = Store::open(uri).expect("open as a client");
     assert!(!store.backend().role().is_primary(), "the owner is the parent");
     let mut rng = SmallRng::seed_from_u64(5);
     let paths: Vec<String> = (0..n).map(|_| format!("/d/f{}", rng.gen_range(0..1000))).collect();
-    for p in &paths[..1000.min(n)] {
-        store.stat(p).unwrap();
-    }
+    let data = vec![9u8; 4096];
+    let op = |p: &String| match what {
+        "clientstat" => drop(store.stat(p).unwrap()),
+        _ => store.write_file(p, &data).unwrap(),
+    };
+    paths[..1000.min(n)].iter().for_each(op);
+    let trips = txvfs::kv::round_trips();
     let start = Instant::now();
-    for p in &paths {
-        store.stat(p).unwrap();
-    }
-    println!("clientstat: {:.2} µs per op in a client ({n} ops)", per_op(start, n));
+    paths.iter().for_each(op);
+    let per = per_op(start, n);
+    let trips = (txvfs::kv::round_trips() - trips) as f64 / n as f64;
+    let [(hits, misses), _] = txvfs::kv::spin_counts();
+    println!("{what}: {per:.2} µs per op in a client ({n} ops, {trips:.2} round trips each; spins for replies: {hits} saw them, {misses} ran out)");
 }
 
 fn per_op(start: Instant, n: usize) -> f64 {
@@ -38,12 +45,12 @@ fn per_op(start: Instant, n: usize) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--client-stat") {
-        return client_stat(&args[2], args[3].parse().expect("COUNT"));
+    if args.get(1).map(String::as_str) == Some("--client") {
+        return client_ops(&args[2], &args[3], args[4].parse().expect("COUNT"));
     }
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
     else {
-        eprintln!("usage: txvfs-profile create|writefile|stat|clientstat|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
+        eprintln!("usage: txvfs-profile create|writefile|stat|clientstat|clientwrite|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -97,19 +104,22 @@ fn main() {
                 }
             }
         }
-        "clientstat" => {
+        "clientstat" | "clientwrite" => {
             // This process owns the store with 1,000 files; a child opens it as a client and
-            // stats them COUNT times at random (`perf record` follows the child).
+            // stats them (or writes them whole) COUNT times at random (`perf record` follows
+            // the child).
             for i in 0..1000 {
                 store.write_file(format!("/d/f{i}"), &data).unwrap();
             }
             let uri = format!("rocksdb:{}", dir.path().join("store").display());
             let exe = std::env::current_exe().unwrap();
             let st = std::process::Command::new(exe)
-                .args(["--client-stat", &uri, &n.to_string()])
+                .args(["--client", what, &uri, &n.to_string()])
                 .status()
                 .unwrap();
             assert!(st.success());
+            let [_, (hits, misses)] = txvfs::kv::spin_counts();
+            println!("the owner's spins for requests: {hits} saw them, {misses} ran out");
             return;
         }
         "statnew" => {

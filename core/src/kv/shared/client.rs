@@ -21,6 +21,7 @@ use super::client_cache::ClientCache;
 use super::client_hello::{hello, parse_hello, pidfd};
 use super::endpoint::Endpoint;
 use super::protocol::{self, op, Fields, Frame};
+use super::spin::{Side, Spinner};
 use super::waits::{self, Outcome};
 use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
@@ -66,6 +67,8 @@ pub(super) struct Conn {
     spare: Vec<u8>,
     /// Where the server writes large range replies, once it mapped it (`area.rs`).
     pub(super) area: Option<Area>,
+    /// Whether waits for replies on this connection spin first (`spin.rs`).
+    spinner: Spinner,
 }
 
 impl Conn {
@@ -78,7 +81,15 @@ impl Conn {
         stream.set_read_timeout(t)?;
         stream.set_write_timeout(t)?;
         let reader = BufReader::with_capacity(64 << 10, stream.try_clone()?);
-        Ok(Conn { stream, reader, out: Vec::with_capacity(4096), spare: Vec::new(), area: None })
+        let spinner = Spinner::new(Side::Client);
+        Ok(Conn {
+            stream,
+            reader,
+            out: Vec::with_capacity(4096),
+            spare: Vec::new(),
+            area: None,
+            spinner,
+        })
     }
 
     /// Sends what is buffered plus `frame`, and reads the reply (OK and its fields, or the
@@ -109,10 +120,15 @@ impl Conn {
 
     /// Reads the reply to a request already sent (see [`Conn::call`]).
     pub(super) fn reply(&mut self) -> std::result::Result<Result<Vec<u8>>, Fail> {
-        if self.reader.buffer().is_empty() {
-            super::spin::SPINNER.until_readable(self.stream.as_raw_fd());
+        let slept = match self.reader.buffer().is_empty() {
+            true => self.spinner.until_readable(self.stream.as_raw_fd()),
+            false => None,
+        };
+        let read = protocol::read_frame_into(&mut self.reader, &mut self.spare);
+        if let Some(slept) = slept {
+            self.spinner.woke(slept);
         }
-        let reply = match protocol::read_frame_into(&mut self.reader, &mut self.spare) {
+        let reply = match read {
             Ok(Some(r)) => r,
             Ok(None) => return Err(Fail::Lost { sent: true }),
             Err(e) => return Err(self.failed(&e, true)),

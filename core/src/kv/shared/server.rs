@@ -26,6 +26,7 @@ use super::area::Area;
 use super::endpoint::{self, Endpoint};
 use super::protocol::{self, op, Fields, Frame};
 use super::ring::RingWriter;
+use super::spin::{Side, Spinner};
 use super::{receipts, snapshot, waits, AloneState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::rocks::RocksBackend;
@@ -501,6 +502,7 @@ fn serve(stream: UnixStream, serving: Serving) {
     // Replies not written yet: those to requests the client sent together go out in one
     // write once the last of them is handled, so the client takes them in one read.
     let mut pending = Vec::new();
+    let mut spinner = Spinner::new(Side::Owner);
     loop {
         if reader.buffer().is_empty() && !pending.is_empty() {
             if send_reply(&writer, &pending).is_err() {
@@ -512,12 +514,17 @@ fn serve(stream: UnixStream, serving: Serving) {
         // request gets the error; the connection stays for the client's next transaction.
         let idle = session.txn.is_some().then_some(limit);
         // A client's next request is often microseconds away (the next call of a loop, the
-        // commit after a read): wait for it awake a while; the budget adapts, so connections
-        // whose next request does not come soon stop the spinning (`spin.rs`).
-        if reader.buffer().is_empty() {
-            super::spin::SERVER_SPINNER.until_readable(writer.as_raw_fd());
+        // commit after a read): wait for it awake a while; a connection whose next request
+        // does not come soon stops spinning (`spin.rs`).
+        let slept = match reader.buffer().is_empty() {
+            true => spinner.until_readable(writer.as_raw_fd()),
+            false => None,
+        };
+        let next = next_frame(&mut reader, &writer, idle, &mut timeout);
+        if let Some(slept) = slept {
+            spinner.woke(slept);
         }
-        let frame = match next_frame(&mut reader, &writer, idle, &mut timeout) {
+        let frame = match next {
             Ok(Next::Frame(f)) => f,
             Ok(Next::Idle) => {
                 session.txn = None;
