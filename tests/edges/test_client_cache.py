@@ -41,3 +41,47 @@ def test_a_client_reads_every_write_acknowledged_before_its_read(tmp_path):
     finally:
         owner.stdin.close()
         assert owner.wait(timeout=30) == 0
+
+
+def test_a_client_creating_names_another_process_made_finds_them(tmp_path):
+    """A client takes a name it creates as absent without asking the owner (one round trip
+    saved); where another process made that name, the owner's check makes the call read it,
+    so each call answers as it would have: replaced, FileExistsError, or renamed onto."""
+    path = str(tmp_path / "store")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        for name in ("/w", "/x", "/m", "/t"):
+            owner.stdin.write(f"{name} from-the-owner\n")
+            owner.stdin.flush()
+            assert owner.stdout.readline().strip() == "ok"
+        with txvfs.open(path) as s:
+            s.write_bytes("/warm", b"w")
+            with s.open("/w", "wb") as f:
+                f.write(b"replaced")
+            assert s.read_bytes("/w") == b"replaced"
+            try:
+                s.open("/x", "xb")
+                raise AssertionError("created over an existing name")
+            except FileExistsError:
+                pass
+            try:
+                s.mkdir("/m")
+                raise AssertionError("mkdir over an existing name")
+            except FileExistsError:
+                pass
+            s.write_bytes("/src", b"moved")
+            s.rename("/src", "/t")
+            assert s.read_bytes("/t") == b"moved"
+            for i in range(20):
+                s.write_bytes(f"/new{i}", b"n")
+            names = ["m", "t", "w", "warm", "x"] + [f"new{i}" for i in range(20)]
+            assert sorted(s.listdir("/")) == sorted(names)
+    finally:
+        owner.stdin.close()
+        assert owner.wait(timeout=30) == 0

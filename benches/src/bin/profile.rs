@@ -2,7 +2,8 @@
 //! `perf record -g target/release/txvfs-profile delete 200000`, then `perf report`.
 //! Workloads: create, stat, clientstat (stat of 1,000 files from a client process, the
 //! owner idle), clientwrite (4 KiB `write_file` into those files from a client: prints round
-//! trips per call and how the spins for replies and requests fared), statnew (first touch: each of COUNT files in 100 directories
+//! trips per call and how the spins for replies and requests fared), clientcreate (the same
+//! into new names), statnew (first touch: each of COUNT files in 100 directories
 //! stat'ed once after creating them), read (open+read 4 KiB+close), delete, pread (random 4 KiB in a
 //! 256 MiB file), pwrite (random 4 KiB writes into it), seqread (passes over a 256 MiB file in 1 MiB reads), seqwrite (COUNT
 //! files of 256 MiB written in 1 MiB calls and synced, as the main benchmark's row), durable (durable 4 KiB
@@ -25,8 +26,13 @@ fn client_ops(what: &str, uri: &str, n: usize) {
     let mut rng = SmallRng::seed_from_u64(5);
     let paths: Vec<String> = (0..n).map(|_| format!("/d/f{}", rng.gen_range(0..1000))).collect();
     let data = vec![9u8; 4096];
+    let fresh = std::sync::atomic::AtomicUsize::new(0);
     let op = |p: &String| match what {
         "clientstat" => drop(store.stat(p).unwrap()),
+        "clientcreate" => {
+            let i = fresh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            store.write_file(format!("/d/new{i}"), &data).unwrap()
+        }
         _ => store.write_file(p, &data).unwrap(),
     };
     paths[..1000.min(n)].iter().for_each(op);
@@ -50,7 +56,7 @@ fn main() {
     }
     let (Some(what), Some(n)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok()))
     else {
-        eprintln!("usage: txvfs-profile create|writefile|stat|clientstat|clientwrite|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
+        eprintln!("usage: txvfs-profile create|writefile|stat|clientstat|clientwrite|clientcreate|statnew|read|delete|pread|pwrite|seqread|seqwrite|durable|durable3|durable9|readdir COUNT [CACHE_BYTES [BLOCK_BYTES]]");
         std::process::exit(2);
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -104,7 +110,7 @@ fn main() {
                 }
             }
         }
-        "clientstat" | "clientwrite" => {
+        "clientstat" | "clientwrite" | "clientcreate" => {
             // This process owns the store with 1,000 files; a child opens it as a client and
             // stats them (or writes them whole) COUNT times at random (`perf record` follows
             // the child).

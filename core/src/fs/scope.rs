@@ -8,7 +8,7 @@ use super::state::StoreState;
 use super::store::Store;
 use super::transaction::{finished, TxShared, TxState};
 use super::types::Credential;
-use crate::error::{panic_error, Error, Result};
+use crate::error::{panic_error, Error, ErrorKind, Result};
 use crate::kv;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -148,23 +148,40 @@ impl StoreState {
         mut f: impl FnMut(&mut Operation<'_>) -> Result<R>,
     ) -> Result<R> {
         let mut orphaned = Vec::new();
-        let r = kv::retry_loop(
-            mode.max_retries,
-            || self.backend.begin(),
-            |mut tx| {
-                let mut op = Operation::new(&mut *tx, self, cred, mode.read_only, None);
-                let r = f(&mut op)?;
-                orphaned = std::mem::take(&mut op.orphaned);
-                let freed = std::mem::take(&mut op.freed);
-                let changes = std::mem::take(&mut op.changes);
-                super::feed::write_record(&mut *tx, &changes)?;
-                self.open_files.commit_freeing(&freed, || tx.commit(false))?;
-                if !changes.is_empty() {
-                    self.feed_committed();
-                }
-                Ok(r)
-            },
-        )?;
+        // The first attempt may take names it creates as absent without reading them
+        // (`Operation::lookup_to_create`). If it did and failed, whether its commit found one
+        // present or it failed on the way (which the guess may have caused), the call runs
+        // again at once, reading them.
+        let (mut may_guess, mut guess_failed) = (true, false);
+        let r = loop {
+            let r = kv::retry_loop(
+                mode.max_retries,
+                || self.backend.begin(),
+                |mut tx| {
+                    let mut op = Operation::new(&mut *tx, self, cred, mode.read_only, None);
+                    op.may_guess = std::mem::take(&mut may_guess);
+                    let r = f(&mut op);
+                    let guessed = op.guessed;
+                    let r = r.map(|r| (r, op.orphaned, op.freed, op.changes)).and_then(
+                        |(r, orphans, freed, changes)| {
+                            orphaned = orphans;
+                            super::feed::write_record(&mut *tx, &changes)?;
+                            self.open_files.commit_freeing(&freed, || tx.commit(false))?;
+                            if !changes.is_empty() {
+                                self.feed_committed();
+                            }
+                            Ok(r)
+                        },
+                    );
+                    guess_failed = guessed && r.is_err();
+                    // Not retried after a backoff: run again at once, below.
+                    r.map_err(|e| if guess_failed { Error::new(ErrorKind::Invalid, "") } else { e })
+                },
+            );
+            if !std::mem::take(&mut guess_failed) {
+                break r?;
+            }
+        };
         self.reap_closed(&orphaned);
         Ok(r)
     }

@@ -357,6 +357,16 @@ pub trait Txn: Send {
         let _ = value;
         self.get(key).map(|_| ())
     }
+    /// Takes `key` as absent without reading it, where reading costs a round trip and the
+    /// commit can check it instead (a client of a shared store): true if it did, and then the
+    /// commit fails with a retryable `Conflict` if the key was present at this transaction's
+    /// read version. False (the default, and where the key is read as cheaply as it is
+    /// guessed): nothing was taken, the caller reads. For a name about to be created, by an
+    /// operation that commits whatever it finds and reruns without guessing if it fails.
+    fn assume_absent(&mut self, key: &[u8]) -> Result<bool> {
+        let _ = key;
+        Ok(false)
+    }
     /// True where [`Txn::snapshot_get_many`] costs about one read however many keys it reads
     /// (a remote backend: FoundationDB), so that guessing keys and reading them together
     /// pays. False (the default) for local engines, where a read costs no round trip.

@@ -55,6 +55,9 @@ pub use retry::{backoff, retry, retry_loop, run_with_retries};
 pub use rocks::{wal_syncs, RocksBackend};
 #[cfg(feature = "rocksdb")]
 #[doc(hidden)]
+pub use shared::guess_counts;
+#[cfg(feature = "rocksdb")]
+#[doc(hidden)]
 pub use shared::replies_sent;
 #[cfg(feature = "rocksdb")]
 #[doc(hidden)]

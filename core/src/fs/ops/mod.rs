@@ -61,6 +61,14 @@ pub struct Operation<'a> {
     /// Quota shards this operation read and wrote back (tree, shard, value), so that a second
     /// change of one tree in the operation (a file created, then written) reads it no more.
     pub(crate) quota_shards: smallvec::SmallVec<[(u64, u8, crate::schema::QuotaShard); 2]>,
+    /// A name about to be created may be taken as absent without reading it
+    /// ([`Txn::assume_absent`]): only in an auto-commit call, which reruns without guessing
+    /// if an attempt that guessed fails ([`StoreState::auto_commit_as`]).
+    ///
+    /// [`StoreState::auto_commit_as`]: super::state::StoreState::auto_commit_as
+    pub(crate) may_guess: bool,
+    /// Set once a name was taken as absent.
+    pub(crate) guessed: bool,
 }
 
 impl<'a> Operation<'a> {
@@ -85,6 +93,8 @@ impl<'a> Operation<'a> {
             changes: Vec::new(),
             prefetched: Vec::new(),
             quota_shards: smallvec::SmallVec::new(),
+            may_guess: false,
+            guessed: false,
         }
     }
 
@@ -190,6 +200,17 @@ impl<'a> Operation<'a> {
         self.tx
             .get_with(&schema::dentry_key(dir, name), &mut |v| entry = Some(Dentry::decode(v)))?;
         entry.transpose()
+    }
+
+    /// The entry `name` of directory `dir`, about to be created if absent: taken as absent
+    /// without a read where the transaction checks that at commit (a client's round trip
+    /// saved), else looked up.
+    pub(crate) fn lookup_to_create(&mut self, dir: u64, name: &[u8]) -> Result<Option<Dentry>> {
+        if self.may_guess && self.tx.assume_absent(&schema::dentry_key(dir, name))? {
+            self.guessed = true;
+            return Ok(None);
+        }
+        self.lookup(dir, name)
     }
 
     /// Records a change in directory `dir`: bumps its mtime and ctime without a read conflict.

@@ -329,7 +329,11 @@ impl Operation<'_> {
                 "rename: no_replace and exchange exclude each other",
             ));
         }
-        let s = self.resolve_with(from, false, true)?;
+        // The source exists: only the new name may be taken as absent.
+        let may_guess = std::mem::replace(&mut self.may_guess, false);
+        let s = self.resolve_with(from, false, true);
+        self.may_guess = may_guess;
+        let s = s?;
         let d = self.resolve_with(to, false, true)?;
         let (moved, other) = (s.entry, d.entry);
         self.rename_resolved(s, d, from, to, flags)?;

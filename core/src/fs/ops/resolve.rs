@@ -100,7 +100,10 @@ impl Operation<'_> {
             if for_create && last {
                 parent_quota = Some(self.inode_meta(dir)?.quota);
             }
-            let entry = self.lookup(dir, &name)?;
+            let entry = match for_create && last {
+                true => self.lookup_to_create(dir, &name)?,
+                false => self.lookup(dir, &name)?,
+            };
             self.learn_entry(dir, &name, entry);
             match entry {
                 Some(e) if e.kind == FileType::Symlink && (!last || follow || trailing_slash) => {

@@ -33,12 +33,25 @@ use std::os::fd::OwnedFd;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
+
+/// The top of [`Client::may_guess`]'s score.
+const GUESS_MAX: i32 = 16;
+
+/// Names this process's clients took as absent rightly, and wrongly (see [`guess_counts`]).
+static GUESSES: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// How often this process, as a client, took a name it was creating as absent without
+/// reading it and was right, and how often it was wrong (or read a name instead, while
+/// guesses were off, and found it absent, or present). For tests and measurements.
+pub fn guess_counts() -> (u64, u64) {
+    (GUESSES[0].load(Ordering::Relaxed), GUESSES[1].load(Ordering::Relaxed))
+}
 
 /// Requests this process sent to a store's owner and waited for (see [`round_trips`]).
 static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -238,6 +251,10 @@ pub(crate) struct Client {
     pub(super) cache: Option<Mutex<ClientCache>>,
     /// The server runs lock requests (`op::LOCKS`).
     serves_locks: bool,
+    /// The server checks keys taken as absent (`op::EXPECT_ABSENT`).
+    pub(super) checks_absent: bool,
+    /// How often taking a name as absent was right lately (see [`Client::may_guess`]).
+    guess_score: AtomicI32,
     /// This process's liveness file of the store, attached to every lock request: the server
     /// runs only those for the ids this process locks there.
     alive: Arc<Mutex<Option<Alive>>>,
@@ -301,6 +318,8 @@ impl Client {
             server_pid,
             cache,
             serves_locks: features & protocol::features::LOCKS != 0,
+            checks_absent: features & protocol::features::EXPECT_ABSENT != 0,
+            guess_score: AtomicI32::new(GUESS_MAX / 2),
             alive: alive.clone(),
             bell,
             owner,
@@ -308,6 +327,24 @@ impl Client {
             stalled: AtomicBool::new(false),
             generation: fork_generation(),
         }))
+    }
+
+    /// Whether a name about to be created should be taken as absent without reading it
+    /// (`Txn::assume_absent`): a right guess saves a round trip, a wrong one costs the
+    /// commit that found the name and a second round trip, so guesses stop while they are
+    /// wrong more than once in five (names overwritten, not created) and start again once
+    /// the names read instead turn out absent.
+    pub(super) fn may_guess(&self) -> bool {
+        self.checks_absent && self.guess_score.load(Ordering::Relaxed) >= GUESS_MAX / 4
+    }
+
+    /// Counts a name taken as absent (or read instead) that was absent (`right`) or not.
+    pub(super) fn guessed(&self, right: bool) {
+        GUESSES[!right as usize].fetch_add(1, Ordering::Relaxed);
+        let step = if right { 1 } else { -(GUESS_MAX / 4) };
+        let _ = self.guess_score.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+            Some((s + step).clamp(0, GUESS_MAX))
+        });
     }
 
     /// True once a connection broke, or in a forked child (whose connections are the
@@ -449,6 +486,7 @@ impl Client {
             at: c.catch_up(),
             points: Vec::new(),
             ranges: Vec::new(),
+            absent: Vec::new(),
         });
         let conn = match cached {
             Some(_) => None,
@@ -467,6 +505,8 @@ impl Client {
             begin_pending: false,
             own: std::collections::HashMap::new(),
             writes: false,
+            guessed: false,
+            declined: None,
             failed: None,
         }))
     }

@@ -23,6 +23,8 @@ pub(super) struct Local {
     /// Keys read with a conflict, and ranges added to the conflict set.
     pub(super) points: Vec<Vec<u8>>,
     pub(super) ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keys taken as absent without reading ([`Txn::assume_absent`]): the owner checks them.
+    pub(super) absent: Vec<Vec<u8>>,
 }
 
 /// A transaction run by the serving process for this one.
@@ -44,6 +46,11 @@ pub(super) struct ClientTxn {
     /// are answered here, and after the commit they fill the cache (`fill_own`).
     pub(super) own: HashMap<Vec<u8>, Option<Vec<u8>>>,
     pub(super) writes: bool,
+    /// A key was taken as absent ([`Txn::assume_absent`]): the commit's outcome says whether
+    /// rightly.
+    pub(super) guessed: bool,
+    /// A key not taken as absent (guesses were wrong lately): its read says whether it is.
+    pub(super) declined: Option<Vec<u8>>,
     /// Why the connection was dropped: every later call fails with it.
     pub(super) failed: Option<Error>,
 }
@@ -81,6 +88,9 @@ impl ClientTxn {
             frame = frame.bytes(s).bytes(e);
         }
         frame.push_to(&mut conn.out);
+        for k in &l.absent {
+            Frame::new(op::EXPECT_ABSENT).bytes(k).push_to(&mut conn.out);
+        }
         self.begin_pending = true;
         self.begun = Some((l.at.epoch, 0));
         self.conn = Some(conn);
@@ -112,6 +122,18 @@ impl ClientTxn {
     }
 
     fn call(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
+        let r = self.call_once(frame, during_commit);
+        if let (true, Err(e)) = (self.guessed, &r) {
+            // A name taken as absent was there (or another conflict: counted alike).
+            if e.kind() == ErrorKind::Conflict {
+                self.guessed = false;
+                self.client.guessed(false);
+            }
+        }
+        r
+    }
+
+    fn call_once(&mut self, frame: Frame, during_commit: bool) -> Result<Vec<u8>> {
         if let Err(e) = self.client.check_stalled() {
             // Nothing of this request was sent: dropping the connection rolls back.
             self.conn = None;
@@ -207,11 +229,13 @@ impl ClientTxn {
             backend,
             client,
             conn: None,
-            local: Some(Local { at, points: Vec::new(), ranges: Vec::new() }),
+            local: Some(Local { at, points: Vec::new(), ranges: Vec::new(), absent: Vec::new() }),
             begun: None,
             begin_pending: false,
             own: HashMap::new(),
             writes: false,
+            guessed: false,
+            declined: None,
             failed: None,
         }
     }
@@ -226,6 +250,9 @@ impl ClientTxn {
         }
         let id = receipts::new_id();
         let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true);
+        if self.guessed {
+            self.client.guessed(r.is_ok());
+        }
         if let Some(conn) = self.conn.take() {
             self.client.put_conn(conn);
         }
@@ -271,6 +298,10 @@ impl ClientTxn {
             0 => None,
             _ => Some(f.bytes()?.to_vec()),
         };
+        if self.declined.as_deref() == Some(key) {
+            self.declined = None;
+            self.client.guessed(value.is_none());
+        }
         // The owner's value at its read version, unless this transaction wrote (it may be
         // its own uncommitted write).
         if let (Some((epoch, at)), false, Some(cache)) =
@@ -376,6 +407,33 @@ impl Drop for ClientTxn {
 }
 
 impl Txn for ClientTxn {
+    /// Not read: the owner checks it with BEGIN_AT (or with the next request, once the
+    /// transaction reached it), saving a round trip for a name about to be created. A key
+    /// this transaction wrote, or one the cache holds, is read instead (at no cost).
+    fn assume_absent(&mut self, key: &[u8]) -> Result<bool> {
+        self.check_key(key)?;
+        if !self.client.checks_absent || self.own.contains_key(key) {
+            return Ok(false);
+        }
+        let cache = self.client.cache.as_ref();
+        if let (Some(l), Some(cache)) = (&self.local, cache) {
+            if cache.lock().get(l.at, key).is_some() {
+                return Ok(false);
+            }
+        }
+        if !self.client.may_guess() {
+            self.declined = Some(key.to_vec());
+            return Ok(false);
+        }
+        // The commit must reach the owner, even if nothing else is written.
+        (self.writes, self.guessed) = (true, true);
+        match &mut self.local {
+            Some(l) => l.absent.push(key.to_vec()),
+            None => self.send(Frame::new(op::EXPECT_ABSENT).bytes(key))?,
+        }
+        Ok(true)
+    }
+
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.get_op(key, false)
     }

@@ -37,6 +37,7 @@ mod snapshot;
 mod spin;
 mod waits;
 
+pub use client::guess_counts;
 pub use client::round_trips;
 #[doc(hidden)]
 pub use server::replies_sent;

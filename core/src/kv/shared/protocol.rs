@@ -29,6 +29,8 @@ pub mod features {
     /// The store's bell (`bell.rs`), its memory's descriptor attached to the hello reply
     /// (after the ring's).
     pub const BELL_FD: u64 = 16;
+    /// The server checks keys a client took as absent without reading (`op::EXPECT_ABSENT`).
+    pub const EXPECT_ABSENT: u64 = 32;
 }
 
 /// What a client's hello brings (a bit set after the version).
@@ -63,6 +65,10 @@ pub mod op {
     /// `client_cache.rs`): ring epoch, version, the keys (count, keys) and ranges (count,
     /// start and end) read. Replied to with the owner's read version, or an error.
     pub const BEGIN_AT: u8 = 15;
+    /// A key the client took as absent without reading it (`Txn::assume_absent`): the server
+    /// reads it in the transaction (a read like GET's, at its read version) and, if present,
+    /// fails the transaction with a retryable conflict. No reply of its own.
+    pub const EXPECT_ABSENT: u8 = 16;
     /// Whether the commit with this id took effect (its receipt exists); a COMMIT may end with
     /// a commit id (see `receipts.rs`). Numbered apart from the others, for additions.
     pub const OUTCOME: u8 = 40;

@@ -331,6 +331,17 @@ impl Session<'_> {
                 self.quietly(|t| t.atomic_max(k, m));
                 None
             }
+            op::EXPECT_ABSENT => {
+                let k = f.bytes()?;
+                self.quietly(|t| match t.get(k)? {
+                    None => Ok(()),
+                    Some(_) => Err(Error::new(
+                        ErrorKind::Conflict,
+                        "transaction conflict: a key the client took as absent exists; retry it",
+                    )),
+                });
+                None
+            }
             op::SET_VERSIONSTAMPED => {
                 let (p, v) = (f.bytes()?, f.bytes()?);
                 self.quietly(|t| t.set_versionstamped_key(p, v));

@@ -79,7 +79,8 @@ pub(super) fn hello_reply(
             if ring.is_some() { protocol::features::RING_FD } else { 0 }
                 | if bell.is_some() { protocol::features::BELL_FD } else { 0 }
                 | if area { protocol::features::AREA } else { 0 }
-                | protocol::features::LOCKS,
+                | protocol::features::LOCKS
+                | protocol::features::EXPECT_ABSENT,
         )
         .finish()
 }
