@@ -1,12 +1,14 @@
 """One-row commits per second of a writer process that is a client of a store another, idle,
 process owns (it opened the store first and serves it), and the writer's round trips to the
 owner per commit (`PRAGMA txvfs_stats`, from builds that count them): what a client's commit
-costs beyond the owner's own, without readers competing for the CPU.
+costs beyond the owner's own, without readers competing for the CPU. The owner's own rate,
+measured first the same way, is printed beside it.
 
     python3 benches/sqlite/client_commit.py LIBPATH WORKDIR [COMMITS] [SYNCHRONOUS]
 
 SYNCHRONOUS is FULL (default) or OFF; with OFF the fsync is out of the way and the round trips
-are most of a commit's cost. Prints `commits/s round-trips-per-commit`.
+are most of a commit's cost. Prints `client: COMMITS/s ROUND-TRIPS-per-commit`, then
+`owner: COMMITS/s` and the client's time per commit over the owner's.
 """
 
 import os
@@ -35,8 +37,8 @@ def round_trips(con):
     return int(stats.get("round_trips", -1))
 
 
-def client(lib, work, n, sync):
-    con = connect(lib, work, sync)
+def commits(con, n):
+    """Commits/s and round trips per commit of `n` one-row commits on `con`."""
     for _ in range(20):  # warm up the connection pool, the cache and the page cache
         con.execute("INSERT INTO t(v) VALUES (randomblob(100))")
     before = round_trips(con)
@@ -45,6 +47,11 @@ def client(lib, work, n, sync):
         con.execute("INSERT INTO t(v) VALUES (randomblob(100))")
     rate = n / (time.perf_counter() - start)
     trips = (round_trips(con) - before) / n if before >= 0 else float("nan")
+    return rate, trips
+
+
+def client(lib, work, n, sync):
+    rate, trips = commits(connect(lib, work, sync), n)
     print(f"{rate:.0f} {trips:.2f}", flush=True)
 
 
@@ -58,9 +65,12 @@ def main():
     sync = sys.argv[4] if len(sys.argv) > 4 else "FULL"
     owner = connect(lib, work, sync)  # this process owns the store and stays idle
     owner.execute("CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v BLOB)")
+    own, _ = commits(owner, int(n))
     args = [sys.executable, __file__, "--client", lib, work, n, sync]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
-    print(out.stdout.strip())
+    rate, trips = out.stdout.split()
+    print(f"client: {rate}/s {trips} round trips per commit; owner: {own:.0f}/s; ", end="")
+    print(f"client/owner time per commit: {own / float(rate):.2f}x")
     owner.close()
 
 
