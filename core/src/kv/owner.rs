@@ -22,6 +22,12 @@ use std::sync::Once;
 /// Name of the lock file inside a store directory.
 pub const OWNER_FILE: &str = "txvfs.owner";
 
+/// How long a new owner stays quiet after taking the lock: it commits nothing (neither its
+/// own calls nor its clients') until this long after the previous owner's end. A client that
+/// saw its owner alive at time T therefore trusts its cache without asking again until
+/// T + this: no new owner's commit can precede its reads (see `Client::owner_exited`).
+pub const TAKEOVER_QUIET: std::time::Duration = std::time::Duration::from_micros(200);
+
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
 /// Lock descriptors of this process, for the at-fork child handler (which may not take locks
@@ -71,6 +77,8 @@ pub struct OwnerLock {
     slot: Option<usize>,
     generation: u64,
     pid: u32,
+    /// When the lock was taken (see [`OwnerLock::wait_quiet`]).
+    taken: std::time::Instant,
 }
 
 /// Has the at-fork handler close descriptor `fd` in every child, so that an open-file-
@@ -149,8 +157,18 @@ impl OwnerLock {
                 format!("{what}: cannot lock {}: {e}", path.display()),
             ));
         }
+        let taken = std::time::Instant::now();
         write_owner(fd, pid, exclusive);
-        Ok(OwnerLock { fd, slot: close_in_children(fd), generation: fork_generation(), pid })
+        Ok(OwnerLock { fd, slot: close_in_children(fd), generation: fork_generation(), pid, taken })
+    }
+
+    /// Waits until [`TAKEOVER_QUIET`] has passed since the lock was taken (the previous owner
+    /// ended before that): called before the store commits anything. Opening RocksDB takes
+    /// longer than that, so this rarely sleeps.
+    pub fn wait_quiet(&self) {
+        if let Some(rest) = TAKEOVER_QUIET.checked_sub(self.taken.elapsed()) {
+            std::thread::sleep(rest);
+        }
     }
 
     /// True when this lock was taken before a fork of this process (so the caller is a child).
@@ -319,5 +337,20 @@ impl Drop for SnapshotLock {
         keep_in_children(self.slot);
         // SAFETY: fd is ours; closing it releases the lock.
         unsafe { libc::close(self.fd) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client trusts its cache for TAKEOVER_QUIET after it saw its owner alive: a new
+    /// owner must not commit before that has passed since it took the lock.
+    #[test]
+    fn a_new_owner_stays_quiet_after_taking_the_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = OwnerLock::acquire(d.path(), "test", false).unwrap();
+        lock.wait_quiet();
+        assert!(lock.taken.elapsed() >= TAKEOVER_QUIET);
     }
 }

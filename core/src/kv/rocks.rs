@@ -341,6 +341,7 @@ impl RocksBackend {
             max_txn_bytes: None,
             max_txn_duration: None,
         };
+        engine.owner.wait_quiet();
         let backend = Arc::new(RocksBackend { occ: OccStore::new(engine, limits) });
         stores.retain(|_, w| w.strong_count() > 0);
         stores.insert(canon, Arc::downgrade(&backend));

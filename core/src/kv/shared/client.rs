@@ -25,7 +25,7 @@ use super::spin::{Side, Spinner};
 use super::waits::{self, Outcome};
 use super::SharedBackend;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kv::owner::fork_generation;
+use crate::kv::owner::{fork_generation, TAKEOVER_QUIET};
 use crate::kv::{Limits, Txn};
 use parking_lot::Mutex;
 use std::io::BufReader;
@@ -35,10 +35,15 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Idle connections kept per client.
 const POOL: usize = 16;
+
+/// [`TAKEOVER_QUIET`] in nanoseconds.
+const TAKEOVER_QUIET_NS: u64 = TAKEOVER_QUIET.as_nanos() as u64;
+/// `Client::owner_seen` before the owner was first seen alive.
+const NEVER: u64 = u64::MAX;
 
 /// The top of [`Client::may_guess`]'s score.
 const GUESS_MAX: i32 = 16;
@@ -253,6 +258,10 @@ pub(crate) struct Client {
     serves_locks: bool,
     /// The server checks keys taken as absent (`op::EXPECT_ABSENT`).
     pub(super) checks_absent: bool,
+    /// When this client was made, and (in nanoseconds since then) when its owner was last
+    /// seen alive (see [`Client::owner_exited`]).
+    opened: Instant,
+    owner_seen: AtomicU64,
     /// How often taking a name as absent was right lately (see [`Client::may_guess`]).
     guess_score: AtomicI32,
     /// This process's liveness file of the store, attached to every lock request: the server
@@ -320,6 +329,9 @@ impl Client {
             serves_locks: features & protocol::features::LOCKS != 0,
             checks_absent: features & protocol::features::EXPECT_ABSENT != 0,
             guess_score: AtomicI32::new(GUESS_MAX / 2),
+            opened: Instant::now(),
+            // Not seen yet: the first begin asks.
+            owner_seen: AtomicU64::new(NEVER),
             alive: alive.clone(),
             bell,
             owner,
@@ -392,14 +404,29 @@ impl Client {
         }
     }
 
-    /// Whether the owner process has exited.
+    /// Whether the owner process has exited, as far as a transaction beginning now must
+    /// know: once its pidfd showed it alive, for [`TAKEOVER_QUIET`] no new owner can have
+    /// committed anything (it stays quiet that long after taking the store over), so the
+    /// cache is trusted without asking again (the poll was two fifths of a cached `stat`).
     fn owner_exited(&self) -> bool {
-        self.owner.as_ref().is_some_and(|fd| {
-            let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: polls one valid pollfd without waiting; a pidfd is readable once its
-            // process has exited.
-            unsafe { libc::poll(&mut p, 1, 0) > 0 }
-        })
+        let Some(fd) = self.owner.as_ref() else { return false };
+        let now = self.opened.elapsed().as_nanos() as u64;
+        let seen = self.owner_seen.load(Ordering::Relaxed);
+        if seen != NEVER && now.saturating_sub(seen) < TAKEOVER_QUIET_NS {
+            return false;
+        }
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: polls one valid pollfd without waiting; a pidfd is readable once its
+        // process has exited.
+        let exited = unsafe { libc::poll(&mut p, 1, 0) > 0 };
+        if !exited {
+            // Alive at the poll, so at `now` (taken before it). Another thread may have
+            // stored a later sighting meanwhile: keep the later one (NEVER is replaced).
+            let _ = self.owner_seen.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(if s == NEVER { now } else { s.max(now) })
+            });
+        }
+        exited
     }
 
     /// The error of a call that got no answer in time.
