@@ -2,6 +2,7 @@
 still sees every write another process made before its read began: the owner writes, answers,
 and the client's next stat and read_bytes show that write, never an older one."""
 
+import contextlib
 import subprocess
 import sys
 
@@ -18,8 +19,9 @@ for line in sys.stdin:
 """
 
 
-def test_a_client_reads_every_write_acknowledged_before_its_read(tmp_path):
-    path = str(tmp_path / "store")
+@contextlib.contextmanager
+def owner_of(path):
+    """A second process that owns the store at `path` and writes what it is told."""
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, path],
         stdin=subprocess.PIPE,
@@ -28,6 +30,15 @@ def test_a_client_reads_every_write_acknowledged_before_its_read(tmp_path):
     )
     try:
         assert owner.stdout.readline().strip() == "ready"
+        yield owner
+    finally:
+        owner.stdin.close()
+        assert owner.wait(timeout=30) == 0
+
+
+def test_a_client_reads_every_write_acknowledged_before_its_read(tmp_path):
+    path = str(tmp_path / "store")
+    with owner_of(path) as owner:
         with txvfs.open(path) as s:
             s.write_bytes("/same", b"unchanged")
             for i in range(200):
@@ -38,9 +49,6 @@ def test_a_client_reads_every_write_acknowledged_before_its_read(tmp_path):
                 assert s.stat("/f").st_size == len(data), i
                 assert s.read_bytes("/f") == data.encode(), i
                 assert s.read_bytes("/same") == b"unchanged"
-    finally:
-        owner.stdin.close()
-        assert owner.wait(timeout=30) == 0
 
 
 def test_a_client_creating_names_another_process_made_finds_them(tmp_path):
@@ -48,14 +56,7 @@ def test_a_client_creating_names_another_process_made_finds_them(tmp_path):
     saved); where another process made that name, the owner's check makes the call read it,
     so each call answers as it would have: replaced, FileExistsError, or renamed onto."""
     path = str(tmp_path / "store")
-    owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, path],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert owner.stdout.readline().strip() == "ready"
+    with owner_of(path) as owner:
         for name in ("/w", "/x", "/m", "/t"):
             owner.stdin.write(f"{name} from-the-owner\n")
             owner.stdin.flush()
@@ -82,6 +83,3 @@ def test_a_client_creating_names_another_process_made_finds_them(tmp_path):
                 s.write_bytes(f"/new{i}", b"n")
             names = ["m", "t", "w", "warm", "x"] + [f"new{i}" for i in range(20)]
             assert sorted(s.listdir("/")) == sorted(names)
-    finally:
-        owner.stdin.close()
-        assert owner.wait(timeout=30) == 0
