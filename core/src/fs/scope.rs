@@ -149,9 +149,10 @@ impl StoreState {
     ) -> Result<R> {
         let mut orphaned = Vec::new();
         // The first attempt may take names it creates as absent without reading them
-        // (`Operation::lookup_to_create`). If it did and failed, whether its commit found one
-        // present or it failed on the way (which the guess may have caused), the call runs
-        // again at once, reading them.
+        // (`Operation::lookup_to_create`). If it did and failed before its commit (an error
+        // the guess may have caused) or its commit conflicted (the owner found such a name),
+        // the call runs again at once, reading them. Nothing was committed then; a commit
+        // whose outcome is unknown is never run again.
         let (mut may_guess, mut guess_failed) = (true, false);
         let r = loop {
             let r = kv::retry_loop(
@@ -162,20 +163,32 @@ impl StoreState {
                     op.may_guess = std::mem::take(&mut may_guess);
                     let r = f(&mut op);
                     let guessed = op.guessed;
-                    let r = r.map(|r| (r, op.orphaned, op.freed, op.changes)).and_then(
-                        |(r, orphans, freed, changes)| {
-                            orphaned = orphans;
-                            super::feed::write_record(&mut *tx, &changes)?;
-                            self.open_files.commit_freeing(&freed, || tx.commit(false))?;
-                            if !changes.is_empty() {
-                                self.feed_committed();
-                            }
-                            Ok(r)
-                        },
-                    );
-                    guess_failed = guessed && r.is_err();
                     // Not retried after a backoff: run again at once, below.
-                    r.map_err(|e| if guess_failed { Error::new(ErrorKind::Invalid, "") } else { e })
+                    let again = || Error::new(ErrorKind::Invalid, "a guess to take back");
+                    let (r, orphans, freed, changes) = match r {
+                        Ok(r) => (r, op.orphaned, op.freed, op.changes),
+                        // Nothing was committed: an error the guess may have caused.
+                        Err(_) if guessed => {
+                            guess_failed = true;
+                            return Err(again());
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    orphaned = orphans;
+                    super::feed::write_record(&mut *tx, &changes)?;
+                    match self.open_files.commit_freeing(&freed, || tx.commit(false)) {
+                        // The owner found a guessed name: nothing was committed. Any other
+                        // failure stands (CommitUnknown: the commit may have taken effect).
+                        Err(e) if guessed && e.kind() == ErrorKind::Conflict => {
+                            guess_failed = true;
+                            return Err(again());
+                        }
+                        r => r?,
+                    }
+                    if !changes.is_empty() {
+                        self.feed_committed();
+                    }
+                    Ok(r)
                 },
             );
             if !std::mem::take(&mut guess_failed) {
