@@ -153,3 +153,46 @@ fn guesses_stop_while_names_are_overwritten_and_start_again_for_new_ones() {
     assert_eq!(owner.ask("read /o39"), "new");
     clean(&store);
 }
+
+#[test]
+fn clients_racing_to_create_the_same_names_make_each_once() {
+    // Four threads (each on its own connection) take the same new names as absent at once:
+    // one commit per name wins, the others conflict, run again, and find it.
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    assert_eq!(owner.ask("write /seed x"), "ok");
+    let store = std::sync::Arc::new(client(d.path(), Options::default()));
+    store.mkdir("/w", 0o755).unwrap();
+    store.mkdir("/x", 0o755).unwrap();
+    let (names, threads) = (100, 4);
+    let go = std::sync::Arc::new(std::sync::Barrier::new(threads));
+    let racers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (store, go) = (store.clone(), go.clone());
+            std::thread::spawn(move || {
+                go.wait();
+                let mut made = 0;
+                for i in 0..names {
+                    store.write_file(format!("/w/n{i}"), format!("from {t}").as_bytes()).unwrap();
+                    let new = OpenOptions::new().write(true).create_new(true);
+                    match store.open(format!("/x/n{i}"), &new) {
+                        Ok(f) => {
+                            f.close().unwrap();
+                            made += 1;
+                        }
+                        Err(e) => assert_eq!(e.kind(), ErrorKind::Exists, "{e}"),
+                    }
+                }
+                made
+            })
+        })
+        .collect();
+    let made: usize = racers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert_eq!(made, names, "each create_new name made exactly once");
+    assert_eq!(store.readdir("/w", None, 0).unwrap().len(), names);
+    assert_eq!(store.readdir("/x", None, 0).unwrap().len(), names);
+    let data = owner.ask("read /w/n7");
+    assert!(data.starts_with("from "), "{data}");
+    clean(&store);
+}
