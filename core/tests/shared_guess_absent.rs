@@ -29,6 +29,17 @@ fn guesses() -> (u64, u64) {
     txvfs::kv::guess_counts()
 }
 
+/// A store in a new directory, owned by an agent that first writes each `PATH DATA` of
+/// `files` (so this process, opening it next, is a client that never read them).
+fn owner_writing(files: impl IntoIterator<Item = String>) -> (tempfile::TempDir, Agent) {
+    let d = tempfile::tempdir().unwrap();
+    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
+    for f in files {
+        assert_eq!(owner.ask(&format!("write {f}")), "ok");
+    }
+    (d, owner)
+}
+
 /// This process as a client of the store the agent owns.
 fn client(dir: &std::path::Path, options: Options) -> Store {
     let store = Store::open_with(dir.to_str().unwrap(), options).unwrap();
@@ -48,9 +59,7 @@ fn clean(store: &Store) {
 #[test]
 fn a_client_creates_a_new_name_in_one_round_trip() {
     let _serial = serial();
-    let d = tempfile::tempdir().unwrap();
-    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
-    assert_eq!(owner.ask("write /seed x"), "ok");
+    let (d, mut owner) = owner_writing(["/seed x".to_string()]);
     let store = client(d.path(), Options::default());
     store.mkdir("/d", 0o755).unwrap();
     store.write_file("/d/warm", b"w").unwrap();
@@ -78,11 +87,8 @@ fn a_client_creates_a_new_name_in_one_round_trip() {
 fn a_name_taken_as_absent_that_exists_is_found() {
     let _serial = serial();
     // write_file, create_new, mkdir and rename onto a name the client never read.
-    let d = tempfile::tempdir().unwrap();
-    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
-    for f in ["old", "excl", "dir"] {
-        assert_eq!(owner.ask(&format!("write /{f} from-the-owner")), "ok");
-    }
+    let (d, mut owner) =
+        owner_writing(["old", "excl", "dir"].map(|f| format!("/{f} from-the-owner")));
     let store = client(d.path(), Options::default());
     store.write_file("/warm", b"w").unwrap();
     // None of these names is in the client's cache: each is taken as absent, wrongly.
@@ -106,9 +112,7 @@ fn a_name_taken_as_absent_that_exists_is_found() {
 fn a_call_that_failed_after_a_guess_runs_again_reading_the_name() {
     let _serial = serial();
     // On a read-only open, opening an existing file with O_CREAT succeeds; creating fails.
-    let d = tempfile::tempdir().unwrap();
-    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
-    assert_eq!(owner.ask("write /there present"), "ok");
+    let (d, _owner) = owner_writing(["/there present".to_string()]);
     let store = client(d.path(), Options { read_only: true, ..Options::default() });
     store.stat("/").unwrap();
     let f = store.open("/there", &OpenOptions::new().read(true).create(true)).unwrap();
@@ -123,11 +127,7 @@ fn a_call_that_failed_after_a_guess_runs_again_reading_the_name() {
 #[test]
 fn guesses_stop_while_names_are_overwritten_and_start_again_for_new_ones() {
     let _serial = serial();
-    let d = tempfile::tempdir().unwrap();
-    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
-    for i in 0..40 {
-        assert_eq!(owner.ask(&format!("write /o{i} old")), "ok");
-    }
+    let (d, mut owner) = owner_writing((0..40).map(|i| format!("/o{i} old")));
     let store = client(d.path(), Options::default());
     store.write_file("/warm", b"w").unwrap();
     // Names the client never read, overwritten: 3 round trips each (the name, the file's
@@ -159,9 +159,7 @@ fn clients_racing_to_create_the_same_names_make_each_once() {
     // Four threads (each on its own connection) take the same new names as absent at once:
     // one commit per name wins, the others conflict, run again, and find it.
     let _serial = serial();
-    let d = tempfile::tempdir().unwrap();
-    let mut owner = Agent::start(d.path().to_str().unwrap(), AGENT);
-    assert_eq!(owner.ask("write /seed x"), "ok");
+    let (d, mut owner) = owner_writing(["/seed x".to_string()]);
     let store = std::sync::Arc::new(client(d.path(), Options::default()));
     store.mkdir("/w", 0o755).unwrap();
     store.mkdir("/x", 0o755).unwrap();

@@ -351,7 +351,7 @@ impl Client {
     }
 
     /// Counts a name taken as absent (or read instead) that was absent (`right`) or not.
-    pub(super) fn guessed(&self, right: bool) {
+    pub(super) fn count_guess(&self, right: bool) {
         GUESSES[!right as usize].fetch_add(1, Ordering::Relaxed);
         let step = if right { 1 } else { -(GUESS_MAX / 4) };
         let _ = self.guess_score.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {

@@ -127,7 +127,7 @@ impl ClientTxn {
             // A name taken as absent was there (or another conflict: counted alike).
             if e.kind() == ErrorKind::Conflict {
                 self.guessed = false;
-                self.client.guessed(false);
+                self.client.count_guess(false);
             }
         }
         r
@@ -251,7 +251,7 @@ impl ClientTxn {
         let id = receipts::new_id();
         let r = self.call(Frame::new(op::COMMIT).u8(durable as u8).bytes(&id), true);
         if self.guessed {
-            self.client.guessed(r.is_ok());
+            self.client.count_guess(r.is_ok());
         }
         if let Some(conn) = self.conn.take() {
             self.client.put_conn(conn);
@@ -300,7 +300,7 @@ impl ClientTxn {
         };
         if self.declined.as_deref() == Some(key) {
             self.declined = None;
-            self.client.guessed(value.is_none());
+            self.client.count_guess(value.is_none());
         }
         // The owner's value at its read version, unless this transaction wrote (it may be
         // its own uncommitted write).
